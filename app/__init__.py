@@ -1,0 +1,140 @@
+"""Countersign: a Flask copilot whose risky actions wait for the person's countersignature."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Flask, jsonify, render_template, request
+from sqlalchemy.exc import OperationalError, ProgrammingError
+
+from app import config as settings
+from app.errors import CountersignError, ServiceUnavailable
+from app.extensions import csrf, db, htmx, limiter, login, migrate, redis_client
+
+log = logging.getLogger(__name__)
+
+
+def create_app(config: dict[str, Any] | None = None) -> Flask:
+    """Build the app: settings, extensions, blueprints, actions, commands."""
+    app = Flask(
+        __name__,
+        instance_path=str(settings.INSTANCE),
+        template_folder=str(settings.ROOT / "templates"),
+        static_folder=str(settings.ROOT / "static"),
+    )
+    app.config.from_mapping(settings.load(config))
+    settings.INSTANCE.mkdir(parents=True, exist_ok=True)
+    register_extensions(app)
+    register_blueprints(app)
+    register_errorhandlers(app)
+    register_engine(app)
+    register_commands(app)
+    register_headers(app)
+    if app.config["SWEEP_ON_START"]:
+        sweep_on_start(app)
+    return app
+
+
+def register_extensions(app: Flask) -> None:
+    from app import models  # noqa: F401  (tables must be known to Flask-Migrate)
+
+    db.init_app(app)
+    migrate.init_app(app, db, directory=str(settings.ROOT / "migrations"))
+    login.init_app(app)
+    csrf.init_app(app)
+    htmx.init_app(app)
+    limiter.init_app(app)
+    redis_client.init_app(app)
+    if app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite"):
+        with app.app_context():
+            _sqlite_pragmas()
+
+
+def _sqlite_pragmas() -> None:
+    """WAL lets readers and one writer work at once; claims still serialize."""
+    import sqlalchemy as sa
+
+    @sa.event.listens_for(db.engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+
+def register_blueprints(app: Flask) -> None:
+    from app.api import bp as api_bp
+    from app.auth import bp as auth_bp
+    from app.web import bp as web_bp
+
+    app.register_blueprint(auth_bp)
+    app.register_blueprint(web_bp)
+    app.register_blueprint(api_bp, url_prefix="/api")
+    if app.config["BENCH_PROBE"]:
+        from app.api.probe import bp as probe_bp
+
+        app.register_blueprint(probe_bp, url_prefix="/api")
+
+
+def register_errorhandlers(app: Flask) -> None:
+    def wants_json() -> bool:
+        return request.path.startswith("/api/") or request.accept_mimetypes.best == "application/json"
+
+    @app.errorhandler(CountersignError)
+    def domain_error(error: CountersignError) -> Any:
+        if wants_json():
+            return jsonify(error=type(error).__name__, message=error.message), error.status
+        return render_template("error.html", message=error.message), error.status
+
+    @app.errorhandler(OperationalError)
+    def database_down(error: OperationalError) -> Any:
+        db.session.rollback()
+        log.error("database error: %s", error)
+        return domain_error(ServiceUnavailable())
+
+
+def register_engine(app: Flask) -> None:
+    from app.copilot.actions import discover
+    from app.copilot.agent import Engine
+
+    app.extensions["countersign"] = Engine(
+        registry=discover(app.config.get("ACTIONS_PACKAGE", "app.actions")),
+        model_spec=app.config["COUNTERSIGN_MODEL"],
+        base_url=app.config["COUNTERSIGN_MODEL_BASE_URL"],
+        toolsets=app.config["COUNTERSIGN_TOOLSETS"],
+        max_steps=app.config["COUNTERSIGN_MAX_STEPS"],
+    )
+
+
+def register_commands(app: Flask) -> None:
+    from app.cli import register
+
+    register(app)
+
+
+def register_headers(app: Flask) -> None:
+    @app.after_request
+    def security_headers(response: Any) -> Any:
+        response.headers.setdefault(
+            "Content-Security-Policy",
+            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+            "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+        )
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("Referrer-Policy", "same-origin")
+        return response
+
+
+def sweep_on_start(app: Flask) -> None:
+    """End approvals a dead process left claimed (never re-run them)."""
+    from app.copilot.agent import sweep_interrupted
+
+    with app.app_context():
+        try:
+            ended = sweep_interrupted(app.config["APPROVALS_INTERRUPTED_AFTER"])
+        except (OperationalError, ProgrammingError):
+            db.session.rollback()  # no tables yet: `flask db upgrade` has not run
+            return
+        if ended:
+            log.warning("marked %d approval(s) interrupted at start", len(ended))

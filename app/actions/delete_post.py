@@ -1,0 +1,31 @@
+from pydantic import BaseModel, Field
+
+from app.copilot.actions import Action, Kind, expose
+from app.models import Post
+
+
+@expose("blog")
+class DeletePost(Action):
+    """Delete a post."""
+
+    kind = Kind.DESTRUCTIVE
+    done_label = "Removed"
+    examples = ["delete the post", "remove my post"]
+
+    class Input(BaseModel):
+        post: int = Field(description="The post's id")
+
+    def authorize(self, ctx, input):
+        return ctx.find(Post, input.post).author_id == ctx.user.id
+
+    def approval_reason(self, ctx, input):
+        return "Delete this post? This cannot be undone."
+
+    def approval_summary(self, ctx, input):
+        post = ctx.find(Post, input.post)
+        return {"Post": post.title, "Status": post.status}
+
+    def handle(self, ctx, input):
+        post = ctx.find(Post, input.post)
+        ctx.db.delete(post)
+        return f"Deleted “{post.title}”."

@@ -1,0 +1,33 @@
+from pydantic import BaseModel, EmailStr, Field
+
+from app.copilot.actions import Action, Kind, expose
+from app.mail import deliver
+from app.models import OutboxEmail
+
+
+@expose("mail")
+class SendEmail(Action):
+    """Send an email on your behalf."""
+
+    kind = Kind.EXTERNAL
+    done_label = "Sent"
+    examples = ["send an email", "email someone", "write to"]
+
+    class Input(BaseModel):
+        to: EmailStr = Field(description="The recipient's address")
+        subject: str = Field(max_length=200, description="The subject line")
+        body: str = Field(max_length=10000, description="The message")
+
+    def approval_reason(self, ctx, input):
+        return f"Send this email as {ctx.user.email}?"
+
+    def approval_summary(self, ctx, input):
+        return {"To": input.to, "Subject": input.subject, "Message": input.body}
+
+    def handle(self, ctx, input):
+        email = OutboxEmail(tenant_id=ctx.tenant.id, sender_id=ctx.user.id, to=input.to,
+                            subject=input.subject, body=input.body, idempotency_key=ctx.approval_id)
+        ctx.db.add(email)
+        ctx.db.flush()  # the unique key stops a second send before anything leaves
+        deliver(email, sender=ctx.user.email)
+        return f"Email to {input.to} {email.status}."

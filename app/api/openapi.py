@@ -1,0 +1,98 @@
+"""The OpenAPI 3.1 description of /api."""
+
+from __future__ import annotations
+
+from typing import Any
+
+ERROR = {"$ref": "#/components/schemas/Error"}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    text = {400: "Bad token or values", 401: "Not signed in", 403: "Another person or session",
+            404: "Not found in your tenant", 409: "Already decided", 410: "Expired",
+            503: "Briefly unavailable; nothing changed"}
+    return {str(c): {"description": text[c], **_json(ERROR)} for c in codes}
+
+
+def _answer(decision: str) -> dict[str, Any]:
+    return {
+        "post": {
+            "summary": f"{decision.capitalize()} a card",
+            "operationId": f"{decision}Approval",
+            "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "requestBody": {"required": True, **_json({
+                "type": "object", "required": ["token"],
+                "properties": {"token": {"type": "string"}}})},
+            "responses": {"200": {"description": "The outcome", **_json({"$ref": "#/components/schemas/Answer"})},
+                          **_errors(400, 401, 403, 404, 409, 410, 503)},
+        }
+    }
+
+
+def document() -> dict[str, Any]:
+    message = {"type": "object", "required": ["role", "text"],
+               "properties": {"role": {"type": "string", "enum": ["user", "assistant", "notice", "card"]},
+                              "text": {"type": "string"}, "approval": {"type": "string"}}}
+    prompt = {
+        "type": "object",
+        "required": ["id", "type", "action", "reason", "rows", "form", "token", "expires_at"],
+        "properties": {
+            "id": {"type": "string"}, "type": {"type": "string", "enum": ["confirm", "form"]},
+            "action": {"type": "string"}, "reason": {"type": "string"},
+            "rows": {"type": "array", "items": {"type": "object", "required": ["label", "value"],
+                     "properties": {"label": {"type": "string"}, "value": {"type": "string"}}}},
+            "form": {"type": ["object", "null"]}, "status": {"type": "string"},
+            "token": {"type": ["string", "null"]}, "expires_at": {"type": "string", "format": "date-time"},
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Countersign API", "version": "1"},
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Error": {"type": "object", "properties": {"error": {"type": "string"},
+                                                           "message": {"type": "string"}}},
+                "Message": message,
+                "Prompt": prompt,
+                "Turn": {"type": "object", "properties": {
+                    "messages": {"type": "array", "items": {"$ref": "#/components/schemas/Message"}},
+                    "pending": {"type": "array", "items": {"$ref": "#/components/schemas/Prompt"}}}},
+                "Answer": {"type": "object", "properties": {
+                    "status": {"type": "string"},
+                    "messages": {"type": "array", "items": {"$ref": "#/components/schemas/Message"}},
+                    "pending": {"type": "array", "items": {"$ref": "#/components/schemas/Prompt"}}}},
+            },
+        },
+        "security": [{"bearer": []}],
+        "paths": {
+            "/api/conversations": {"post": {
+                "summary": "Start a conversation", "operationId": "createConversation",
+                "responses": {"201": {"description": "Created", **_json({
+                    "type": "object", "properties": {"id": {"type": "integer"}}})}, **_errors(401)}}},
+            "/api/conversations/{id}": {"get": {
+                "summary": "All messages and pending prompts", "operationId": "getConversation",
+                "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}],
+                "responses": {"200": {"description": "The conversation", **_json({"$ref": "#/components/schemas/Turn"})},
+                              **_errors(401, 404)}}},
+            "/api/conversations/{id}/messages": {"post": {
+                "summary": "Say something to the agent", "operationId": "postMessage",
+                "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}],
+                "requestBody": {"required": True, **_json({"type": "object", "required": ["text"],
+                                                           "properties": {"text": {"type": "string"}}})},
+                "responses": {"200": {"description": "What the agent added", **_json({"$ref": "#/components/schemas/Turn"})},
+                              **_errors(400, 401, 404)}}},
+            "/api/approvals": {"get": {
+                "summary": "Your approvals", "operationId": "listApprovals",
+                "parameters": [{"name": "status", "in": "query", "schema": {"type": "string", "default": "pending"}}],
+                "responses": {"200": {"description": "Approvals", **_json({"type": "object", "properties": {
+                    "approvals": {"type": "array", "items": {"$ref": "#/components/schemas/Prompt"}}}})},
+                    **_errors(401)}}},
+            "/api/approvals/{id}/confirm": _answer("confirm"),
+            "/api/approvals/{id}/decline": _answer("decline"),
+        },
+    }

@@ -1,0 +1,115 @@
+"""flask commands: demo, actions, users create-token, approvals sweep."""
+
+from __future__ import annotations
+
+import json
+
+import click
+import sqlalchemy as sa
+from flask import Flask, current_app
+from flask.cli import AppGroup
+
+from app.copilot.agent import engine, expire_due, sweep_interrupted
+from app.copilot.schema import tool_schema
+from app.extensions import db
+from app.models import Post, Tenant, User
+
+DEMO_PASSWORD = "demo"
+
+
+def register(app: Flask) -> None:
+    app.cli.add_command(demo)
+    app.cli.add_command(actions)
+    app.cli.add_command(users)
+    app.cli.add_command(approvals_cli)
+
+
+@click.command()
+def demo() -> None:
+    """Seed the demo tenants, people and posts (never in production)."""
+    if current_app.config["COUNTERSIGN_ENV"] == "production" and not current_app.debug:
+        raise click.ClickException("`demo` seeds known passwords; run it with COUNTERSIGN_ENV=development.")
+    seed_demo()
+    click.echo("Demo ready: sign in as alice@example.com with password 'demo'.")
+
+
+def seed_demo() -> dict[str, User]:
+    """Tenants acme and globex with their people and alice's two posts; idempotent."""
+    people: dict[str, User] = {}
+    for slug, name, members in (
+        ("acme", "Acme", [("alice@example.com", "Alice", False), ("bob@example.com", "Bob", False),
+                          ("admin@example.com", "Admin", True)]),
+        ("globex", "Globex", [("carol@example.com", "Carol", False)]),
+    ):
+        tenant = db.session.scalar(sa.select(Tenant).where(Tenant.slug == slug))
+        if tenant is None:
+            tenant = Tenant(slug=slug, name=name)
+            db.session.add(tenant)
+            db.session.flush()
+        for email, person, admin in members:
+            user = db.session.scalar(sa.select(User).where(User.email == email))
+            if user is None:
+                user = User(tenant_id=tenant.id, email=email, name=person, is_admin=admin)
+                user.set_password(DEMO_PASSWORD)
+                db.session.add(user)
+                db.session.flush()
+            people[email] = user
+    alice = people["alice@example.com"]
+    for title, status in (("Spring meetup", "draft"), ("Launch notes", "published")):
+        exists = db.session.scalar(sa.select(Post).where(Post.tenant_id == alice.tenant_id, Post.title == title))
+        if exists is None:
+            db.session.add(Post(tenant_id=alice.tenant_id, author_id=alice.id, title=title,
+                                body=f"{title}: text.", status=status))
+    db.session.commit()
+    return people
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the schemas as JSON.")
+def actions(as_json: bool) -> None:
+    """List the actions with kind, toolsets and schema."""
+    registry = engine().registry
+    rows = [
+        {"name": a.name, "kind": a.kind.value, "toolsets": list(a.toolsets),
+         "schema": tool_schema(a.Input), "source": a.source}
+        for a in registry.actions.values()
+    ]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for row in sorted(rows, key=lambda r: r["name"]):
+        fields = ", ".join(
+            f"{k}{'*' if k in row['schema'].get('required', []) else ''}"
+            for k in row["schema"]["properties"]
+        )
+        click.echo(f"{row['name']:<16} {row['kind']:<12} {','.join(row['toolsets']) or '-':<8} ({fields})")
+
+
+users = AppGroup("users", help="People and their personal access tokens.")
+
+
+@users.command("create-token")
+@click.argument("email")
+@click.option("--name", default="cli", help="A label for the token.")
+def create_token_cmd(email: str, name: str) -> None:
+    """Print a new personal access token for EMAIL (shown once)."""
+    from app.auth import create_token
+
+    user = db.session.scalar(sa.select(User).where(User.email == email.lower()))
+    if user is None:
+        raise click.ClickException(f"No person with email {email}.")
+    click.echo(create_token(user, name))
+
+
+approvals_cli = AppGroup("approvals", help="Housekeeping for approvals.")
+
+
+@approvals_cli.command("sweep")
+@click.option("--interrupted-after", type=int, default=None,
+              help="Seconds a claimed approval may run before it counts as interrupted.")
+def sweep(interrupted_after: int | None) -> None:
+    """Expire overdue cards and end dead claims as interrupted; tell the waiting runs."""
+    grace = interrupted_after if interrupted_after is not None else current_app.config["APPROVALS_INTERRUPTED_AFTER"]
+    expired = expire_due()
+    interrupted = sweep_interrupted(grace)
+    click.echo(f"expired {len(expired)}, interrupted {len(interrupted)}")

@@ -1,0 +1,99 @@
+"""Every setting Countersign reads, from environment variables, in one place."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+INSTANCE = ROOT / "instance"
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    """Read NAME, or FLASK_NAME / COUNTERSIGN_NAME, in that order."""
+    for key in (name, f"FLASK_{name}", f"COUNTERSIGN_{name}"):
+        value = os.environ.get(key)
+        if value not in (None, ""):
+            return value
+    return default
+
+
+def _int(name: str, default: int) -> int:
+    return int(_env(name, str(default)) or default)
+
+
+def _bool(name: str, default: bool) -> bool:
+    raw = _env(name)
+    if raw is None:
+        return default
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Build the app's config from the environment, then apply overrides (tests)."""
+    overrides = dict(overrides or {})
+    env = overrides.get("COUNTERSIGN_ENV") or _env("COUNTERSIGN_ENV") or "production"
+    development = env in {"development", "testing"}
+
+    secret = overrides.get("SECRET_KEY") or _env("SECRET_KEY")
+    if not secret:
+        if not development:
+            raise RuntimeError(
+                "SECRET_KEY is not set. Set SECRET_KEY to a long random string, "
+                "or COUNTERSIGN_ENV=development to run with a throwaway key."
+            )
+        secret = secrets.token_urlsafe(32)
+
+    fallbacks = [k for k in (_env("SECRET_KEY_FALLBACKS") or "").split(",") if k]
+    default_db = f"sqlite:///{INSTANCE / 'countersign.sqlite3'}"
+
+    config: dict[str, Any] = {
+        "COUNTERSIGN_ENV": env,
+        "SECRET_KEY": secret,
+        "SECRET_KEY_FALLBACKS": fallbacks,
+        "SQLALCHEMY_DATABASE_URI": _normalise_db_url(_env("DATABASE_URL", default_db) or default_db),
+        "REDIS_URL": _env("REDIS_URL"),
+        "APPROVALS_TTL": _int("APPROVALS_TTL", 1800),
+        "APPROVALS_MAX_PENDING_PER_RUN": _int("APPROVALS_MAX_PENDING_PER_RUN", 5),
+        # A claimed approval still "running" after this long belongs to a dead process.
+        "APPROVALS_INTERRUPTED_AFTER": _int("APPROVALS_INTERRUPTED_AFTER", 600),
+        "COUNTERSIGN_MODEL": _env("COUNTERSIGN_MODEL", "offline"),
+        "COUNTERSIGN_MODEL_BASE_URL": _env("COUNTERSIGN_MODEL_BASE_URL"),
+        "COUNTERSIGN_MAX_STEPS": _int("COUNTERSIGN_MAX_STEPS", 8),
+        "COUNTERSIGN_TOOLSETS": [
+            t for t in (_env("COUNTERSIGN_TOOLSETS", "blog,mail") or "").split(",") if t
+        ],
+        "SMTP_URL": _env("SMTP_URL"),
+        "MAIL_FROM": _env("MAIL_FROM", "countersign@localhost"),
+        "RATELIMIT_ENABLED": _bool("RATELIMIT_ENABLED", True),
+        "RATELIMIT_STORAGE_URI": _env("REDIS_URL") or "memory://",
+        "RATELIMIT_HEADERS_ENABLED": True,
+        "WTF_CSRF_TIME_LIMIT": None,
+        "WTF_CSRF_SSL_STRICT": True,
+        "SESSION_COOKIE_HTTPONLY": True,
+        "SESSION_COOKIE_SAMESITE": "Lax",
+        "SESSION_COOKIE_SECURE": _bool("SESSION_COOKIE_SECURE", not development),
+        "REMEMBER_COOKIE_HTTPONLY": True,
+        "SQLALCHEMY_ENGINE_OPTIONS": {},
+        "SWEEP_ON_START": _bool("SWEEP_ON_START", True),
+        "BENCH_PROBE": _bool("BENCH_PROBE", False),
+    }
+    config.update(overrides)
+    config["SQLALCHEMY_DATABASE_URI"] = _normalise_db_url(config["SQLALCHEMY_DATABASE_URI"])
+    if config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite"):
+        # Wait for a writer rather than fail at once: confirms race on purpose.
+        config["SQLALCHEMY_ENGINE_OPTIONS"] = {
+            "connect_args": {"timeout": 30},
+            **config["SQLALCHEMY_ENGINE_OPTIONS"],
+        }
+    return config
+
+
+def _normalise_db_url(url: str) -> str:
+    """Accept postgres:// and postgresql:// and use psycopg 3 for both."""
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url

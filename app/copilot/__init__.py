@@ -1,0 +1,1 @@
+"""The engine: actions, approvals and the agent loop. No Flask request, no templates."""

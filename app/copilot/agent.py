@@ -1,0 +1,295 @@
+"""The agent loop: the model calls actions; cards pause the run, which is saved and
+resumed with the people's answers. Nothing is held in memory between requests."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from flask import current_app
+from pydantic import ValidationError
+from pydantic_ai import Agent, RunContext, Tool
+from pydantic_ai.exceptions import AgentRunError, CallDeferred, ModelRetry, UsageLimitExceeded
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+from pydantic_ai.usage import UsageLimits
+
+from app.copilot import approvals, audit
+from app.copilot.actions import Action, ActionContext, Registry
+from app.copilot.llm import make_model
+from app.copilot.schema import missing_fields, tool_schema
+from app.errors import CountersignError, Expired, NotFound, TooManyPending
+from app.extensions import db
+from app.models import Approval, Conversation, Message, Run, User
+
+log = logging.getLogger(__name__)
+
+SYSTEM_PROMPT = """\
+You are Countersign, an assistant inside a web app. You act only through the tools given.
+Destructive and external tools do not run when you call them: the server shows the person a
+card built from its own records, and the tool runs only if the person confirms it. You cannot
+confirm, approve or decline anything yourself, and nothing you write counts as the person's
+answer. While a card waits, say that it waits for the person; never say it is done until a tool
+result says so. Report outcomes exactly as the tool results state them."""
+
+WAITING = "Waiting for the person's answer on a card. It has not run."
+
+
+@dataclass
+class Turn:
+    """What a tool call needs during one pass of the agent: the deps of the run."""
+
+    ctx: ActionContext
+    run: Run
+    registry: Registry
+    step: int
+    created: list[Approval] = field(default_factory=list)
+
+
+class Engine:
+    """The registry, the model and the agents built from them, per app."""
+
+    def __init__(self, registry: Registry, model_spec: str, base_url: str | None,
+                 toolsets: list[str], max_steps: int) -> None:
+        self.registry = registry
+        self.model = make_model(model_spec, base_url)
+        self.toolsets = toolsets
+        self.max_steps = max_steps
+        self._agent: Agent[Turn, Any] | None = None
+
+    def use_model(self, model: Any) -> None:
+        """Swap the model (tests queue a scripted one); the agent is rebuilt on next use."""
+        self.model = model
+        self._agent = None
+
+    @property
+    def agent(self) -> Agent[Turn, Any]:
+        if self._agent is None:
+            tools = [_tool(a) for a in self.registry.exposed(self.toolsets)]
+            self._agent = Agent(
+                self.model,
+                deps_type=Turn,
+                output_type=[str, DeferredToolRequests],
+                instructions=SYSTEM_PROMPT,
+                tools=tools,
+            )
+        return self._agent
+
+
+def engine() -> Engine:
+    return current_app.extensions["countersign"]
+
+
+def _tool(action: type[Action]) -> Tool[Turn]:
+    async def call(ctx: RunContext[Turn], **arguments: Any) -> str:
+        # async on purpose: it runs on the request's thread, where its DB session lives.
+        return call_action(ctx.deps, action, arguments, ctx.tool_call_id or "")
+
+    tool: Tool[Turn] = Tool.from_schema(
+        call, name=action.name, description=action.description(),
+        json_schema=tool_schema(action.Input), takes_ctx=True,
+    )
+    tool.metadata = {"examples": list(action.examples), "kind": action.kind.value}
+    return tool
+
+
+def call_action(turn: Turn, action: type[Action], arguments: dict[str, Any], tool_call_id: str) -> str:
+    """DESIGN §3: validate, authorize, then run now, or pause on a card."""
+    ctx = turn.ctx
+    missing = missing_fields(action.Input, arguments)
+    if missing:
+        return f"Refused: {action.name} needs {', '.join(missing)}. Nothing was done."
+    try:
+        input = action.Input.model_validate(arguments)
+    except ValidationError as exc:
+        raise ModelRetry(_errors(exc)) from None
+    try:
+        allowed = action().authorize(ctx, input)
+    except (CountersignError, PermissionError):
+        allowed = False
+    if not allowed:
+        audit.record("action.refused", "refused", tenant_id=ctx.tenant.id, user_id=ctx.user.id,
+                     detail=action.name, channel=ctx.channel)
+        return "Refused: the person may not do this. Nothing was shown or done."
+    if not action.kind.needs_card:
+        try:
+            result = action().handle(ctx, input)
+        except NotFound as exc:
+            return f"Refused: {exc.message}"
+        return "Done." if result is None else str(result)
+    try:
+        approval = approvals.create(ctx, turn.run, action, input, tool_call_id=tool_call_id,
+                                    step=turn.step)
+    except NotFound as exc:
+        return f"Refused: {exc.message} Nothing was shown or done."
+    except TooManyPending:
+        return "Refused: too many requests already wait for the person's answer. Nothing was shown."
+    turn.created.append(approval)
+    raise CallDeferred(metadata={"approval_id": approval.id})
+
+
+def _errors(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors())
+
+
+def _load(history: str) -> list[ModelMessage]:
+    return list(ModelMessagesTypeAdapter.validate_json(history or "[]"))
+
+
+def _dump(messages: list[ModelMessage]) -> str:
+    return ModelMessagesTypeAdapter.dump_json(messages).decode()
+
+
+def context_for(user: User, channel: str) -> ActionContext:
+    return ActionContext(user=user, tenant=user.tenant, db=db.session, channel=channel)
+
+
+def send_message(conversation: Conversation, user: User, text: str, channel: str = "web") -> list[Message]:
+    """The person says something: save it, run the agent, return the messages it added."""
+    first = Message(conversation_id=conversation.id, role="user", text=text)
+    db.session.add(first)
+    if conversation.title == "New conversation":
+        conversation.title = text.strip()[:60] or conversation.title
+    db.session.commit()  # the person's words are kept whatever the model does next
+
+    paused = db.session.scalar(
+        sa.select(Run).where(Run.conversation_id == conversation.id, Run.status == "paused")
+        .order_by(Run.id.desc()).limit(1)
+    )
+    if paused is not None:
+        # The paused run's calls are unanswered; the model sees them as waiting.
+        history = _load(paused.history)
+        waiting = [ToolReturnPart(tool_name=a.action, content=WAITING, tool_call_id=a.tool_call_id)
+                   for a in _step_approvals(paused)]
+        history.append(ModelRequest(parts=[*waiting, UserPromptPart(text)]))
+        prompt: str | None = None
+    else:
+        history = _load(conversation.history)
+        prompt = text
+    run = Run(conversation_id=conversation.id, status="running")
+    db.session.add(run)
+    db.session.flush()
+    return [first, *_drive(run, user, channel, history, prompt=prompt)]
+
+
+def _step_approvals(run: Run) -> list[Approval]:
+    return list(db.session.scalars(
+        sa.select(Approval).where(Approval.run_id == run.id, Approval.step == run.step)
+        .order_by(Approval.created_at)
+    ))
+
+
+def _drive(run: Run, user: User, channel: str, history: list[ModelMessage], *,
+           prompt: str | None = None, results: DeferredToolResults | None = None) -> list[Message]:
+    """One pass of the agent until it answers or pauses; saves the run either way."""
+    eng = engine()
+    turn = Turn(ctx=context_for(user, channel), run=run, registry=eng.registry, step=run.step + 1)
+    conversation_id = run.conversation_id
+    try:
+        result = asyncio.run(eng.agent.run(
+            prompt, message_history=history, deferred_tool_results=results, deps=turn,
+            usage_limits=UsageLimits(request_limit=eng.max_steps),
+        ))
+    except (AgentRunError, UsageLimitExceeded) as exc:
+        return _fail(run, conversation_id, exc)
+
+    run.history = _dump(result.all_messages())
+    run.step = turn.step
+    added: list[Message] = []
+    said = _last_text(result.new_messages())
+    if isinstance(result.output, DeferredToolRequests):
+        run.status = "paused"
+        if said:
+            added.append(Message(conversation_id=conversation_id, role="assistant", text=said))
+        for approval in turn.created:
+            added.append(Message(conversation_id=conversation_id, role="card", approval_id=approval.id))
+    else:
+        run.status = "done"
+        conversation = db.session.get(Conversation, conversation_id)
+        assert conversation is not None
+        conversation.history = run.history
+        added.append(Message(conversation_id=conversation_id, role="assistant", text=str(result.output)))
+    db.session.add_all(added)
+    db.session.commit()
+    return added
+
+
+def _last_text(messages: list[ModelMessage]) -> str:
+    for message in reversed(messages):
+        if isinstance(message, ModelResponse):
+            return "\n".join(p.content for p in message.parts if isinstance(p, TextPart)).strip()
+    return ""
+
+
+def _fail(run: Run, conversation_id: int, exc: Exception) -> list[Message]:
+    """The model failed: undo the half-done turn, keep the person's message, say so."""
+    log.warning("agent run %s failed: %s", run.id, exc)
+    db.session.rollback()
+    failed = Run(conversation_id=conversation_id, status="failed", error=str(exc)[:1000])
+    db.session.add(failed)
+    notice = Message(conversation_id=conversation_id, role="notice",
+                     text="The assistant could not finish this turn. Your message is saved; try again.")
+    db.session.add(notice)
+    db.session.commit()
+    return [notice]
+
+
+def resume_if_ready(run_id: int, user: User, channel: str) -> list[Message]:
+    """Once every call of the run's current step is decided, continue the run (once)."""
+    run = db.session.get(Run, run_id)
+    if run is None or run.status != "paused":
+        return []
+    step = _step_approvals(run)
+    if any(a.status not in approvals.FINAL for a in step):
+        return []
+    won = db.session.execute(
+        sa.update(Run).where(Run.id == run.id, Run.status == "paused", Run.step == run.step)
+        .values(status="running").execution_options(synchronize_session=False)
+    ).rowcount == 1
+    db.session.commit()
+    if not won:
+        return []
+    db.session.refresh(run)
+    results = DeferredToolResults(calls={a.tool_call_id: approvals.model_line(a) for a in step})
+    return _drive(run, user, channel, _load(run.history), results=results)
+
+
+def answer(approval_id: str, token: str, actor: approvals.Actor, decision: str) -> tuple[Approval, list[Message]]:
+    """The person answers a card (every delivery comes here): decide, then resume the run."""
+    try:
+        approval = approvals.decide(approval_id, token, actor, decision, engine().registry)
+    except Expired:
+        stale = db.session.get(Approval, approval_id)
+        if stale is not None and stale.status == "expired":
+            resume_if_ready(stale.run_id, stale.user, actor.channel)
+        raise
+    return approval, resume_if_ready(approval.run_id, actor.user, actor.channel)
+
+
+def expire_due(conversation_id: int | None = None) -> list[Approval]:
+    """End every pending approval past its time and tell the waiting runs."""
+    ended = []
+    for approval in approvals.due_for_expiry(conversation_id):
+        if approvals.expire(approval):
+            ended.append(approval)
+            resume_if_ready(approval.run_id, approval.user, "system")
+    return ended
+
+
+def sweep_interrupted(older_than_seconds: int) -> list[Approval]:
+    """End approvals whose process died mid-handle() as `interrupted`, and tell the runs."""
+    ended = approvals.mark_interrupted(older_than_seconds)
+    for approval in ended:
+        resume_if_ready(approval.run_id, approval.user, "system")
+    return ended

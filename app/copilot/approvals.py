@@ -1,0 +1,355 @@
+"""Approvals: create a card, sign its token, and decide it — verify, claim, authorize
+again, rebuild and compare, and only then handle(). The one path to a card's handle()."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import unicodedata
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from flask import current_app
+from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
+from pydantic import BaseModel, ValidationError
+
+from app.copilot import audit
+from app.copilot.actions import Action, ActionContext, Registry
+from app.errors import (
+    AlreadyDecided,
+    BadToken,
+    CountersignError,
+    Expired,
+    NotFound,
+    TooManyPending,
+    WrongPerson,
+)
+from app.extensions import db
+from app.models import Approval, Run, User, utcnow
+
+log = logging.getLogger(__name__)
+
+TOKEN_SALT = "countersign.approval-token"
+FINAL = {"done", "declined", "changed", "refused", "expired", "revoked", "failed", "interrupted"}
+
+# What the model reads for each outcome (done and failed add the action's own words).
+MODEL_LINES = {
+    "declined": "The person declined. Nothing was done.",
+    "changed": "The card changed before the person confirmed (the record is not what it was), "
+    "so nothing ran. Ask again if it is still wanted.",
+    "refused": "Refused at confirmation: the person may no longer do this. Nothing ran.",
+    "expired": "The card expired before the person answered. Nothing was done.",
+    "revoked": "An admin revoked this request. Nothing was done.",
+    "interrupted": "Interrupted: the server stopped while this ran. It will not be retried; "
+    "check the result before asking again.",
+}
+
+
+@dataclass(frozen=True)
+class Card:
+    """What the person is asked: the action's sentence and rows, and their digest."""
+
+    action: str
+    reason: str
+    rows: list[dict[str, str]]
+
+    @property
+    def digest(self) -> str:
+        canonical = json.dumps(
+            {"action": self.action, "reason": self.reason, "rows": self.rows},
+            sort_keys=True,
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who answers: the person, the session (or token) they answer from, and the channel."""
+
+    user: User
+    binding: str
+    channel: str = "web"
+
+
+def visible(value: Any) -> str:
+    """Text for a card: control, bidi and zero-width characters shown as ⟨U+XXXX⟩."""
+    out = []
+    for ch in str(value):
+        if unicodedata.category(ch) in {"Cc", "Cf"} and ch not in "\n\t":
+            out.append(f"⟨U+{ord(ch):04X}⟩")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def build_card(action: type[Action], ctx: ActionContext, input: BaseModel) -> Card:
+    """Ask the action (never the model) for the sentence and the rows."""
+    instance = action()
+    reason = visible(instance.approval_reason(ctx, input))
+    summary = instance.approval_summary(ctx, input) or {}
+    rows = [{"label": visible(k), "value": visible(v)} for k, v in summary.items()]
+    return Card(action=action.name, reason=reason, rows=rows)
+
+
+def ttl() -> int:
+    return int(current_app.config["APPROVALS_TTL"])
+
+
+def serializer() -> URLSafeTimedSerializer:
+    keys = [*current_app.config.get("SECRET_KEY_FALLBACKS", []), current_app.config["SECRET_KEY"]]
+    return URLSafeTimedSerializer(keys, salt=TOKEN_SALT)
+
+
+def sign(approval: Approval, binding: str) -> str:
+    """A token for this approval, this person and this session."""
+    return serializer().dumps({"a": approval.id, "u": approval.user_id, "b": binding})
+
+
+def create(
+    ctx: ActionContext,
+    run: Run,
+    action: type[Action],
+    input: BaseModel,
+    *,
+    tool_call_id: str,
+    step: int,
+) -> Approval:
+    """A pending card for this call. Raises TooManyPending past the run's cap and
+    NotFound when the card names a record outside the person's tenant."""
+    cap = int(current_app.config["APPROVALS_MAX_PENDING_PER_RUN"])
+    pending = db.session.scalar(
+        sa.select(sa.func.count())
+        .select_from(Approval)
+        .where(Approval.run_id == run.id, Approval.status == "pending")
+    )
+    if (pending or 0) >= cap:
+        audit.record(
+            "approval.create", "refused_cap", tenant_id=ctx.tenant.id, user_id=ctx.user.id,
+            detail=f"{action.name}: run {run.id} already holds {pending} pending", channel=ctx.channel,
+        )
+        raise TooManyPending()
+    card = build_card(action, ctx, input)
+    now = utcnow()
+    approval = Approval(
+        tenant_id=ctx.tenant.id,
+        user_id=ctx.user.id,
+        run_id=run.id,
+        conversation_id=run.conversation_id,
+        tool_call_id=tool_call_id,
+        step=step,
+        action=action.name,
+        type="confirm",
+        arguments=input.model_dump(mode="json"),
+        reason=card.reason,
+        rows=card.rows,
+        digest=card.digest,
+        status="pending",
+        created_at=now,
+        expires_at=now + timedelta(seconds=ttl()),
+    )
+    db.session.add(approval)
+    db.session.flush()
+    audit.record(
+        "approval.created", "pending", tenant_id=ctx.tenant.id, user_id=ctx.user.id,
+        approval_id=approval.id, detail=action.name, channel=ctx.channel,
+    )
+    return approval
+
+
+def model_line(approval: Approval) -> str:
+    """The line the model reads for a decided approval."""
+    if approval.status == "done":
+        return f"Done. {approval.result or ''}".strip()
+    if approval.status == "failed":
+        return f"Failed: {approval.result or 'the action raised an error'}. Nothing else was done."
+    return MODEL_LINES.get(approval.status, f"Outcome: {approval.status}.")
+
+
+def _refuse(error: CountersignError, why: str, actor: Actor, approval: Approval | None,
+            approval_id: str) -> CountersignError:
+    """Record a refused attempt in a transaction of its own and hand back the error."""
+    audit.record_now(
+        "approval.attempt", "refused_attempt",
+        tenant_id=actor.user.tenant_id, user_id=actor.user.id,
+        approval_id=approval.id if approval else approval_id[:32],
+        detail=why, channel=actor.channel,
+    )
+    return error
+
+
+def verify(approval_id: str, token: str, actor: Actor) -> Approval:
+    """Every check before a claim: tenant, token signature and age, person and session.
+    Raises NotFound, BadToken, Expired or WrongPerson (each audited)."""
+    approval = db.session.get(Approval, approval_id)
+    if approval is None or approval.tenant_id != actor.user.tenant_id:
+        raise _refuse(NotFound(), "not_found", actor, None, approval_id)
+    try:
+        payload = serializer().loads(token, max_age=ttl())
+    except SignatureExpired:
+        raise _refuse(Expired(), "token_expired", actor, approval, approval_id) from None
+    except BadSignature:
+        raise _refuse(BadToken(), "bad_token", actor, approval, approval_id) from None
+    if not isinstance(payload, dict) or payload.get("a") != approval.id:
+        raise _refuse(BadToken(), "token_for_other_approval", actor, approval, approval_id)
+    if (
+        payload.get("u") != actor.user.id
+        or approval.user_id != actor.user.id
+        or payload.get("b") != actor.binding
+    ):
+        raise _refuse(WrongPerson(), "wrong_person_or_session", actor, approval, approval_id)
+    return approval
+
+
+def decide(approval_id: str, token: str, actor: Actor, decision: str, registry: Registry) -> Approval:
+    """Answer a card: 'confirm' or 'decline'. Returns the approval in its final state,
+    or raises a CountersignError having changed nothing but the audit log."""
+    approval = verify(approval_id, token, actor)
+    now = utcnow()
+    if approval.status == "pending" and approval.expires_at <= now:
+        expire(approval, channel=actor.channel)
+    if approval.status != "pending":
+        if approval.status == "expired":
+            raise _refuse(Expired(), "expired", actor, approval, approval_id)
+        raise _refuse(AlreadyDecided(), f"already_{approval.status}", actor, approval, approval_id)
+
+    target = "running" if decision == "confirm" else "declined"
+    if not _claim(approval, target, now, actor):
+        db.session.rollback()
+        raise _refuse(AlreadyDecided(), "lost_claim", actor, approval, approval_id)
+    if decision != "confirm":
+        return approval
+    return _run_claimed(approval, actor, registry)
+
+
+def _claim(approval: Approval, status: str, now: datetime, actor: Actor) -> bool:
+    """Move pending -> status atomically; only one caller anywhere can win."""
+    values: dict[str, Any] = {"status": status, "claimed_at": now, "decided_by": actor.user.id}
+    if status in FINAL:
+        values["decided_at"] = now
+    won = db.session.execute(
+        sa.update(Approval)
+        .where(Approval.id == approval.id, Approval.status == "pending", Approval.expires_at > now)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    ).rowcount == 1
+    if not won:
+        return False
+    if status in FINAL:
+        audit.record("approval.decided", status, tenant_id=approval.tenant_id, user_id=actor.user.id,
+                     approval_id=approval.id, detail=approval.action, channel=actor.channel)
+    db.session.commit()
+    db.session.refresh(approval)
+    return True
+
+
+def _run_claimed(approval: Approval, actor: Actor, registry: Registry) -> Approval:
+    """Authorize again, rebuild and compare, then handle() once, as the person."""
+    action = registry.get(approval.action)
+    ctx = ActionContext(
+        user=actor.user, tenant=actor.user.tenant, db=db.session,
+        channel=actor.channel, approval_id=approval.id,
+    )
+    if action is None:
+        return _finish(approval, "failed", actor, result="this action no longer exists")
+    try:
+        input = action.Input.model_validate(approval.arguments)
+        allowed = action().authorize(ctx, input)
+    except (CountersignError, PermissionError, ValidationError):
+        allowed = False
+    if not allowed:
+        return _finish(approval, "refused", actor)
+    try:
+        card = build_card(action, ctx, input)
+    except CountersignError:
+        return _finish(approval, "changed", actor, result="the record is gone")
+    if card.digest != approval.digest:
+        return _finish(approval, "changed", actor)
+    try:
+        result = action().handle(ctx, input)
+    except Exception as exc:  # the action's own failure: recorded, told in short
+        db.session.rollback()
+        log.exception("handle() of %s failed for approval %s", approval.action, approval.id)
+        return _finish(approval, "failed", actor, result=_short(exc))
+    return _finish(approval, "done", actor, result="" if result is None else str(result))
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:200]
+
+
+def _finish(approval: Approval, status: str, actor: Actor, result: str | None = None) -> Approval:
+    """Record the outcome of a claimed approval, with the handler's work, in one commit."""
+    approval.status = status
+    approval.result = result
+    approval.decided_at = utcnow()
+    audit.record("approval.decided", status, tenant_id=approval.tenant_id, user_id=actor.user.id,
+                 approval_id=approval.id, detail=approval.action, channel=actor.channel)
+    db.session.commit()
+    return approval
+
+
+def expire(approval: Approval, channel: str = "system") -> bool:
+    """Mark a pending approval past its time as expired (conditionally)."""
+    now = utcnow()
+    changed = db.session.execute(
+        sa.update(Approval)
+        .where(Approval.id == approval.id, Approval.status == "pending", Approval.expires_at <= now)
+        .values(status="expired", decided_at=now)
+        .execution_options(synchronize_session=False)
+    ).rowcount == 1
+    if changed:
+        audit.record("approval.decided", "expired", tenant_id=approval.tenant_id,
+                     user_id=approval.user_id, approval_id=approval.id, detail=approval.action,
+                     channel=channel)
+    db.session.commit()
+    db.session.refresh(approval)
+    return changed
+
+
+def due_for_expiry(conversation_id: int | None = None) -> list[Approval]:
+    """Pending approvals past their time (in one conversation, or all)."""
+    query = sa.select(Approval).where(Approval.status == "pending", Approval.expires_at <= utcnow())
+    if conversation_id is not None:
+        query = query.where(Approval.conversation_id == conversation_id)
+    return list(db.session.scalars(query))
+
+
+def mark_interrupted(older_than_seconds: int) -> list[Approval]:
+    """Approvals claimed but never finished (their process died): end them `interrupted`.
+    They are never run again."""
+    cutoff = utcnow() - timedelta(seconds=older_than_seconds)
+    stuck = list(db.session.scalars(
+        sa.select(Approval).where(Approval.status == "running", Approval.claimed_at <= cutoff)
+    ))
+    ended = []
+    for approval in stuck:
+        changed = db.session.execute(
+            sa.update(Approval)
+            .where(Approval.id == approval.id, Approval.status == "running")
+            .values(status="interrupted", decided_at=utcnow())
+            .execution_options(synchronize_session=False)
+        ).rowcount == 1
+        if changed:
+            audit.record("approval.decided", "interrupted", tenant_id=approval.tenant_id,
+                         user_id=approval.user_id, approval_id=approval.id, detail=approval.action,
+                         channel="system")
+            ended.append(approval)
+    db.session.commit()
+    for approval in ended:
+        db.session.refresh(approval)
+    return ended
+
+
+def pending_for(user: User) -> list[Approval]:
+    """The person's own pending approvals, newest first."""
+    return list(db.session.scalars(
+        sa.select(Approval)
+        .where(Approval.user_id == user.id, Approval.status == "pending")
+        .order_by(Approval.created_at.desc())
+    ))

@@ -1,0 +1,206 @@
+"""The tables: tenants and people, the demo's posts and outbox, conversations,
+runs, approvals and the audit log."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from flask_login import UserMixin
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+from werkzeug.security import check_password_hash, generate_password_hash
+
+from app.extensions import db
+
+
+def utcnow() -> datetime:
+    """Now, in UTC, timezone-aware (what every timestamp column holds)."""
+    return datetime.now(UTC)
+
+
+class UTCDateTime(sa.types.TypeDecorator):
+    """A DateTime that always comes back timezone-aware in UTC (SQLite drops tzinfo)."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value
+
+
+def new_id() -> str:
+    """An unguessable id; an approval's id doubles as its idempotency key."""
+    return secrets.token_hex(16)
+
+
+class Tenant(db.Model):
+    __tablename__ = "tenants"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    slug: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    name: Mapped[str] = mapped_column(sa.String(200))
+
+
+class User(UserMixin, db.Model):
+    __tablename__ = "users"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(sa.ForeignKey("tenants.id"), index=True)
+    email: Mapped[str] = mapped_column(sa.String(320), unique=True)
+    name: Mapped[str] = mapped_column(sa.String(200), default="")
+    password_hash: Mapped[str] = mapped_column(sa.String(256), default="")
+    is_admin: Mapped[bool] = mapped_column(default=False)
+
+    tenant: Mapped[Tenant] = relationship()
+
+    def set_password(self, password: str) -> None:
+        self.password_hash = generate_password_hash(password)
+
+    def check_password(self, password: str) -> bool:
+        return bool(self.password_hash) and check_password_hash(self.password_hash, password)
+
+
+class ApiToken(db.Model):
+    """A personal access token; only its SHA-256 is stored."""
+
+    __tablename__ = "api_tokens"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(sa.ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(sa.String(200), default="")
+    token_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    revoked: Mapped[bool] = mapped_column(default=False)
+
+    user: Mapped[User] = relationship()
+
+
+class Post(db.Model):
+    __tablename__ = "posts"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(sa.ForeignKey("tenants.id"), index=True)
+    author_id: Mapped[int] = mapped_column(sa.ForeignKey("users.id"))
+    title: Mapped[str] = mapped_column(sa.String(300))
+    body: Mapped[str] = mapped_column(sa.Text, default="")
+    status: Mapped[str] = mapped_column(sa.String(20), default="draft")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    author: Mapped[User] = relationship()
+
+
+class OutboxEmail(db.Model):
+    """An email the send_email action queued; the approval id makes sending idempotent."""
+
+    __tablename__ = "outbox"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(sa.ForeignKey("tenants.id"), index=True)
+    sender_id: Mapped[int] = mapped_column(sa.ForeignKey("users.id"))
+    to: Mapped[str] = mapped_column(sa.String(320))
+    subject: Mapped[str] = mapped_column(sa.String(300))
+    body: Mapped[str] = mapped_column(sa.Text, default="")
+    idempotency_key: Mapped[str | None] = mapped_column(sa.String(64), unique=True)
+    status: Mapped[str] = mapped_column(sa.String(20), default="queued")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Conversation(db.Model):
+    __tablename__ = "conversations"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(sa.ForeignKey("tenants.id"), index=True)
+    user_id: Mapped[int] = mapped_column(sa.ForeignKey("users.id"), index=True)
+    title: Mapped[str] = mapped_column(sa.String(200), default="New conversation")
+    # The model's memory after the last finished turn (pydantic-ai messages JSON).
+    history: Mapped[str] = mapped_column(sa.Text, default="[]")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    user: Mapped[User] = relationship()
+
+
+class Message(db.Model):
+    """A line of the chat as the person sees it; a card is a message with an approval."""
+
+    __tablename__ = "messages"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    conversation_id: Mapped[int] = mapped_column(sa.ForeignKey("conversations.id"), index=True)
+    role: Mapped[str] = mapped_column(sa.String(20))  # user | assistant | notice | card
+    text: Mapped[str] = mapped_column(sa.Text, default="")
+    approval_id: Mapped[str | None] = mapped_column(sa.ForeignKey("approvals.id"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    approval: Mapped[Approval | None] = relationship()
+
+
+class Run(db.Model):
+    """An agent turn; while paused it holds the history and waits on its approvals."""
+
+    __tablename__ = "runs"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    conversation_id: Mapped[int] = mapped_column(sa.ForeignKey("conversations.id"), index=True)
+    status: Mapped[str] = mapped_column(sa.String(20), default="running")  # running|paused|done|failed
+    history: Mapped[str] = mapped_column(sa.Text, default="[]")
+    step: Mapped[int] = mapped_column(default=0)
+    error: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    conversation: Mapped[Conversation] = relationship()
+
+
+class Approval(db.Model):
+    """A card (or form) waiting for its person. `arguments` never leaves the server."""
+
+    __tablename__ = "approvals"
+    __table_args__ = (sa.Index("ix_approvals_tenant_status_created", "tenant_id", "status", "created_at"),)
+
+    id: Mapped[str] = mapped_column(sa.String(32), primary_key=True, default=new_id)
+    tenant_id: Mapped[int] = mapped_column(sa.ForeignKey("tenants.id"))
+    user_id: Mapped[int] = mapped_column(sa.ForeignKey("users.id"), index=True)
+    run_id: Mapped[int] = mapped_column(sa.ForeignKey("runs.id"), index=True)
+    conversation_id: Mapped[int] = mapped_column(sa.ForeignKey("conversations.id"))
+    tool_call_id: Mapped[str] = mapped_column(sa.String(200))
+    step: Mapped[int] = mapped_column(default=0)
+    action: Mapped[str] = mapped_column(sa.String(100))
+    type: Mapped[str] = mapped_column(sa.String(10), default="confirm")  # confirm | form
+    arguments: Mapped[dict[str, Any]] = mapped_column(sa.JSON, default=dict)
+    reason: Mapped[str] = mapped_column(sa.Text)
+    rows: Mapped[list[dict[str, str]]] = mapped_column(sa.JSON, default=list)
+    digest: Mapped[str] = mapped_column(sa.String(64))
+    status: Mapped[str] = mapped_column(sa.String(20), default="pending")
+    result: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    decided_by: Mapped[int | None] = mapped_column(sa.ForeignKey("users.id"))
+
+    user: Mapped[User] = relationship(foreign_keys=[user_id])
+
+
+class AuditEvent(db.Model):
+    """One decision or refused attempt. Never holds a form value or a secret."""
+
+    __tablename__ = "audit_events"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    tenant_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tenants.id"), index=True)
+    user_id: Mapped[int | None] = mapped_column(sa.ForeignKey("users.id"))
+    approval_id: Mapped[str | None] = mapped_column(sa.String(32), index=True)
+    event: Mapped[str] = mapped_column(sa.String(40))  # e.g. approval.created, approval.confirm
+    outcome: Mapped[str] = mapped_column(sa.String(40))  # done, declined, refused_attempt, ...
+    detail: Mapped[str] = mapped_column(sa.Text, default="")
+    channel: Mapped[str] = mapped_column(sa.String(40), default="")  # web, api, cli
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ProbeRow(db.Model):
+    """The one-INSERT endpoint's table, used only by bench/ as a baseline."""
+
+    __tablename__ = "probe_rows"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(sa.ForeignKey("users.id"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

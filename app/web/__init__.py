@@ -1,0 +1,175 @@
+"""The browser: conversations, the chat page, and the card's answers (htmx)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from flask import Blueprint, make_response, redirect, render_template, request, url_for
+from flask_login import login_required
+
+from app.auth import current_actor
+from app.copilot import agent, approvals
+from app.copilot.approvals import Actor
+from app.errors import CountersignError, NotFound, WrongPerson
+from app.extensions import db, limiter
+from app.models import Approval, Conversation, Message, User, utcnow
+
+bp = Blueprint("web", __name__)
+
+OUTCOMES = {
+    "declined": "Declined · declined",
+    "expired": "Expired",
+    "changed": "Changed — nothing ran",
+    "refused": "Refused — nothing ran",
+    "revoked": "Revoked by an admin",
+    "interrupted": "Interrupted — not run again",
+    "running": "Running…",
+    "pending": "Expired",  # pending past its time, before a sweep marked it
+}
+
+
+def outcome_label(approval: Approval) -> str:
+    """The card's outcome row, in the action's own words when it ran."""
+    if approval.status == "done":
+        action = agent.engine().registry.get(approval.action)
+        return f"{action.done_label if action else 'Done'} · done"
+    if approval.status == "failed":
+        return f"Failed — {approval.result or 'the action raised an error'}"
+    return OUTCOMES.get(approval.status, approval.status)
+
+
+def card_context(approval: Approval, actor: Actor, error: str | None = None) -> dict[str, Any]:
+    """What _card.html needs: the approval, a token for this session while it is pending."""
+    mine = approval.user_id == actor.user.id
+    pending = approval.status == "pending" and approval.expires_at > utcnow()
+    seconds_left = max(0, int((approval.expires_at - utcnow()).total_seconds()))
+    return {
+        "approval": approval,
+        "token": approvals.sign(approval, actor.binding) if mine and pending else None,
+        "pending": pending,
+        "seconds_left": seconds_left,
+        "outcome": None if pending else outcome_label(approval),
+        "error": error,
+    }
+
+
+def own_conversation(conversation_id: int, user: User) -> Conversation:
+    conversation = db.session.get(Conversation, conversation_id)
+    if conversation is None or conversation.user_id != user.id:
+        raise NotFound()
+    return conversation
+
+
+def render_messages(messages: list[Message], actor: Actor) -> str:
+    return render_template("partials/_messages.html", messages=messages, actor=actor,
+                           card_context=card_context)
+
+
+@bp.get("/")
+@login_required
+def index() -> Any:
+    """The person's conversations, newest first."""
+    actor = current_actor()
+    conversations = db.session.scalars(
+        sa.select(Conversation).where(Conversation.user_id == actor.user.id)
+        .order_by(Conversation.id.desc()).limit(100)
+    ).all()
+    return render_template("chat/index.html", conversations=conversations, actor=actor)
+
+
+@bp.post("/conversations")
+@login_required
+def new_conversation() -> Any:
+    actor = current_actor()
+    conversation = Conversation(tenant_id=actor.user.tenant_id, user_id=actor.user.id)
+    db.session.add(conversation)
+    db.session.commit()
+    return redirect(url_for("web.chat", conversation_id=conversation.id))
+
+
+@bp.get("/c/<int:conversation_id>")
+@login_required
+def chat(conversation_id: int) -> Any:
+    """The chat page; cards past their time are expired first, so the page tells the truth."""
+    actor = current_actor()
+    conversation = own_conversation(conversation_id, actor.user)
+    agent.expire_due(conversation.id)
+    messages = db.session.scalars(
+        sa.select(Message).where(Message.conversation_id == conversation.id).order_by(Message.id)
+    ).all()
+    conversations = db.session.scalars(
+        sa.select(Conversation).where(Conversation.user_id == actor.user.id)
+        .order_by(Conversation.id.desc()).limit(50)
+    ).all()
+    return render_template("chat/page.html", conversation=conversation, messages=messages,
+                           conversations=conversations, actor=actor, card_context=card_context)
+
+
+@bp.post("/c/<int:conversation_id>/messages")
+@login_required
+@limiter.limit("60 per minute")
+def post_message(conversation_id: int) -> Any:
+    """The person's message: the reply (and any card) swaps in under the chat."""
+    actor = current_actor()
+    conversation = own_conversation(conversation_id, actor.user)
+    text = (request.form.get("text") or "").strip()
+    if not text:
+        return ("", 204)
+    added = agent.send_message(conversation, actor.user, text[:4000], channel="web")
+    if request.htmx:
+        response = make_response(render_messages(added, actor))
+        response.headers["Vary"] = "HX-Request"
+        return response
+    return redirect(url_for("web.chat", conversation_id=conversation.id))
+
+
+@bp.get("/approvals/<approval_id>")
+@login_required
+def approval_page(approval_id: str) -> Any:
+    """The card on a page of its own (the target of links from MCP and connectors)."""
+    actor = current_actor()
+    approval = _own_approval(approval_id, actor)
+    if approval.status == "pending" and approval.expires_at <= utcnow():
+        agent.expire_due(approval.conversation_id)
+        db.session.refresh(approval)
+    return render_template("approvals/page.html", actor=actor, **card_context(approval, actor))
+
+
+def _own_approval(approval_id: str, actor: Actor) -> Approval:
+    approval = db.session.get(Approval, approval_id)
+    if approval is None or approval.tenant_id != actor.user.tenant_id:
+        raise NotFound()
+    if approval.user_id != actor.user.id:
+        raise WrongPerson()
+    return approval
+
+
+@bp.post("/approvals/<approval_id>/<any(confirm, decline):decision>")
+@login_required
+@limiter.limit("30 per minute")
+def answer(approval_id: str, decision: str) -> Any:
+    """Confirm or Decline: returns the same card in its new state, then the model's reply."""
+    actor = current_actor()
+    token = request.form.get("token", "")
+    try:
+        approval, added = agent.answer(approval_id, token, actor, decision)
+    except CountersignError as error:
+        approval = db.session.get(Approval, approval_id)
+        if approval is None or approval.user_id != actor.user.id:
+            raise
+        db.session.refresh(approval)
+        body = render_template("partials/_card.html", **card_context(approval, actor, error.message))
+        added = []
+        status = error.status
+    else:
+        body = render_template("partials/_card.html", **card_context(approval, actor))
+        status = 200
+    if added:
+        body += render_template("partials/_messages.html", messages=added, actor=actor,
+                                card_context=card_context, oob=True)
+    if not request.htmx and status == 200:
+        return redirect(url_for("web.chat", conversation_id=approval.conversation_id))
+    response = make_response(body, status)
+    response.headers["Vary"] = "HX-Request"
+    return response

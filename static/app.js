@@ -1,0 +1,36 @@
+// Small behaviours the markup cannot say: clear the composer, keep the newest message
+// in view, and count down a card's time left. No inline script (CSP).
+(function () {
+  "use strict";
+
+  function scrollToEnd() {
+    var log = document.getElementById("messages");
+    if (log) log.scrollTop = log.scrollHeight;
+  }
+
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var form = event.detail.elt;
+    if (form && form.id === "composer" && event.detail.successful) {
+      form.reset();
+      form.querySelector("textarea").focus();
+    }
+  });
+  document.addEventListener("htmx:afterSettle", scrollToEnd);
+  document.addEventListener("DOMContentLoaded", scrollToEnd);
+
+  document.addEventListener("keydown", function (event) {
+    var box = event.target;
+    if (box && box.id === "text" && event.key === "Enter" && !event.shiftKey) {
+      event.preventDefault();
+      box.form.requestSubmit();
+    }
+  });
+
+  function tick() {
+    document.querySelectorAll("[data-expires]").forEach(function (el) {
+      var left = Math.max(0, Math.round((Date.parse(el.dataset.expires) - Date.now()) / 1000));
+      el.textContent = left > 0 ? Math.floor(left / 60) + " min " + (left % 60) + " s left" : "Expired";
+    });
+  }
+  setInterval(tick, 1000);
+})();
