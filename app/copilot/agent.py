@@ -270,9 +270,12 @@ def answer(approval_id: str, token: str, actor: approvals.Actor, decision: str) 
     try:
         approval = approvals.decide(approval_id, token, actor, decision, engine().registry)
     except Expired:
+        # Past its time: end it as expired (if nobody has yet) and tell the model.
         stale = db.session.get(Approval, approval_id)
-        if stale is not None and stale.status == "expired":
-            resume_if_ready(stale.run_id, stale.user, actor.channel)
+        if stale is not None and stale.user_id == actor.user.id:
+            approvals.expire(stale, channel=actor.channel)
+            if stale.status == "expired":
+                resume_if_ready(stale.run_id, stale.user, actor.channel)
         raise
     return approval, resume_if_ready(approval.run_id, actor.user, actor.channel)
 

@@ -1,0 +1,165 @@
+"""Fixtures: a real database (SQLite file or PostgreSQL), a real Redis, the app,
+a signed-in client helper, and scripted models."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from flask import Flask
+from flask.testing import FlaskClient
+
+from app import create_app
+from app.cli import seed_demo
+from app.extensions import db
+
+DATABASE_URL = os.environ.get("COUNTERSIGN_TEST_DATABASE_URL", "")
+REDIS_URL = os.environ.get("COUNTERSIGN_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+TOKEN = re.compile(r'name="token" value="([^"]+)"')
+CSRF = re.compile(r'"X-CSRFToken": "([^"]+)"')
+
+
+def pytest_report_header() -> list[str]:
+    return [f"database: {DATABASE_URL or 'sqlite (temporary file)'}", f"redis: {REDIS_URL}"]
+
+
+@pytest.fixture(scope="session")
+def database_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One database for the session, migrated from empty with the real Alembic revisions."""
+    url = DATABASE_URL or f"sqlite:///{tmp_path_factory.mktemp('db') / 'test.sqlite3'}"
+    app = create_app(base_config(url))
+    with app.app_context():
+        db.session.remove()
+        with db.engine.begin() as conn:
+            db.metadata.drop_all(conn)
+            conn.execute(sa.text("DROP TABLE IF EXISTS alembic_version"))
+        from flask_migrate import upgrade
+
+        upgrade()
+        db.engine.dispose()
+    return url
+
+
+def base_config(url: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "COUNTERSIGN_ENV": "testing",
+        "SECRET_KEY": "test-secret-key",
+        "SQLALCHEMY_DATABASE_URI": url,
+        "REDIS_URL": REDIS_URL,
+        "RATELIMIT_ENABLED": False,
+        "SWEEP_ON_START": False,
+        "SESSION_COOKIE_SECURE": False,
+        **extra,
+    }
+
+
+def empty_tables() -> None:
+    with db.engine.begin() as conn:
+        for table in reversed(db.metadata.sorted_tables):
+            conn.execute(table.delete())
+
+
+@pytest.fixture
+def app_config() -> dict[str, Any]:
+    """Override in a test module to change settings."""
+    return {}
+
+
+@pytest.fixture
+def app(database_url: str, app_config: dict[str, Any]) -> Iterator[Flask]:
+    app = create_app(base_config(database_url, **app_config))
+    with app.app_context():
+        empty_tables()
+        seed_demo()
+        db.session.remove()
+    yield app
+    with app.app_context():
+        db.session.remove()
+        db.engine.dispose()
+
+
+@pytest.fixture
+def people(app: Flask) -> dict[str, int]:
+    from app.models import User
+
+    with app.app_context():
+        return {u.email.split("@")[0]: u.id for u in db.session.scalars(sa.select(User))}
+
+
+@pytest.fixture
+def posts(app: Flask) -> dict[str, int]:
+    from app.models import Post
+
+    with app.app_context():
+        return {p.title: p.id for p in db.session.scalars(sa.select(Post))}
+
+
+class Person:
+    """A browser-like client: signs in through the form and sends CSRF like htmx does."""
+
+    def __init__(self, app: Flask, email: str, password: str = "demo") -> None:
+        self.app = app
+        self.client: FlaskClient = app.test_client()
+        page = self.client.get("/login").get_data(as_text=True)
+        csrf = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', page)
+        assert csrf, "login page has no CSRF token"
+        response = self.client.post("/login", data={"email": email, "password": password,
+                                                     "csrf_token": csrf.group(1)})
+        assert response.status_code == 302, f"sign-in failed for {email}"
+        self.csrf = CSRF.search(self.client.get("/").get_data(as_text=True)).group(1)  # type: ignore[union-attr]
+
+    def htmx_post(self, url: str, **data: Any) -> Any:
+        return self.client.post(url, data=data, headers={"HX-Request": "true", "X-CSRFToken": self.csrf})
+
+    def new_conversation(self) -> int:
+        response = self.client.post("/conversations", headers={"X-CSRFToken": self.csrf})
+        return int(response.headers["Location"].rsplit("/", 1)[-1])
+
+    def say(self, conversation: int, text: str) -> str:
+        response = self.htmx_post(f"/c/{conversation}/messages", text=text)
+        assert response.status_code == 200, response.get_data(as_text=True)
+        return response.get_data(as_text=True)
+
+    def card(self, html: str) -> tuple[str, str]:
+        """The (approval id, token) of the last pending card in the HTML."""
+        ids = re.findall(r'id="approval-([0-9a-f]{32})"', html)
+        tokens = TOKEN.findall(html)
+        assert ids and tokens, "no pending card in the response"
+        return ids[-1], tokens[-1]
+
+    def answer(self, approval: str, token: str, decision: str = "confirm") -> Any:
+        return self.htmx_post(f"/approvals/{approval}/{decision}", token=token)
+
+
+@pytest.fixture
+def sign_in(app: Flask) -> Any:
+    return lambda email, password="demo": Person(app, email, password)
+
+
+@pytest.fixture
+def alice(sign_in: Any) -> Person:
+    return sign_in("alice@example.com")
+
+
+@pytest.fixture
+def handle_calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Count DeletePost.handle() runs (the thing that must happen at most once)."""
+    from app.actions.delete_post import DeletePost
+
+    calls = {"n": 0}
+    original = DeletePost.handle
+
+    def counted(self: Any, ctx: Any, input: Any) -> Any:
+        calls["n"] += 1
+        return original(self, ctx, input)
+
+    monkeypatch.setattr(DeletePost, "handle", counted)
+    return calls
+
+
+def api_headers(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
