@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
 import click
 import sqlalchemy as sa
 from flask import Flask, current_app
 from flask.cli import AppGroup
+from werkzeug.security import generate_password_hash
 
 from app.copilot.agent import engine, expire_due, sweep_interrupted
 from app.copilot.schema import tool_schema
@@ -33,6 +35,12 @@ def demo() -> None:
     click.echo("Demo ready: sign in as alice@example.com with password 'demo'.")
 
 
+@functools.cache
+def _demo_hash() -> str:
+    """One scrypt hash of the demo password per process (hashing is slow on purpose)."""
+    return generate_password_hash(DEMO_PASSWORD)
+
+
 def seed_demo() -> dict[str, User]:
     """Tenants acme and globex with their people and alice's two posts; idempotent."""
     people: dict[str, User] = {}
@@ -49,8 +57,8 @@ def seed_demo() -> dict[str, User]:
         for email, person, admin in members:
             user = db.session.scalar(sa.select(User).where(User.email == email))
             if user is None:
-                user = User(tenant_id=tenant.id, email=email, name=person, is_admin=admin)
-                user.set_password(DEMO_PASSWORD)
+                user = User(tenant_id=tenant.id, email=email, name=person, is_admin=admin,
+                            password_hash=_demo_hash())
                 db.session.add(user)
                 db.session.flush()
             people[email] = user
