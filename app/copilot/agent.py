@@ -203,6 +203,9 @@ def _drive(run: Run, user: User, channel: str, history: list[ModelMessage], *,
         ))
     except (AgentRunError, UsageLimitExceeded) as exc:
         return _fail(run, conversation_id, exc)
+    except Exception as exc:  # a provider or an action broke mid-turn: undo the turn, say so
+        log.exception("agent run %s raised", run.id)
+        return _fail(run, conversation_id, exc)
 
     run.history = _dump(result.all_messages())
     run.step = turn.step

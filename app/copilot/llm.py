@@ -105,6 +105,8 @@ def _call(name: str, args: dict[str, Any]) -> ModelResponse:
 def _result_text(part: ToolReturnPart | RetryPromptPart) -> str:
     if isinstance(part, RetryPromptPart):
         return f"I could not call {part.tool_name}: {part.model_response()}"
+    if getattr(part, "outcome", "success") != "success":
+        return f"I could not call {part.tool_name}: {part.content}"
     return str(part.content)
 
 
