@@ -8,7 +8,7 @@ import json
 import click
 import sqlalchemy as sa
 from flask import Flask, current_app
-from flask.cli import AppGroup
+from flask.cli import AppGroup, with_appcontext
 from werkzeug.security import generate_password_hash
 
 from app.copilot.agent import engine, expire_due, sweep_interrupted
@@ -27,6 +27,7 @@ def register(app: Flask) -> None:
 
 
 @click.command()
+@with_appcontext
 def demo() -> None:
     """Seed the demo tenants, people and posts (never in production)."""
     if current_app.config["COUNTERSIGN_ENV"] == "production" and not current_app.debug:
@@ -74,6 +75,7 @@ def seed_demo() -> dict[str, User]:
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the schemas as JSON.")
+@with_appcontext
 def actions(as_json: bool) -> None:
     """List the actions with kind, toolsets and schema."""
     registry = engine().registry

@@ -91,6 +91,22 @@ def people(app: Flask) -> dict[str, int]:
 
 
 @pytest.fixture
+def add_post(app: Flask) -> Any:
+    """Add a post by alice (in tenant acme) and return its id."""
+    from app.models import Post, User
+
+    def add(title: str, status: str = "draft") -> int:
+        with app.app_context():
+            alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+            post = Post(tenant_id=alice.tenant_id, author_id=alice.id, title=title, status=status)
+            db.session.add(post)
+            db.session.commit()
+            return post.id
+
+    return add
+
+
+@pytest.fixture
 def posts(app: Flask) -> dict[str, int]:
     from app.models import Post
 

@@ -133,15 +133,8 @@ def test_two_cards_in_one_step_resume_once_after_both(app, alice, posts, model):
     assert "Both answered." in body and len(model.requests) == 2
 
 
-def test_a_run_holds_at_most_five_pending_cards(app, alice, posts, model, people):
-    with app.app_context():
-        ids = []
-        for n in range(7):
-            post = Post(tenant_id=1, author_id=people["alice"], title=f"P{n}")
-            db.session.add(post)
-            db.session.flush()
-            ids.append(post.id)
-        db.session.commit()
+def test_a_run_holds_at_most_five_pending_cards(app, alice, model, add_post):
+    ids = [add_post(f"P{n}") for n in range(7)]
     model.enqueue(*[tool_call("delete_post", post=i) for i in ids])
     alice.say(alice.new_conversation(), "delete everything")
     with app.app_context():

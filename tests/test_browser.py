@@ -1,0 +1,121 @@
+"""The chat in a real Chromium (Debian's, through Playwright's executable_path)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from werkzeug.serving import make_server
+
+from app.extensions import db
+from app.models import Post
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", shutil.which("chromium") or "/usr/bin/chromium")
+# COUNTERSIGN_SCREENSHOTS=1 refreshes the README's pictures; otherwise they go to a temp dir.
+DOCS_SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+XSS = "<img src=x onerror=alert(1)>"
+
+
+@pytest.fixture
+def server(app) -> Iterator[str]:
+    httpd = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_port}"
+    httpd.shutdown()
+    thread.join(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM}: apt-get install chromium (or set CHROMIUM_PATH)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    context = browser.new_context(viewport={"width": 1100, "height": 760})
+    page = context.new_page()
+    page.dialogs = []
+    page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    page.set_default_timeout(10_000)
+    yield page
+    context.close()
+
+
+def sign_in_and_open_chat(page, server, email="alice@example.com"):
+    page.goto(f"{server}/login")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill("demo")
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("button", name="New conversation").first.click()
+    page.wait_for_url("**/c/*")
+
+
+def ask(page, text):
+    page.get_by_label("Message").fill(text)
+    page.get_by_label("Message").press("Enter")
+
+
+@pytest.fixture
+def shots(tmp_path) -> Path:
+    target = DOCS_SCREENSHOTS if os.environ.get("COUNTERSIGN_SCREENSHOTS") == "1" else tmp_path
+    target.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def test_confirm_deletes_and_shows_done(app, page, server, posts, shots):
+    sign_in_and_open_chat(page, server)
+    ask(page, f"/delete_post post={posts['Spring meetup']}")
+    card = page.locator(".card").last
+    card.get_by_text("Delete this post? This cannot be undone.").wait_for()
+    assert card.locator("dt").all_inner_texts() == ["Post", "Status"]
+    assert card.locator("dd").all_inner_texts() == ["Spring meetup", "draft"]
+    focused = page.evaluate("document.activeElement && document.activeElement.textContent")
+    assert focused != "Confirm"
+    page.screenshot(path=str(shots / "card-pending.png"))
+    card.get_by_role("button", name="Confirm").click()
+    page.locator(".card__outcome").get_by_text("Removed · done").wait_for()
+    page.get_by_text("Deleted “Spring meetup”.").wait_for()
+    page.screenshot(path=str(shots / "card-confirmed.png"))
+    assert (shots / "card-confirmed.png").stat().st_size > 0
+    with app.app_context():
+        assert db.session.get(Post, posts["Spring meetup"]) is None
+
+
+def test_decline_leaves_the_post(app, page, server, posts):
+    sign_in_and_open_chat(page, server)
+    ask(page, f"/delete_post post={posts['Launch notes']}")
+    card = page.locator(".card").last
+    card.get_by_role("button", name="Decline").click()
+    page.locator(".card__outcome").get_by_text("Declined · declined").wait_for()
+    with app.app_context():
+        assert db.session.get(Post, posts["Launch notes"]) is not None
+
+
+def test_markup_in_a_title_is_shown_as_text(app, page, server, add_post):
+    post_id = add_post(XSS)
+    sign_in_and_open_chat(page, server)
+    ask(page, f"/delete_post post={post_id}")
+    row = page.locator(".card dd").first
+    row.wait_for()
+    assert row.inner_text() == XSS
+    assert page.locator(".card img").count() == 0
+    page.wait_for_timeout(300)  # give an injected onerror the chance to fire
+    assert page.dialogs == []

@@ -1,0 +1,104 @@
+"""Starting the app: settings, action discovery and its errors, the CLI."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from app import create_app
+from app.copilot.actions import Kind, discover
+from app.errors import ActionDeclarationError
+from app.extensions import db
+from app.models import ApiToken, User
+
+
+def test_secret_key_is_required_outside_development(monkeypatch):
+    monkeypatch.delenv("SECRET_KEY", raising=False)
+    monkeypatch.delenv("FLASK_SECRET_KEY", raising=False)
+    monkeypatch.delenv("COUNTERSIGN_ENV", raising=False)
+    with pytest.raises(RuntimeError, match="SECRET_KEY is not set"):
+        create_app({"COUNTERSIGN_ENV": "production"})
+
+
+def test_settings_come_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("APPROVALS_TTL", "120")
+    monkeypatch.setenv("DATABASE_URL", "postgres://u@h/db")
+    from app import config
+
+    loaded = config.load({"COUNTERSIGN_ENV": "testing"})
+    assert loaded["APPROVALS_TTL"] == 120
+    assert loaded["SQLALCHEMY_DATABASE_URI"] == "postgresql+psycopg://u@h/db"
+
+
+def test_demo_actions_are_discovered_with_their_kinds():
+    registry = discover("app.actions")
+    kinds = {name: a.kind for name, a in registry.actions.items()}
+    assert kinds == {"list_posts": Kind.READ, "publish_post": Kind.WRITE,
+                     "delete_post": Kind.DESTRUCTIVE, "send_email": Kind.EXTERNAL}
+    assert registry.actions["delete_post"].toolsets == ("blog",)
+
+
+def test_destructive_action_without_toolset_fails_naming_file_and_fix():
+    with pytest.raises(ActionDeclarationError) as error:
+        discover("tests.fixtures.broken_no_toolset")
+    message = str(error.value)
+    assert "wipe_disk.py:" in message
+    assert "must be exposed through a named toolset" in message
+    assert '@expose("<toolset>")' in message
+
+
+def test_input_that_is_not_a_pydantic_model_fails_at_start():
+    with pytest.raises(ActionDeclarationError, match=r"greet\.py.*Input is not a pydantic model.*Fix:"):
+        discover("tests.fixtures.broken_input")
+
+
+def test_app_does_not_start_with_a_misdeclared_action(database_url):
+    with pytest.raises(ActionDeclarationError):
+        create_app({"COUNTERSIGN_ENV": "testing", "SQLALCHEMY_DATABASE_URI": database_url,
+                    "ACTIONS_PACKAGE": "tests.fixtures.broken_no_toolset", "SWEEP_ON_START": False})
+
+
+def test_actions_command_lists_name_kind_toolsets_and_schema(app):
+    out = app.test_cli_runner().invoke(args=["actions"]).output
+    assert "delete_post" in out and "destructive" in out and "blog" in out and "(post*)" in out
+
+
+def test_create_token_prints_a_token_that_is_stored_hashed(app):
+    result = app.test_cli_runner().invoke(args=["users", "create-token", "alice@example.com"])
+    token = result.output.strip()
+    assert token.startswith("cs_")
+    with app.app_context():
+        stored = db.session.scalars(sa.select(ApiToken.token_hash)).all()
+        assert token not in stored and len(stored) == 1
+    response = app.test_client().post("/api/conversations", json={},
+                                      headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == 201
+
+
+def test_demo_command_refuses_production(app):
+    app.config["COUNTERSIGN_ENV"] = "production"
+    result = app.test_cli_runner().invoke(args=["demo"])
+    assert result.exit_code != 0 and "development" in result.output
+
+
+def test_demo_seeds_tenants_people_and_posts(app):
+    with app.app_context():
+        emails = set(db.session.scalars(sa.select(User.email)))
+    assert emails == {"alice@example.com", "bob@example.com", "admin@example.com", "carol@example.com"}
+
+
+def test_pages_send_a_strict_content_security_policy(alice):
+    csp = alice.client.get("/").headers["Content-Security-Policy"]
+    assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp
+    assert "unsafe-inline" not in csp
+
+
+def test_sign_out_invalidates_the_cards_token(app, sign_in, posts, handle_calls):
+    alice = sign_in("alice@example.com")
+    convo = alice.new_conversation()
+    approval, token = alice.card(alice.say(convo, f"/delete_post post={posts['Spring meetup']}"))
+    alice.client.post("/logout", headers={"X-CSRFToken": alice.csrf})
+    again = sign_in("alice@example.com")
+    response = again.answer(approval, token)
+    assert response.status_code == 403
+    assert handle_calls["n"] == 0
