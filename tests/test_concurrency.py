@@ -37,7 +37,7 @@ def test_32_simultaneous_confirms_run_handle_exactly_once(app, posts, handle_cal
         statuses: list[int] = []
         lock = threading.Lock()
 
-        def press() -> None:
+        def press(start=start, prompt=prompt, statuses=statuses, lock=lock) -> None:
             own = app.test_client()
             start.wait()
             response = own.post(f"/api/approvals/{prompt['id']}/confirm",

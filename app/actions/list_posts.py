@@ -1,5 +1,5 @@
-from pydantic import BaseModel, Field
 import sqlalchemy as sa
+from pydantic import BaseModel, Field
 
 from app.copilot.actions import Action, Kind
 from app.models import Post

@@ -1,0 +1,119 @@
+"""Shared pieces of the benchmarks: a migrated, seeded database, a gunicorn server, timing."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def env_for(database_url: str, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "COUNTERSIGN_ENV": "production", "SECRET_KEY": "bench-secret", "DATABASE_URL": database_url,
+        "RATELIMIT_ENABLED": "0", "BENCH_PROBE": "1", "SESSION_COOKIE_SECURE": "0", **extra,
+    })
+    return env
+
+
+def prepare(database_url: str, env: dict[str, str]) -> str:
+    """Migrate from empty, seed the demo, and return a personal access token for alice."""
+    flask = [str(BIN / "flask"), "--app", "wsgi"]
+    if database_url.startswith("postgres"):
+        subprocess.run(flask + ["db", "downgrade", "base"], cwd=ROOT, env=env, check=False, capture_output=True)
+    subprocess.run(flask + ["db", "upgrade"], cwd=ROOT, env=env, check=True, capture_output=True)
+    seed_env = {**env, "COUNTERSIGN_ENV": "development"}
+    subprocess.run(flask + ["demo"], cwd=ROOT, env=seed_env, check=True, capture_output=True)
+    out = subprocess.run(flask + ["users", "create-token", "alice@example.com"], cwd=ROOT, env=env,
+                         check=True, capture_output=True, text=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+SEED_POSTS = """
+import sys
+import sqlalchemy as sa
+from app import create_app
+from app.extensions import db
+from app.models import Post, User
+app = create_app()
+with app.app_context():
+    alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+    posts = [Post(tenant_id=alice.tenant_id, author_id=alice.id, title=f"Bench {i}") for i in range(int(sys.argv[1]))]
+    db.session.add_all(posts)
+    db.session.commit()
+    print(",".join(str(p.id) for p in posts))
+"""
+
+
+def seed_posts(env: dict[str, str], n: int) -> list[int]:
+    """n posts by alice, for n cards that each delete their own post."""
+    out = subprocess.run([sys.executable, "-c", SEED_POSTS, str(n)], cwd=ROOT, env=env,
+                         check=True, capture_output=True, text=True)
+    return [int(x) for x in out.stdout.strip().splitlines()[-1].split(",")]
+
+
+@contextmanager
+def gunicorn(env: dict[str, str], workers: int = 2) -> Iterator[int]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(BIN / "gunicorn"), "-w", str(workers), "-b", f"127.0.0.1:{port}", "--log-level", "warning", "wsgi:app"],
+        cwd=ROOT, env=env,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+class Client:
+    """One keep-alive HTTP connection with a bearer token."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+    def post(self, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any, float]:
+        data = json.dumps(body or {})
+        start = time.perf_counter()
+        self.conn.request("POST", path, body=data, headers=self.headers)
+        response = self.conn.getresponse()
+        raw = response.read()
+        elapsed = time.perf_counter() - start
+        return response.status, json.loads(raw or b"null"), elapsed
+
+
+def summary(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    p99 = ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
+    return {"median_ms": statistics.median(ordered) * 1000, "p99_ms": p99 * 1000}
+
+
+def temp_sqlite() -> str:
+    return f"sqlite:///{tempfile.mkdtemp(prefix='countersign-bench-')}/bench.sqlite3"
