@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+from typing import Any
 
 import click
 import sqlalchemy as sa
@@ -79,7 +80,7 @@ def seed_demo() -> dict[str, User]:
 def actions(as_json: bool) -> None:
     """List the actions with kind, toolsets and schema."""
     registry = engine().registry
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"name": a.name, "kind": a.kind.value, "toolsets": list(a.toolsets),
          "schema": tool_schema(a.Input), "source": a.source}
         for a in registry.actions.values()

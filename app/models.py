@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from flask_login import UserMixin
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from app.extensions import db
+from app.extensions import Base, db
+
+if TYPE_CHECKING:
+    Model = Base  # what db.Model is, in a form type checkers follow
+else:
+    Model = db.Model
 
 
 def utcnow() -> datetime:
@@ -42,14 +47,14 @@ def new_id() -> str:
     return secrets.token_hex(16)
 
 
-class Tenant(db.Model):
+class Tenant(Model):
     __tablename__ = "tenants"
     id: Mapped[int] = mapped_column(primary_key=True)
     slug: Mapped[str] = mapped_column(sa.String(64), unique=True)
     name: Mapped[str] = mapped_column(sa.String(200))
 
 
-class User(UserMixin, db.Model):
+class User(UserMixin, Model):
     __tablename__ = "users"
     id: Mapped[int] = mapped_column(primary_key=True)
     tenant_id: Mapped[int] = mapped_column(sa.ForeignKey("tenants.id"), index=True)
@@ -67,7 +72,7 @@ class User(UserMixin, db.Model):
         return bool(self.password_hash) and check_password_hash(self.password_hash, password)
 
 
-class ApiToken(db.Model):
+class ApiToken(Model):
     """A personal access token; only its SHA-256 is stored."""
 
     __tablename__ = "api_tokens"
@@ -81,7 +86,7 @@ class ApiToken(db.Model):
     user: Mapped[User] = relationship()
 
 
-class Post(db.Model):
+class Post(Model):
     __tablename__ = "posts"
     id: Mapped[int] = mapped_column(primary_key=True)
     tenant_id: Mapped[int] = mapped_column(sa.ForeignKey("tenants.id"), index=True)
@@ -94,7 +99,7 @@ class Post(db.Model):
     author: Mapped[User] = relationship()
 
 
-class OutboxEmail(db.Model):
+class OutboxEmail(Model):
     """An email the send_email action queued; the approval id makes sending idempotent."""
 
     __tablename__ = "outbox"
@@ -109,7 +114,7 @@ class OutboxEmail(db.Model):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class Conversation(db.Model):
+class Conversation(Model):
     __tablename__ = "conversations"
     id: Mapped[int] = mapped_column(primary_key=True)
     tenant_id: Mapped[int] = mapped_column(sa.ForeignKey("tenants.id"), index=True)
@@ -122,7 +127,7 @@ class Conversation(db.Model):
     user: Mapped[User] = relationship()
 
 
-class Message(db.Model):
+class Message(Model):
     """A line of the chat as the person sees it; a card is a message with an approval."""
 
     __tablename__ = "messages"
@@ -136,7 +141,7 @@ class Message(db.Model):
     approval: Mapped[Approval | None] = relationship()
 
 
-class Run(db.Model):
+class Run(Model):
     """An agent turn; while paused it holds the history and waits on its approvals."""
 
     __tablename__ = "runs"
@@ -152,7 +157,7 @@ class Run(db.Model):
     conversation: Mapped[Conversation] = relationship()
 
 
-class Approval(db.Model):
+class Approval(Model):
     """A card (or form) waiting for its person. `arguments` never leaves the server."""
 
     __tablename__ = "approvals"
@@ -182,7 +187,7 @@ class Approval(db.Model):
     user: Mapped[User] = relationship(foreign_keys=[user_id])
 
 
-class AuditEvent(db.Model):
+class AuditEvent(Model):
     """One decision or refused attempt. Never holds a form value or a secret."""
 
     __tablename__ = "audit_events"
@@ -197,7 +202,7 @@ class AuditEvent(db.Model):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class ProbeRow(db.Model):
+class ProbeRow(Model):
     """The one-INSERT endpoint's table, used only by bench/ as a baseline."""
 
     __tablename__ = "probe_rows"

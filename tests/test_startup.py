@@ -102,3 +102,12 @@ def test_sign_out_invalidates_the_cards_token(app, sign_in, posts, handle_calls)
     response = again.answer(approval, token)
     assert response.status_code == 403
     assert handle_calls["n"] == 0
+
+
+def test_migrations_match_the_models(app):
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    with app.app_context(), db.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), db.metadata)
+    assert diff == []

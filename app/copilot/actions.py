@@ -14,7 +14,7 @@ from typing import Any, ClassVar, TypeVar
 
 import sqlalchemy as sa
 from pydantic import BaseModel
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, scoped_session
 
 from app.errors import ActionDeclarationError, NotFound
 
@@ -41,14 +41,14 @@ class ActionContext:
 
     user: Any
     tenant: Any
-    db: Session
+    db: Session | scoped_session[Any]
     channel: str = "web"
     approval_id: str | None = None  # set while a confirmed card runs: the idempotency key
 
     def find(self, model: type[M], ident: Any) -> M:
         """The record with this id inside the person's tenant; NotFound otherwise."""
-        row = self.db.scalar(
-            sa.select(model).where(
+        row: M | None = self.db.scalar(
+            sa.select(model).where(  # type: ignore[arg-type]
                 model.id == ident,  # type: ignore[attr-defined]
                 model.tenant_id == self.tenant.id,  # type: ignore[attr-defined]
             )

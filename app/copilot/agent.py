@@ -256,12 +256,11 @@ def resume_if_ready(run_id: int, user: User, channel: str) -> list[Message]:
     step = _step_approvals(run)
     if any(a.status not in approvals.FINAL for a in step):
         return []
-    won = db.session.execute(
-        sa.update(Run).where(Run.id == run.id, Run.status == "paused", Run.step == run.step)
-        .values(status="running").execution_options(synchronize_session=False)
-    ).rowcount == 1
+    resumed = approvals.won(
+        sa.update(Run).where(Run.id == run.id, Run.status == "paused", Run.step == run.step).values(status="running")
+    )
     db.session.commit()
-    if not won:
+    if not resumed:
         return []
     db.session.refresh(run)
     results = DeferredToolResults(calls={a.tool_call_id: approvals.model_line(a) for a in step})

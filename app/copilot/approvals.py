@@ -9,7 +9,7 @@ import logging
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from flask import current_app
@@ -94,6 +94,12 @@ def build_card(action: type[Action], ctx: ActionContext, input: BaseModel) -> Ca
     summary = instance.approval_summary(ctx, input) or {}
     rows = [{"label": visible(k), "value": visible(v)} for k, v in summary.items()]
     return Card(action=action.name, reason=reason, rows=rows)
+
+
+def won(statement: sa.Update) -> bool:
+    """Run a conditional UPDATE; True when it changed exactly one row (this caller won)."""
+    result = db.session.execute(statement.execution_options(synchronize_session=False))
+    return cast("sa.CursorResult[Any]", result).rowcount == 1
 
 
 def ttl() -> int:
@@ -231,13 +237,11 @@ def _claim(approval: Approval, status: str, now: datetime, actor: Actor) -> bool
     values: dict[str, Any] = {"status": status, "claimed_at": now, "decided_by": actor.user.id}
     if status in FINAL:
         values["decided_at"] = now
-    won = db.session.execute(
+    if not won(
         sa.update(Approval)
         .where(Approval.id == approval.id, Approval.status == "pending", Approval.expires_at > now)
         .values(**values)
-        .execution_options(synchronize_session=False)
-    ).rowcount == 1
-    if not won:
+    ):
         return False
     if status in FINAL:
         audit.record("approval.decided", status, tenant_id=approval.tenant_id, user_id=actor.user.id,
@@ -297,12 +301,11 @@ def _finish(approval: Approval, status: str, actor: Actor, result: str | None = 
 def expire(approval: Approval, channel: str = "system") -> bool:
     """Mark a pending approval past its time as expired (conditionally)."""
     now = utcnow()
-    changed = db.session.execute(
+    changed = won(
         sa.update(Approval)
         .where(Approval.id == approval.id, Approval.status == "pending", Approval.expires_at <= now)
         .values(status="expired", decided_at=now)
-        .execution_options(synchronize_session=False)
-    ).rowcount == 1
+    )
     if changed:
         audit.record("approval.decided", "expired", tenant_id=approval.tenant_id,
                      user_id=approval.user_id, approval_id=approval.id, detail=approval.action,
@@ -329,13 +332,11 @@ def mark_interrupted(older_than_seconds: int) -> list[Approval]:
     ))
     ended = []
     for approval in stuck:
-        changed = db.session.execute(
+        if won(
             sa.update(Approval)
             .where(Approval.id == approval.id, Approval.status == "running")
             .values(status="interrupted", decided_at=utcnow())
-            .execution_options(synchronize_session=False)
-        ).rowcount == 1
-        if changed:
+        ):
             audit.record("approval.decided", "interrupted", tenant_id=approval.tenant_id,
                          user_id=approval.user_id, approval_id=approval.id, detail=approval.action,
                          channel="system")

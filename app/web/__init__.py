@@ -117,7 +117,7 @@ def post_message(conversation_id: int) -> Any:
     if not text:
         return ("", 204)
     added = agent.send_message(conversation, actor.user, text[:4000], channel="web")
-    if request.htmx:
+    if request.htmx:  # type: ignore[attr-defined]
         response = make_response(render_messages(added, actor))
         response.headers["Vary"] = "HX-Request"
         return response
@@ -155,9 +155,10 @@ def answer(approval_id: str, decision: str) -> Any:
     try:
         approval, added = agent.answer(approval_id, token, actor, decision)
     except CountersignError as error:
-        approval = db.session.get(Approval, approval_id)
-        if approval is None or approval.user_id != actor.user.id:
+        current = db.session.get(Approval, approval_id)
+        if current is None or current.user_id != actor.user.id:
             raise
+        approval = current
         db.session.refresh(approval)
         body = render_template("partials/_card.html", **card_context(approval, actor, error.message))
         added = []
@@ -168,7 +169,7 @@ def answer(approval_id: str, decision: str) -> Any:
     if added:
         body += render_template("partials/_messages.html", messages=added, actor=actor,
                                 card_context=card_context, oob=True)
-    if not request.htmx and status == 200:
+    if not request.htmx and status == 200:  # type: ignore[attr-defined]
         return redirect(url_for("web.chat", conversation_id=approval.conversation_id))
     response = make_response(body, status)
     response.headers["Vary"] = "HX-Request"
