@@ -288,13 +288,21 @@ def _short(exc: Exception) -> str:
 
 
 def _finish(approval: Approval, status: str, actor: Actor, result: str | None = None) -> Approval:
-    """Record the outcome of a claimed approval, with the handler's work, in one commit."""
-    approval.status = status
-    approval.result = result
-    approval.decided_at = utcnow()
+    """Record the outcome of a claimed approval, with the handler's work, in one commit.
+    If a sweep already ended it `interrupted` (a handle() slower than the grace), the work
+    is rolled back and the approval stays interrupted."""
+    if not won(
+        sa.update(Approval)
+        .where(Approval.id == approval.id, Approval.status == "running")
+        .values(status=status, result=result, decided_at=utcnow())
+    ):
+        db.session.rollback()
+        db.session.refresh(approval)
+        return approval
     audit.record("approval.decided", status, tenant_id=approval.tenant_id, user_id=actor.user.id,
                  approval_id=approval.id, detail=approval.action, channel=actor.channel)
     db.session.commit()
+    db.session.refresh(approval)
     return approval
 
 
