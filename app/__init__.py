@@ -84,7 +84,9 @@ def register_errorhandlers(app: Flask) -> None:
     @app.errorhandler(CountersignError)
     def domain_error(error: CountersignError) -> Any:
         if wants_json():
-            return jsonify(error=type(error).__name__, message=error.message), error.status
+            fields = getattr(error, "fields", None)
+            extra = {"fields": fields} if fields else {}
+            return jsonify(error=type(error).__name__, message=error.message, **extra), error.status
         return render_template("error.html", message=error.message), error.status
 
     @app.errorhandler(OperationalError)

@@ -72,3 +72,13 @@ class ServiceUnavailable(CountersignError):
 
     status = 503
     message = "The service is briefly unavailable. Nothing was changed; please try again."
+
+
+class FormInvalid(BadValues):
+    """Submitted form values failed validation; the errors are per field."""
+
+    message = "Some fields need another look."
+
+    def __init__(self, fields: dict[str, list[str]]) -> None:
+        super().__init__()
+        self.fields = fields

@@ -176,6 +176,8 @@ class Approval(Model):
     reason: Mapped[str] = mapped_column(sa.Text)
     rows: Mapped[list[dict[str, str]]] = mapped_column(sa.JSON, default=list)
     digest: Mapped[str] = mapped_column(sa.String(64))
+    # For a form: the MCP elicitation object the person was shown (never their answers).
+    form: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
     status: Mapped[str] = mapped_column(sa.String(20), default="pending")
     result: Mapped[str | None] = mapped_column(sa.Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from werkzeug.serving import make_server
 
 from app.extensions import db
@@ -119,3 +120,21 @@ def test_markup_in_a_title_is_shown_as_text(app, page, server, add_post):
     assert page.locator(".card img").count() == 0
     page.wait_for_timeout(300)  # give an injected onerror the chance to fire
     assert page.dialogs == []
+
+
+def test_form_for_a_draft_post(app, page, server, shots):
+    sign_in_and_open_chat(page, server)
+    ask(page, '/draft_post title="Launch notes"')
+    form = page.locator(".card--form").last
+    form.get_by_text("A few details for your post.").wait_for()
+    assert form.get_by_label("Title").input_value() == "Launch notes"
+    form.get_by_label("Body").fill("Our launch went well.\nThanks, everyone.")
+    form.get_by_label("Status").select_option("published")
+    page.screenshot(path=str(shots / "form-pending.png"))
+    form.get_by_role("button", name="Submit").click()
+    page.locator(".card__outcome").get_by_text("Submitted · filled in: title, body, status").wait_for()
+    page.get_by_text("The person filled in: title, body, status.").wait_for()
+    with app.app_context():
+        post = db.session.scalar(
+            sa.select(Post).where(Post.body == "Our launch went well.\nThanks, everyone."))
+        assert post is not None and post.title == "Launch notes" and post.status == "published"

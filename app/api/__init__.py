@@ -49,7 +49,7 @@ def prompt(approval: Approval, actor: Actor) -> dict[str, Any]:
         "action": approval.action,
         "reason": approval.reason,
         "rows": [{"label": r["label"], "value": r["value"]} for r in approval.rows],
-        "form": None,
+        "form": approval.form if approval.type == "form" else None,
         "status": approval.status,
         "token": approvals.sign(approval, actor.binding) if pending else None,
         "expires_at": approval.expires_at.isoformat(),
@@ -116,13 +116,20 @@ def post_message(conversation_id: int) -> Any:
                    pending=pending_in(conversation.id, actor))
 
 
-@bp.post("/approvals/<approval_id>/<any(confirm, decline):decision>")
+@bp.post("/approvals/<approval_id>/<any(confirm, decline, cancel, submit):decision>")
 def answer(approval_id: str, decision: str) -> Any:
     actor = current_actor("api")
-    token = body().get("token")
+    data = body()
+    token = data.get("token")
     if not isinstance(token, str):
         raise BadValues("`token` must be a string.")
-    approval, added = agent.answer(approval_id, token, actor, decision)
+    if decision == "submit":
+        values = data.get("values")
+        if not isinstance(values, dict):
+            raise BadValues("`values` must be an object of field names to values.")
+        approval, added = agent.answer_form(approval_id, token, actor, values)
+    else:
+        approval, added = agent.answer(approval_id, token, actor, decision)
     return jsonify(status=approval.status, messages=[message_json(m) for m in added],
                    pending=pending_in(approval.conversation_id, actor))
 

@@ -25,8 +25,9 @@ def _answer(decision: str) -> dict[str, Any]:
             "operationId": f"{decision}Approval",
             "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
             "requestBody": {"required": True, **_json({
-                "type": "object", "required": ["token"],
-                "properties": {"token": {"type": "string"}}})},
+                "type": "object", "required": ["token", "values"] if decision == "submit" else ["token"],
+                "properties": {"token": {"type": "string"},
+                               **({"values": {"type": "object"}} if decision == "submit" else {})}})},
             "responses": {"200": {"description": "The outcome", **_json({"$ref": "#/components/schemas/Answer"})},
                           **_errors(400, 401, 403, 404, 409, 410, 503)},
         }
@@ -94,5 +95,7 @@ def document() -> dict[str, Any]:
                     **_errors(401)}}},
             "/api/approvals/{id}/confirm": _answer("confirm"),
             "/api/approvals/{id}/decline": _answer("decline"),
+            "/api/approvals/{id}/cancel": _answer("cancel"),
+            "/api/approvals/{id}/submit": _answer("submit"),
         },
     }

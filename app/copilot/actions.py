@@ -78,6 +78,11 @@ class Action:
         """The card's sentence; DESTRUCTIVE and EXTERNAL actions must override it."""
         raise NotImplementedError
 
+    def ask(self, ctx: ActionContext, given: dict[str, Any]) -> dict[str, Any]:
+        """Shape the form for a call that left fields out: {"message", "fields", "defaults"}.
+        `given` holds the model's arguments. Default: every field, the model's values filled in."""
+        return {}
+
     def approval_summary(self, ctx: ActionContext, input: Any) -> dict[str, Any]:
         """The card's rows, label -> value, read from the server's own records."""
         return {}
@@ -176,6 +181,10 @@ def register(registry: Registry, action: type[Action], module: ModuleType) -> No
                 f"a {action.kind.value} action needs a card sentence",
                 "define approval_reason(self, ctx, input) returning the question the person answers",
             )
+    if action.ask_for_missing and not action.kind.needs_card:
+        from app.copilot.schema import elicitation
+
+        elicitation(action.Input, "", where=at)  # raises NotAForm naming the field and the fix
     if action.handle is Action.handle:
         fail("it has no handle()", "define handle(self, ctx, input)")
     if action.name in registry.actions:

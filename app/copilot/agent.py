@@ -28,7 +28,7 @@ from pydantic_ai.usage import UsageLimits
 from app.copilot import approvals, audit
 from app.copilot.actions import Action, ActionContext, Registry
 from app.copilot.llm import make_model
-from app.copilot.schema import missing_fields, tool_schema
+from app.copilot.schema import missing_fields, secret_fields, tool_schema
 from app.errors import CountersignError, Expired, NotFound, TooManyPending
 from app.extensions import db
 from app.models import Approval, Conversation, Message, Run, User
@@ -109,7 +109,7 @@ def call_action(turn: Turn, action: type[Action], arguments: dict[str, Any], too
     ctx = turn.ctx
     missing = missing_fields(action.Input, arguments)
     if missing:
-        return f"Refused: {action.name} needs {', '.join(missing)}. Nothing was done."
+        return _ask_or_refuse(turn, action, arguments, missing, tool_call_id)
     try:
         input = action.Input.model_validate(arguments)
     except ValidationError as exc:
@@ -137,6 +137,25 @@ def call_action(turn: Turn, action: type[Action], arguments: dict[str, Any], too
         return "Refused: too many requests already wait for the person's answer. Nothing was shown."
     turn.created.append(approval)
     raise CallDeferred(metadata={"approval_id": approval.id})
+
+
+def _ask_or_refuse(turn: Turn, action: type[Action], arguments: dict[str, Any], missing: list[str],
+                   tool_call_id: str) -> str:
+    """A READ/WRITE action that may ask gets a form; anything else is refused, naming the fields.
+    A form never asks for a secret."""
+    if action.kind.needs_card or not action.ask_for_missing:
+        return f"Refused: {action.name} needs {', '.join(missing)}. Nothing was done."
+    secret = [name for name in missing if name in secret_fields(action.Input)]
+    if secret:
+        return (f"Refused: {action.name} needs {', '.join(secret)}, which is a secret; "
+                "a form never asks for one. Nothing was done.")
+    try:
+        approval = approvals.create_form(turn.ctx, turn.run, action, arguments,
+                                         tool_call_id=tool_call_id, step=turn.step)
+    except TooManyPending:
+        return "Refused: too many requests already wait for the person's answer. Nothing was shown."
+    turn.created.append(approval)
+    raise CallDeferred(metadata={"approval_id": approval.id}, kind="question")
 
 
 def _errors(exc: ValidationError) -> str:
@@ -279,6 +298,13 @@ def answer(approval_id: str, token: str, actor: approvals.Actor, decision: str) 
             if stale.status == "expired":
                 resume_if_ready(stale.run_id, stale.user, actor.channel)
         raise
+    return approval, resume_if_ready(approval.run_id, actor.user, actor.channel)
+
+
+def answer_form(approval_id: str, token: str, actor: approvals.Actor,
+                values: Any) -> tuple[Approval, list[Message]]:
+    """The person submits a form: validate, run, then resume the run."""
+    approval = approvals.submit(approval_id, token, actor, values, engine().registry)
     return approval, resume_if_ready(approval.run_id, actor.user, actor.channel)
 
 

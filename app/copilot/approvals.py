@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -15,14 +16,18 @@ import sqlalchemy as sa
 from flask import current_app
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 from pydantic import BaseModel, ValidationError
+from werkzeug.datastructures import MultiDict
 
 from app.copilot import audit
 from app.copilot.actions import Action, ActionContext, Registry
+from app.copilot.schema import elicitation, wtform_class
 from app.errors import (
     AlreadyDecided,
     BadToken,
+    BadValues,
     CountersignError,
     Expired,
+    FormInvalid,
     NotFound,
     TooManyPending,
     WrongPerson,
@@ -33,7 +38,7 @@ from app.models import Approval, Run, User, utcnow
 log = logging.getLogger(__name__)
 
 TOKEN_SALT = "countersign.approval-token"
-FINAL = {"done", "declined", "changed", "refused", "expired", "revoked", "failed", "interrupted"}
+FINAL = {"done", "declined", "cancelled", "changed", "refused", "expired", "revoked", "failed", "interrupted"}
 
 # What the model reads for each outcome (done and failed add the action's own words).
 MODEL_LINES = {
@@ -43,6 +48,7 @@ MODEL_LINES = {
     "refused": "Refused at confirmation: the person may no longer do this. Nothing ran.",
     "expired": "The card expired before the person answered. Nothing was done.",
     "revoked": "An admin revoked this request. Nothing was done.",
+    "cancelled": "The person set this aside for now (Not now). Nothing was done; do not ask again unless they do.",
     "interrupted": "Interrupted: the server stopped while this ran. It will not be retried; "
     "check the result before asking again.",
 }
@@ -116,17 +122,8 @@ def sign(approval: Approval, binding: str) -> str:
     return serializer().dumps({"a": approval.id, "u": approval.user_id, "b": binding})
 
 
-def create(
-    ctx: ActionContext,
-    run: Run,
-    action: type[Action],
-    input: BaseModel,
-    *,
-    tool_call_id: str,
-    step: int,
-) -> Approval:
-    """A pending card for this call. Raises TooManyPending past the run's cap and
-    NotFound when the card names a record outside the person's tenant."""
+def _check_cap(ctx: ActionContext, run: Run, action: type[Action]) -> None:
+    """Raise TooManyPending (audited) when the run already holds its share of pending approvals."""
     cap = int(current_app.config["APPROVALS_MAX_PENDING_PER_RUN"])
     pending = db.session.scalar(
         sa.select(sa.func.count())
@@ -139,38 +136,68 @@ def create(
             detail=f"{action.name}: run {run.id} already holds {pending} pending", channel=ctx.channel,
         )
         raise TooManyPending()
-    card = build_card(action, ctx, input)
+
+
+def _new(ctx: ActionContext, run: Run, action: type[Action], **fields: Any) -> Approval:
     now = utcnow()
     approval = Approval(
-        tenant_id=ctx.tenant.id,
-        user_id=ctx.user.id,
-        run_id=run.id,
-        conversation_id=run.conversation_id,
-        tool_call_id=tool_call_id,
-        step=step,
-        action=action.name,
-        type="confirm",
-        arguments=input.model_dump(mode="json"),
-        reason=card.reason,
-        rows=card.rows,
-        digest=card.digest,
-        status="pending",
-        created_at=now,
-        expires_at=now + timedelta(seconds=ttl()),
+        tenant_id=ctx.tenant.id, user_id=ctx.user.id, run_id=run.id, conversation_id=run.conversation_id,
+        action=action.name, status="pending", created_at=now, expires_at=now + timedelta(seconds=ttl()), **fields,
     )
     db.session.add(approval)
     db.session.flush()
-    audit.record(
-        "approval.created", "pending", tenant_id=ctx.tenant.id, user_id=ctx.user.id,
-        approval_id=approval.id, detail=action.name, channel=ctx.channel,
-    )
+    audit.record("approval.created", "pending", tenant_id=ctx.tenant.id, user_id=ctx.user.id,
+                 approval_id=approval.id, detail=f"{action.name} ({approval.type})", channel=ctx.channel)
     return approval
+
+
+def create(
+    ctx: ActionContext,
+    run: Run,
+    action: type[Action],
+    input: BaseModel,
+    *,
+    tool_call_id: str,
+    step: int,
+) -> Approval:
+    """A pending card for this call. Raises TooManyPending past the run's cap and
+    NotFound when the card names a record outside the person's tenant."""
+    _check_cap(ctx, run, action)
+    card = build_card(action, ctx, input)
+    return _new(ctx, run, action, tool_call_id=tool_call_id, step=step, type="confirm",
+                arguments=input.model_dump(mode="json"), reason=card.reason, rows=card.rows, digest=card.digest)
+
+
+def create_form(
+    ctx: ActionContext,
+    run: Run,
+    action: type[Action],
+    given: dict[str, Any],
+    *,
+    tool_call_id: str,
+    step: int,
+) -> Approval:
+    """A pending form for a READ/WRITE call that left fields out; the model's values pre-fill it."""
+    _check_cap(ctx, run, action)
+    shape = action().ask(ctx, dict(given)) or {}
+    known = set(action.Input.model_fields)
+    given = {k: v for k, v in given.items() if k in known}
+    form = elicitation(
+        action.Input,
+        shape.get("message") or f"A few details for {action.name.replace('_', ' ')}.",
+        fields=shape.get("fields"),
+        defaults={**given, **shape.get("defaults", {})},
+        where=action.source,
+    )
+    digest = hashlib.sha256(json.dumps(form, sort_keys=True, default=str).encode()).hexdigest()
+    return _new(ctx, run, action, tool_call_id=tool_call_id, step=step, type="form", arguments=given,
+                reason=form["message"], rows=[], digest=digest, form=form)
 
 
 def model_line(approval: Approval) -> str:
     """The line the model reads for a decided approval."""
     if approval.status == "done":
-        return f"Done. {approval.result or ''}".strip()
+        return (approval.result or "Done.") if approval.type == "form" else f"Done. {approval.result or ''}".strip()
     if approval.status == "failed":
         return f"Failed: {approval.result or 'the action raised an error'}. Nothing else was done."
     return MODEL_LINES.get(approval.status, f"Outcome: {approval.status}.")
@@ -211,10 +238,8 @@ def verify(approval_id: str, token: str, actor: Actor) -> Approval:
     return approval
 
 
-def decide(approval_id: str, token: str, actor: Actor, decision: str, registry: Registry) -> Approval:
-    """Answer a card: 'confirm' or 'decline'. Returns the approval in its final state,
-    or raises a CountersignError having changed nothing but the audit log."""
-    approval = verify(approval_id, token, actor)
+def _open(approval: Approval, actor: Actor, approval_id: str) -> datetime:
+    """Raise Expired or AlreadyDecided (audited) unless the approval can still be answered."""
     now = utcnow()
     if approval.status == "pending" and approval.expires_at <= now:
         expire(approval, channel=actor.channel)
@@ -222,14 +247,98 @@ def decide(approval_id: str, token: str, actor: Actor, decision: str, registry: 
         if approval.status == "expired":
             raise _refuse(Expired(), "expired", actor, approval, approval_id)
         raise _refuse(AlreadyDecided(), f"already_{approval.status}", actor, approval, approval_id)
+    return now
 
-    target = "running" if decision == "confirm" else "declined"
+
+ANSWERS = {"confirm": ("confirm", "running"), "decline": (None, "declined"), "cancel": ("form", "cancelled")}
+
+
+def decide(approval_id: str, token: str, actor: Actor, decision: str, registry: Registry) -> Approval:
+    """Answer an approval: 'confirm' (a card), 'decline' (either), 'cancel' (a form: Not now).
+    Returns the approval in its final state, or raises a CountersignError having changed
+    nothing but the audit log."""
+    approval = verify(approval_id, token, actor)
+    only_for, target = ANSWERS[decision]
+    if only_for is not None and approval.type != only_for:
+        raise BadValues(f"This {approval.type} cannot be answered with {decision}.")
+    now = _open(approval, actor, approval_id)
     if not _claim(approval, target, now, actor):
         db.session.rollback()
         raise _refuse(AlreadyDecided(), "lost_claim", actor, approval, approval_id)
-    if decision != "confirm":
+    if target != "running":
         return approval
     return _run_claimed(approval, actor, registry)
+
+
+def submit(approval_id: str, token: str, actor: Actor, values: Mapping[str, Any], registry: Registry) -> Approval:
+    """Answer a form: validate (WTForms, then Input) before any claim, then authorize again and
+    handle() with the person's values over the model's. The values are never stored."""
+    approval = verify(approval_id, token, actor)
+    if approval.type != "form" or approval.form is None:
+        raise BadValues("This card has no form: confirm or decline it.")
+    now = _open(approval, actor, approval_id)
+    action = registry.get(approval.action)
+    if action is None:
+        raise BadValues("This action no longer exists.")
+    input, filled = validate_form(approval.form["requestedSchema"], action, approval.arguments, values)
+    if not _claim(approval, "running", now, actor):
+        db.session.rollback()
+        raise _refuse(AlreadyDecided(), "lost_claim", actor, approval, approval_id)
+    ctx = ActionContext(user=actor.user, tenant=actor.user.tenant, db=db.session,
+                        channel=actor.channel, approval_id=approval.id)
+    try:
+        allowed = action().authorize(ctx, input)
+    except (CountersignError, PermissionError):
+        allowed = False
+    told = f"The person filled in: {', '.join(filled) or 'nothing'}."
+    if not allowed:
+        return _finish(approval, "refused", actor, detail=told)
+    try:
+        result = action().handle(ctx, input)
+    except Exception as exc:  # the action's own failure: recorded, told in short
+        db.session.rollback()
+        log.exception("handle() of %s failed for form %s", approval.action, approval.id)
+        return _finish(approval, "failed", actor, result=_short(exc), detail=told)
+    return _finish(approval, "done", actor, result=f"{told} {'' if result is None else result}".strip(), detail=told)
+
+
+def validate_form(schema: dict[str, Any], action: type[Action], given: dict[str, Any],
+                  values: Mapping[str, Any]) -> tuple[BaseModel, list[str]]:
+    """The Input to run with, and the names of the fields the person filled; FormInvalid otherwise."""
+    errors: dict[str, list[str]] = {}
+    formdata: MultiDict[str, str] = MultiDict()
+    for name in schema["properties"]:
+        if name not in values:
+            continue
+        value = values[name]
+        if isinstance(value, bool):
+            value = "y" if value else ""
+        elif isinstance(value, dict | list):
+            errors[name] = ["Give a single value."]
+            continue
+        formdata.add(name, "" if value is None else str(value))
+    form = wtform_class(schema)(formdata=formdata)
+    if not form.validate():
+        for name, messages in form.errors.items():
+            errors.setdefault(str(name), [str(m) for m in messages])  # a shape error says enough
+    if errors:
+        raise FormInvalid(errors)
+    data = dict(given)
+    filled = []
+    for name in schema["properties"]:
+        value = form.data[name]
+        if value is None or value == "":
+            data.pop(name, None)
+            continue
+        data[name] = value
+        if str(formdata.get(name, "")).strip():
+            filled.append(name)
+    try:
+        return action.Input.model_validate(data), filled
+    except ValidationError as exc:
+        raise FormInvalid({
+            str(e["loc"][0]) if e["loc"] else "form": [e["msg"]] for e in exc.errors()
+        }) from None
 
 
 def _claim(approval: Approval, status: str, now: datetime, actor: Actor) -> bool:
@@ -287,7 +396,7 @@ def _short(exc: Exception) -> str:
     return text[:200]
 
 
-def _finish(approval: Approval, status: str, actor: Actor, result: str | None = None) -> Approval:
+def _finish(approval: Approval, status: str, actor: Actor, result: str | None = None, detail: str = "") -> Approval:
     """Record the outcome of a claimed approval, with the handler's work, in one commit.
     If a sweep already ended it `interrupted` (a handle() slower than the grace), the work
     is rolled back and the approval stays interrupted."""
@@ -300,7 +409,7 @@ def _finish(approval: Approval, status: str, actor: Actor, result: str | None = 
         db.session.refresh(approval)
         return approval
     audit.record("approval.decided", status, tenant_id=approval.tenant_id, user_id=actor.user.id,
-                 approval_id=approval.id, detail=approval.action, channel=actor.channel)
+                 approval_id=approval.id, detail=f"{approval.action} {detail}".strip(), channel=actor.channel)
     db.session.commit()
     db.session.refresh(approval)
     return approval

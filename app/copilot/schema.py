@@ -1,10 +1,21 @@
-"""From an action's Input model to the schemas it is shown as."""
+"""From an action's Input model to the shapes it is shown as: the model's tool schema and
+MCP's form-elicitation object (flat primitives only), from which the browser form is built."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel
+
+from app.errors import ActionDeclarationError
+
+STRING_FORMATS = {"email", "uri", "date", "date-time"}
+SECRET_NAME = re.compile(r"pass(word|wd|phrase)?|token|secret|api[_\- ]?key|card[_\- ]?(number|no)|cvc|cvv|pin$", re.I)
+
+
+class NotAForm(ActionDeclarationError):
+    """A field of Input cannot be shown as a flat form field."""
 
 
 def tool_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -30,3 +41,147 @@ def missing_fields(model: type[BaseModel], arguments: dict[str, Any]) -> list[st
         for name in required_fields(model)
         if arguments.get(name) is None or (isinstance(arguments.get(name), str) and not arguments[name].strip())
     ]
+
+
+def is_secret(name: str, prop: dict[str, Any]) -> bool:
+    """SecretStr, format password, or a name like password, token, API key, card number, CVC."""
+    return prop.get("format") == "password" or bool(prop.get("writeOnly")) or bool(SECRET_NAME.search(name))
+
+
+def secret_fields(model: type[BaseModel]) -> list[str]:
+    props = model.model_json_schema().get("properties", {})
+    return [name for name, prop in props.items() if is_secret(name, _unwrap(prop, model, name))]
+
+
+def _unwrap(prop: dict[str, Any], model: type[BaseModel], name: str, defs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Optional[X] -> X; a $ref to an enum -> the enum."""
+    if "$ref" in prop:
+        ref = prop["$ref"].rsplit("/", 1)[-1]
+        target = (defs or model.model_json_schema().get("$defs", {})).get(ref, {})
+        return {**target, **{k: v for k, v in prop.items() if k != "$ref"}}
+    options = prop.get("anyOf")
+    if options:
+        real = [o for o in options if o.get("type") != "null"]
+        if len(real) == 1:
+            rest = {k: v for k, v in prop.items() if k != "anyOf"}
+            return {**_unwrap(real[0], model, name, defs), **rest}
+    return prop
+
+
+def form_property(name: str, prop: dict[str, Any], where: str) -> dict[str, Any]:
+    """One flat primitive property of an elicitation schema, or NotAForm naming the field."""
+    out: dict[str, Any] = {"title": prop.get("title") or name.replace("_", " ").capitalize()}
+    if prop.get("description"):
+        out["description"] = prop["description"]
+    if "default" in prop and prop["default"] is not None:
+        out["default"] = prop["default"]
+    kind = prop.get("type")
+    if "enum" in prop or "const" in prop:
+        values = prop.get("enum") or [prop["const"]]
+        if not all(isinstance(v, str) for v in values):
+            raise NotAForm(f"{where}: field {name!r} is an enum of non-strings. Fix: use string values")
+        out["type"] = "string"
+        out["oneOf"] = [{"const": v, "title": v.replace("_", " ").capitalize()} for v in values]
+        return out
+    if kind == "string":
+        out["type"] = "string"
+        fmt = prop.get("format")
+        if fmt in STRING_FORMATS:
+            out["format"] = fmt
+        for key in ("minLength", "maxLength"):
+            if key in prop:
+                out[key] = prop[key]
+        return out
+    if kind in ("integer", "number"):
+        out["type"] = kind
+        for key in ("minimum", "maximum"):
+            if key in prop:
+                out[key] = prop[key]
+        return out
+    if kind == "boolean":
+        out["type"] = "boolean"
+        return out
+    raise NotAForm(
+        f"{where}: field {name!r} ({kind or 'complex type'}) cannot be a form field. "
+        "Fix: use a string, number, integer, boolean or enum, or set ask_for_missing = False"
+    )
+
+
+def elicitation(model: type[BaseModel], message: str, fields: list[str] | None = None,
+                defaults: dict[str, Any] | None = None, where: str = "") -> dict[str, Any]:
+    """MCP's form elicitation: {"message", "requestedSchema": {type, properties, required}}."""
+    schema = model.model_json_schema()
+    defs = schema.get("$defs", {})
+    required = set(schema.get("required", []))
+    names = fields or list(schema.get("properties", {}))
+    properties: dict[str, Any] = {}
+    for name in names:
+        prop = _unwrap(schema["properties"][name], model, name, defs)
+        properties[name] = form_property(name, prop, where or model.__qualname__)
+        if defaults and defaults.get(name) not in (None, ""):
+            properties[name]["default"] = defaults[name]
+    return {
+        "message": message,
+        "requestedSchema": {
+            "type": "object",
+            "properties": properties,
+            "required": [n for n in names if n in required],
+        },
+    }
+
+
+def wtform_class(requested_schema: dict[str, Any]) -> type[Any]:
+    """A WTForms form with one field per property of the elicitation schema (and nothing else)."""
+    from wtforms import (
+        BooleanField,
+        DateField,
+        DateTimeLocalField,
+        EmailField,
+        FloatField,
+        Form,
+        IntegerField,
+        SelectField,
+        StringField,
+        TextAreaField,
+        URLField,
+        validators,
+    )
+    from wtforms.fields.choices import SelectChoice
+
+    required = set(requested_schema.get("required", []))
+    fields: dict[str, Any] = {}
+    for name, prop in requested_schema["properties"].items():
+        checks: list[Any] = [validators.InputRequired() if name in required else validators.Optional()]
+        label = prop.get("title", name)
+        extra = {"description": prop.get("description", ""), "default": prop.get("default")}
+        kind = prop["type"]
+        if "oneOf" in prop:
+            choices = [SelectChoice(o["const"], o["title"]) for o in prop["oneOf"]]
+            if name not in required:
+                choices = [SelectChoice("", "—"), *choices]
+            fields[name] = SelectField(label, checks, choices=choices, **extra)
+        elif kind == "boolean":
+            fields[name] = BooleanField(label, [validators.Optional()], **extra)
+        elif kind in ("integer", "number"):
+            checks.append(validators.NumberRange(min=prop.get("minimum"), max=prop.get("maximum")))
+            fields[name] = (IntegerField if kind == "integer" else FloatField)(label, checks, **extra)
+        else:
+            if "minLength" in prop or "maxLength" in prop:
+                checks.append(validators.Length(min=prop.get("minLength", -1), max=prop.get("maxLength", -1)))
+            fmt = prop.get("format")
+            if fmt == "email":
+                checks.append(validators.Email())
+                field_class: Any = EmailField
+            elif fmt == "uri":
+                checks.append(validators.URL())
+                field_class = URLField
+            elif fmt == "date":
+                field_class = DateField
+            elif fmt == "date-time":
+                field_class = DateTimeLocalField
+            elif prop.get("maxLength", 10_000) > 200:
+                field_class = TextAreaField  # long text: a multi-line box
+            else:
+                field_class = StringField
+            fields[name] = field_class(label, checks, **extra)
+    return type("ElicitationForm", (Form,), fields)

@@ -11,7 +11,8 @@ from flask_login import login_required
 from app.auth import current_actor
 from app.copilot import agent, approvals
 from app.copilot.approvals import Actor
-from app.errors import CountersignError, NotFound, WrongPerson
+from app.copilot.schema import wtform_class
+from app.errors import CountersignError, FormInvalid, NotFound, WrongPerson
 from app.extensions import db, limiter
 from app.models import Approval, Conversation, Message, User, utcnow
 
@@ -26,11 +27,14 @@ OUTCOMES = {
     "interrupted": "Interrupted — not run again",
     "running": "Running…",
     "pending": "Expired",  # pending past its time, before a sweep marked it
+    "cancelled": "Set aside — nothing ran",
 }
 
 
 def outcome_label(approval: Approval) -> str:
     """The card's outcome row, in the action's own words when it ran."""
+    if approval.status == "done" and approval.type == "form":
+        return "Submitted · done"
     if approval.status == "done":
         action = agent.engine().registry.get(approval.action)
         return f"{action.done_label if action else 'Done'} · done"
@@ -39,12 +43,23 @@ def outcome_label(approval: Approval) -> str:
     return OUTCOMES.get(approval.status, approval.status)
 
 
-def card_context(approval: Approval, actor: Actor, error: str | None = None) -> dict[str, Any]:
-    """What _card.html needs: the approval, a token for this session while it is pending."""
+def card_context(approval: Approval, actor: Actor, error: str | None = None,
+                 typed: Any = None, field_errors: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """What _card.html / _form.html need: the approval, a token for this session while it is
+    pending, and for a form the WTForms form (refilled with what was typed after an error)."""
     mine = approval.user_id == actor.user.id
     pending = approval.status == "pending" and approval.expires_at > utcnow()
     seconds_left = max(0, int((approval.expires_at - utcnow()).total_seconds()))
+    form = None
+    if approval.type == "form" and approval.form and pending:
+        form_class = wtform_class(approval.form["requestedSchema"])
+        form = form_class(formdata=typed) if typed is not None else form_class(data=_defaults(approval.form))
+        for name, messages in (field_errors or {}).items():
+            if name in form:
+                form[name].errors = list(messages)
     return {
+        "form": form,
+        "filled": _filled_names(approval),
         "approval": approval,
         "token": approvals.sign(approval, actor.binding) if mine and pending else None,
         "pending": pending,
@@ -54,11 +69,28 @@ def card_context(approval: Approval, actor: Actor, error: str | None = None) -> 
     }
 
 
+def _defaults(elicitation: dict[str, Any]) -> dict[str, Any]:
+    return {k: p["default"] for k, p in elicitation["requestedSchema"]["properties"].items() if "default" in p}
+
+
+def _filled_names(approval: Approval) -> str:
+    """The field names a submitted form recorded (never its values)."""
+    if approval.type != "form" or approval.status != "done" or not approval.result:
+        return ""
+    return approval.result.split(".")[0].removeprefix("The person filled in: ")
+
+
 def own_conversation(conversation_id: int, user: User) -> Conversation:
     conversation = db.session.get(Conversation, conversation_id)
     if conversation is None or conversation.user_id != user.id:
         raise NotFound()
     return conversation
+
+
+def render_partial(approval: Approval, context: dict[str, Any]) -> str:
+    """The card's or the form's fragment, in its current state."""
+    name = "partials/_form.html" if approval.type == "form" else "partials/_card.html"
+    return render_template(name, ctx=context)
 
 
 def render_messages(messages: list[Message], actor: Actor) -> str:
@@ -133,7 +165,7 @@ def approval_page(approval_id: str) -> Any:
     if approval.status == "pending" and approval.expires_at <= utcnow():
         agent.expire_due(approval.conversation_id)
         db.session.refresh(approval)
-    return render_template("approvals/page.html", actor=actor, **card_context(approval, actor))
+    return render_template("approvals/page.html", actor=actor, approval=approval, ctx=card_context(approval, actor))
 
 
 def _own_approval(approval_id: str, actor: Actor) -> Approval:
@@ -145,7 +177,7 @@ def _own_approval(approval_id: str, actor: Actor) -> Approval:
     return approval
 
 
-@bp.post("/approvals/<approval_id>/<any(confirm, decline):decision>")
+@bp.post("/approvals/<approval_id>/<any(confirm, decline, cancel, submit):decision>")
 @login_required
 @limiter.limit("30 per minute")
 def answer(approval_id: str, decision: str) -> Any:
@@ -153,18 +185,24 @@ def answer(approval_id: str, decision: str) -> Any:
     actor = current_actor()
     token = request.form.get("token", "")
     try:
-        approval, added = agent.answer(approval_id, token, actor, decision)
+        if decision == "submit":
+            approval, added = agent.answer_form(approval_id, token, actor, request.form)
+        else:
+            approval, added = agent.answer(approval_id, token, actor, decision)
     except CountersignError as error:
         current = db.session.get(Approval, approval_id)
         if current is None or current.user_id != actor.user.id:
             raise
         approval = current
         db.session.refresh(approval)
-        body = render_template("partials/_card.html", **card_context(approval, actor, error.message))
+        fields = error.fields if isinstance(error, FormInvalid) else None
+        body = render_partial(approval, card_context(
+            approval, actor, error.message, typed=request.form if fields is not None else None,
+            field_errors=fields))
         added = []
         status = error.status
     else:
-        body = render_template("partials/_card.html", **card_context(approval, actor))
+        body = render_partial(approval, card_context(approval, actor))
         status = 200
     if added:
         body += render_template("partials/_messages.html", messages=added, actor=actor,

@@ -1,0 +1,197 @@
+"""Forms for what the model left out (DESIGN §3.2): values reach handle() only."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel, SecretStr
+
+from app.copilot.actions import Action, Kind, register
+from app.copilot.agent import engine
+from app.copilot.schema import elicitation
+from app.copilot.testing import QueuedModel, tool_call
+from app.extensions import db
+from app.models import Approval, AuditEvent, Message, Post, Run
+
+CANARY = "CANARY-f0rm-51e"
+FORM_TYPES = {"string", "number", "integer", "boolean"}
+FORM_KEYS = {"type", "title", "description", "default", "format", "minLength", "maxLength",
+             "minimum", "maximum", "oneOf", "enum", "enumNames"}
+
+
+@pytest.fixture
+def model(app):
+    queued = QueuedModel()
+    with app.app_context():
+        engine().use_model(queued)
+    return queued
+
+
+def form_of(html):
+    approval = re.findall(r'id="approval-([0-9a-f]{32})"', html)[-1]
+    token = re.findall(r'name="token" value="([^"]+)"', html)[-1]
+    return approval, token
+
+
+def submit(person, approval, token, **values):
+    return person.htmx_post(f"/approvals/{approval}/submit", token=token, **values)
+
+
+def test_missing_fields_give_a_form_with_the_given_ones_filled(alice):
+    html = alice.say(alice.new_conversation(), '/draft_post title="Launch notes"')
+    assert "A few details for your post." in html
+    assert re.search(r'name="title"[^>]*value="Launch notes"', html)
+    assert re.search(r'<textarea[^>]*name="body"', html)
+    assert '<option value="draft">Draft</option>' in html
+
+
+def test_submit_runs_handle_and_the_model_learns_only_field_names(app, alice, model, caplog):
+    caplog.set_level(logging.DEBUG)
+    model.enqueue(tool_call("draft_post", title="Launch notes"))
+    convo = alice.new_conversation()
+    approval, token = form_of(alice.say(convo, "write a post"))
+    response = submit(alice, approval, token, title="Launch notes", body=f"Body {CANARY}", status="draft")
+    html = response.get_data(as_text=True)
+    assert response.status_code == 200
+    assert "filled in: title, body, status" in html
+    assert CANARY not in html
+    with app.app_context():
+        post = db.session.scalar(sa.select(Post).where(Post.title == "Launch notes", Post.body.contains(CANARY)))
+        assert post is not None and post.status == "draft"
+        stored = [
+            *db.session.scalars(sa.select(Run.history)),
+            *db.session.scalars(sa.select(Message.text)),
+            *(f"{e.event} {e.outcome} {e.detail}" for e in db.session.scalars(sa.select(AuditEvent))),
+            *(repr(a.arguments) + repr(a.form) + (a.result or "") for a in db.session.scalars(sa.select(Approval))),
+        ]
+    assert stored and not any(CANARY in text for text in stored)
+    assert CANARY not in model.seen()
+    assert "The person filled in: title, body, status." in model.seen()
+    assert CANARY not in caplog.text
+
+
+def test_decline_and_not_now_run_nothing_and_say_so_differently(app, alice, model):
+    convo = alice.new_conversation()
+    model.enqueue(tool_call("draft_post", title="A"))
+    first = form_of(alice.say(convo, "write"))
+    assert "Declined · declined" in alice.answer(*first, "decline").get_data(as_text=True)
+    model.enqueue(tool_call("draft_post", title="B"))
+    second = form_of(alice.say(convo, "write"))
+    assert "Set aside — nothing ran" in alice.answer(*second, "cancel").get_data(as_text=True)
+    seen = model.seen()
+    assert "The person declined. Nothing was done." in seen
+    assert "The person set this aside for now (Not now)." in seen
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Post).where(Post.title.in_(["A", "B"]))) == 0
+
+
+@pytest.mark.parametrize("values, field, message", [
+    ({"title": "T", "body": "B", "status": "archived"}, "status", "Not a valid choice"),
+    ({"title": "x" * 201, "body": "B", "status": "draft"}, "title", "longer than 200"),
+    ({"title": "T", "body": "", "status": "draft"}, "body", "This field is required."),
+])
+def test_bad_values_show_field_errors_and_run_nothing(app, alice, values, field, message):
+    approval, token = form_of(alice.say(alice.new_conversation(), "/draft_post"))
+    response = submit(alice, approval, token, **values)
+    html = response.get_data(as_text=True)
+    assert response.status_code == 400
+    errors = re.findall(rf'id="f-{approval}-{field}-error">([^<]*)<', html)
+    assert errors and message in errors[0]
+    if values["title"] == "T":
+        assert re.search(r'name="title"[^>]*value="T"', html)  # what was typed is kept
+    with app.app_context():
+        assert db.session.get(Approval, approval).status == "pending"
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Post)) == 2  # the demo's two
+
+
+def test_wrong_type_in_the_api_is_400_with_the_field(app, alice):
+    html = alice.say(alice.new_conversation(), "/draft_post")
+    approval, _ = form_of(html)
+    token = alice.client.get("/api/approvals?status=pending", headers={"X-CSRFToken": alice.csrf}).get_json()[
+        "approvals"][0]["token"]
+    response = alice.client.post(f"/api/approvals/{approval}/submit", headers={"X-CSRFToken": alice.csrf},
+                                 json={"token": token, "values": {"title": {"nested": 1}, "body": "b", "status": "draft"}})
+    assert response.status_code == 400
+    assert response.get_json()["fields"] == {"title": ["Give a single value."]}
+
+
+def test_second_submit_after_success_is_409(app, alice):
+    approval, token = form_of(alice.say(alice.new_conversation(), "/draft_post"))
+    assert submit(alice, approval, token, title="T", body="B", status="draft").status_code == 200
+    assert submit(alice, approval, token, title="T2", body="B2", status="draft").status_code == 409
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Post).where(Post.title.in_(["T", "T2"]))) == 1
+
+
+def test_destructive_call_missing_a_field_is_refused_and_no_form_is_made(app, alice, model):
+    model.enqueue(tool_call("delete_post"))
+    alice.say(alice.new_conversation(), "delete something")
+    assert "Refused: delete_post needs post." in model.seen()
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Approval)) == 0
+
+
+class SetApiKey(Action):
+    """Store an API key for a service."""
+
+    kind = Kind.WRITE
+    ask_for_missing = True
+
+    class Input(BaseModel):
+        service: str
+        api_key: SecretStr
+
+    def handle(self, ctx, input):
+        return "stored"
+
+
+def test_a_form_never_asks_for_a_secret(app, alice, model):
+    import types
+
+    with app.app_context():
+        register(engine().registry, SetApiKey, types.ModuleType("tests.set_api_key"))
+        engine().use_model(model)
+    model.enqueue(tool_call("set_api_key", service="github"))
+    alice.say(alice.new_conversation(), "store my key")
+    assert "Refused: set_api_key needs api_key, which is a secret" in model.seen()
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Approval)) == 0
+
+
+def test_every_demo_requested_schema_is_flat_primitives(app):
+    with app.app_context():
+        actions = engine().registry.actions.values()
+    for action in actions:
+        schema = elicitation(action.Input, "m")["requestedSchema"]
+        assert schema["type"] == "object" and set(schema) == {"type", "properties", "required"}
+        assert set(schema["required"]) <= set(schema["properties"])
+        for name, prop in schema["properties"].items():
+            assert prop["type"] in FORM_TYPES, (action.name, name)
+            assert set(prop) <= FORM_KEYS, (action.name, name, set(prop) - FORM_KEYS)
+            if "format" in prop:
+                assert prop["format"] in {"email", "uri", "date", "date-time"}
+            for option in prop.get("oneOf", []):
+                assert set(option) == {"const", "title"} and isinstance(option["const"], str)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=300),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=5,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=st.dictionaries(st.sampled_from(["title", "body", "status", "other"]), json_values, max_size=4))
+def test_random_submissions_never_500(app, alice, values):
+    approval, _ = form_of(alice.say(alice.new_conversation(), "/draft_post"))
+    token = alice.client.get("/api/approvals?status=pending", headers={"X-CSRFToken": alice.csrf}).get_json()[
+        "approvals"][0]["token"]
+    response = alice.client.post(f"/api/approvals/{approval}/submit", headers={"X-CSRFToken": alice.csrf},
+                                 json={"token": token, "values": values})
+    assert response.status_code in (200, 400), response.get_data(as_text=True)
