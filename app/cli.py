@@ -13,7 +13,7 @@ from flask.cli import AppGroup, with_appcontext
 from werkzeug.security import generate_password_hash
 
 from app.copilot.agent import engine, expire_due, sweep_interrupted
-from app.copilot.schema import tool_schema
+from app.copilot.schema import secret_fields, tool_schema
 from app.extensions import db
 from app.models import Post, Tenant, User
 
@@ -82,7 +82,8 @@ def actions(as_json: bool) -> None:
     registry = engine().registry
     rows: list[dict[str, Any]] = [
         {"name": a.name, "kind": a.kind.value, "toolsets": list(a.toolsets),
-         "schema": tool_schema(a.Input), "source": a.source}
+         "schema": tool_schema(a.Input), "source": a.source,
+         "asks_for_secret": sorted(secret_fields(a.Input)) if a.ask_for_missing else []}
         for a in registry.actions.values()
     ]
     if as_json:
@@ -93,7 +94,8 @@ def actions(as_json: bool) -> None:
             f"{k}{'*' if k in row['schema'].get('required', []) else ''}"
             for k in row["schema"]["properties"]
         )
-        click.echo(f"{row['name']:<16} {row['kind']:<12} {','.join(row['toolsets']) or '-':<8} ({fields})")
+        flag = f"  ! secret {', '.join(row['asks_for_secret'])}: a form will refuse it" if row["asks_for_secret"] else ""
+        click.echo(f"{row['name']:<16} {row['kind']:<12} {','.join(row['toolsets']) or '-':<8} ({fields}){flag}")
 
 
 users = AppGroup("users", help="People and their personal access tokens.")

@@ -195,3 +195,33 @@ def test_random_submissions_never_500(app, alice, values):
     response = alice.client.post(f"/api/approvals/{approval}/submit", headers={"X-CSRFToken": alice.csrf},
                                  json={"token": token, "values": values})
     assert response.status_code in (200, 400), response.get_data(as_text=True)
+
+
+def test_actions_command_flags_an_action_that_would_ask_for_a_secret(app):
+    import types
+
+    with app.app_context():
+        register(engine().registry, SetApiKey, types.ModuleType("tests.set_api_key"))
+    out = app.test_cli_runner().invoke(args=["actions"]).output
+    line = next(row for row in out.splitlines() if row.startswith("set_api_key"))
+    assert "! secret api_key" in line
+
+
+def test_a_schema_that_cannot_be_a_form_fails_at_start_naming_the_field():
+    from app.copilot.actions import discover
+    from app.errors import ActionDeclarationError
+
+    with pytest.raises(ActionDeclarationError) as error:
+        discover("tests.fixtures.broken_form")
+    assert "tag_post.py" in str(error.value) and "field 'tags'" in str(error.value) and "Fix:" in str(error.value)
+
+
+def test_api_prompt_carries_the_mcp_form_object(alice):
+    alice.say(alice.new_conversation(), '/draft_post title="Launch notes"')
+    (prompt,) = alice.client.get("/api/approvals?status=pending").get_json()["approvals"]
+    assert prompt["type"] == "form"
+    assert prompt["form"]["message"] == "A few details for your post."
+    schema = prompt["form"]["requestedSchema"]
+    assert schema["required"] == ["title", "body", "status"]
+    assert schema["properties"]["title"]["default"] == "Launch notes"
+    assert prompt["rows"] == []
