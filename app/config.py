@@ -71,7 +71,7 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         "RATELIMIT_STORAGE_URI": _env("REDIS_URL") or "memory://",
         "RATELIMIT_HEADERS_ENABLED": True,
         "WTF_CSRF_TIME_LIMIT": None,
-        "MAX_CONTENT_LENGTH": 1024 * 1024,
+        "MAX_CONTENT_LENGTH": _int("MAX_CONTENT_LENGTH", 1024 * 1024),
         "WTF_CSRF_SSL_STRICT": True,
         "SESSION_COOKIE_HTTPONLY": True,
         "SESSION_COOKIE_SAMESITE": "Lax",

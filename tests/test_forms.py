@@ -225,3 +225,22 @@ def test_api_prompt_carries_the_mcp_form_object(alice):
     assert schema["required"] == ["title", "body", "status"]
     assert schema["properties"]["title"]["default"] == "Launch notes"
     assert prompt["rows"] == []
+
+
+def test_an_expired_form_runs_nothing_and_the_model_is_told(app, alice, model):
+    from datetime import timedelta
+
+    import time_machine
+
+    from app.models import utcnow
+
+    with time_machine.travel(utcnow(), tick=False) as clock:
+        model.enqueue(tool_call("draft_post", title="Late"))
+        approval, token = form_of(alice.say(alice.new_conversation(), "write"))
+        clock.shift(timedelta(seconds=app.config["APPROVALS_TTL"] + 1))
+        response = submit(alice, approval, token, title="Late", body="B", status="draft")
+    assert response.status_code == 410
+    assert "The card expired before the person answered." in model.seen()
+    with app.app_context():
+        assert db.session.get(Approval, approval).status == "expired"
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Post).where(Post.title == "Late")) == 0

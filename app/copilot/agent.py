@@ -291,20 +291,28 @@ def answer(approval_id: str, token: str, actor: approvals.Actor, decision: str) 
     try:
         approval = approvals.decide(approval_id, token, actor, decision, engine().registry)
     except Expired:
-        # Past its time: end it as expired (if nobody has yet) and tell the model.
-        stale = db.session.get(Approval, approval_id)
-        if stale is not None and stale.user_id == actor.user.id:
-            approvals.expire(stale, channel=actor.channel)
-            if stale.status == "expired":
-                resume_if_ready(stale.run_id, stale.user, actor.channel)
+        _tell_expired(approval_id, actor)
         raise
     return approval, resume_if_ready(approval.run_id, actor.user, actor.channel)
+
+
+def _tell_expired(approval_id: str, actor: approvals.Actor) -> None:
+    """Past its time: end it as expired (if nobody has yet) and tell the model."""
+    stale = db.session.get(Approval, approval_id)
+    if stale is not None and stale.user_id == actor.user.id:
+        approvals.expire(stale, channel=actor.channel)
+        if stale.status == "expired":
+            resume_if_ready(stale.run_id, stale.user, actor.channel)
 
 
 def answer_form(approval_id: str, token: str, actor: approvals.Actor,
                 values: Any) -> tuple[Approval, list[Message]]:
     """The person submits a form: validate, run, then resume the run."""
-    approval = approvals.submit(approval_id, token, actor, values, engine().registry)
+    try:
+        approval = approvals.submit(approval_id, token, actor, values, engine().registry)
+    except Expired:
+        _tell_expired(approval_id, actor)
+        raise
     return approval, resume_if_ready(approval.run_id, actor.user, actor.channel)
 
 
