@@ -177,5 +177,17 @@ def handle_calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return calls
 
 
+@pytest.fixture
+def model(app: Flask) -> Any:
+    """A QueuedModel in place of the app's model: enqueue its answers, read what it was sent."""
+    from app.copilot.agent import engine
+    from app.copilot.testing import QueuedModel
+
+    queued = QueuedModel()
+    with app.app_context():
+        engine().use_model(queued)
+    return queued
+
+
 def api_headers(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}

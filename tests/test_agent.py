@@ -4,24 +4,15 @@ from __future__ import annotations
 
 import re
 
-import pytest
 import sqlalchemy as sa
 
 from app.copilot.agent import WAITING, engine
 from app.copilot.llm import parse_slash
-from app.copilot.testing import QueuedModel, text, tool_call
+from app.copilot.testing import text, tool_call
 from app.extensions import db
 from app.models import Approval, Message, Post, Run
 
 CANARY = "CANARY-7f3a9"
-
-
-@pytest.fixture
-def model(app):
-    queued = QueuedModel()
-    with app.app_context():
-        engine().use_model(queued)
-    return queued
 
 
 def test_slash_grammar_parses_words_and_quotes():

@@ -14,7 +14,7 @@ from pydantic import BaseModel, SecretStr
 from app.copilot.actions import Action, Kind, register
 from app.copilot.agent import engine
 from app.copilot.schema import elicitation
-from app.copilot.testing import QueuedModel, tool_call
+from app.copilot.testing import tool_call
 from app.extensions import db
 from app.models import Approval, AuditEvent, Message, Post, Run
 
@@ -22,14 +22,6 @@ CANARY = "CANARY-f0rm-51e"
 FORM_TYPES = {"string", "number", "integer", "boolean"}
 FORM_KEYS = {"type", "title", "description", "default", "format", "minLength", "maxLength",
              "minimum", "maximum", "oneOf", "enum", "enumNames"}
-
-
-@pytest.fixture
-def model(app):
-    queued = QueuedModel()
-    with app.app_context():
-        engine().use_model(queued)
-    return queued
 
 
 def form_of(html):
