@@ -172,7 +172,8 @@ def test_every_demo_requested_schema_is_flat_primitives(app):
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=300),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=300)
+    | st.sampled_from(["x" * 300_000, "\u202e\u200bdraft", "draft\x00", "NaN"]),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
     max_leaves=5,
 )
