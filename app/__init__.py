@@ -104,6 +104,8 @@ def register_engine(app: Flask) -> None:
         registry=discover(app.config.get("ACTIONS_PACKAGE", "app.actions")),
         model_spec=app.config["COUNTERSIGN_MODEL"],
         base_url=app.config["COUNTERSIGN_MODEL_BASE_URL"],
+        api_key=app.config["COUNTERSIGN_MODEL_API_KEY"],
+        timeout=app.config["COUNTERSIGN_MODEL_TIMEOUT"],
         toolsets=app.config["COUNTERSIGN_TOOLSETS"],
         max_steps=app.config["COUNTERSIGN_MAX_STEPS"],
     )

@@ -46,6 +46,9 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
             )
         secret = secrets.token_urlsafe(32)
 
+    model = _env("COUNTERSIGN_MODEL", "offline") or "offline"
+    # The provider's usual key variable, unless a Countersign-specific one is set.
+    provider_key = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}.get(model.partition(":")[0])
     fallbacks = [k for k in (_env("SECRET_KEY_FALLBACKS") or "").split(",") if k]
     default_db = f"sqlite:///{INSTANCE / 'countersign.sqlite3'}"
 
@@ -59,8 +62,10 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         "APPROVALS_MAX_PENDING_PER_RUN": _int("APPROVALS_MAX_PENDING_PER_RUN", 5),
         # A claimed approval still "running" after this long belongs to a dead process.
         "APPROVALS_INTERRUPTED_AFTER": _int("APPROVALS_INTERRUPTED_AFTER", 600),
-        "COUNTERSIGN_MODEL": _env("COUNTERSIGN_MODEL", "offline"),
+        "COUNTERSIGN_MODEL": model,
         "COUNTERSIGN_MODEL_BASE_URL": _env("COUNTERSIGN_MODEL_BASE_URL"),
+        "COUNTERSIGN_MODEL_API_KEY": _env("MODEL_API_KEY") or (os.environ.get(provider_key) if provider_key else None),
+        "COUNTERSIGN_MODEL_TIMEOUT": float(_env("MODEL_TIMEOUT", "60") or 60),
         "COUNTERSIGN_MAX_STEPS": _int("COUNTERSIGN_MAX_STEPS", 8),
         "COUNTERSIGN_TOOLSETS": [
             t for t in (_env("COUNTERSIGN_TOOLSETS", "blog,mail") or "").split(",") if t

@@ -133,7 +133,7 @@ class Message(Model):
     __tablename__ = "messages"
     id: Mapped[int] = mapped_column(primary_key=True)
     conversation_id: Mapped[int] = mapped_column(sa.ForeignKey("conversations.id"), index=True)
-    role: Mapped[str] = mapped_column(sa.String(20))  # user | assistant | notice | card
+    role: Mapped[str] = mapped_column(sa.String(20))  # user | assistant | notice | error | card
     text: Mapped[str] = mapped_column(sa.Text, default="")
     approval_id: Mapped[str | None] = mapped_column(sa.ForeignKey("approvals.id"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -151,6 +151,11 @@ class Run(Model):
     history: Mapped[str] = mapped_column(sa.Text, default="[]")
     step: Mapped[int] = mapped_column(default=0)
     error: Mapped[str | None] = mapped_column(sa.Text)
+    # What the turn cost: model requests, tokens and our wall time (model included).
+    requests: Mapped[int] = mapped_column(default=0)
+    input_tokens: Mapped[int] = mapped_column(default=0)
+    output_tokens: Mapped[int] = mapped_column(default=0)
+    duration_ms: Mapped[int] = mapped_column(default=0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 

@@ -23,6 +23,39 @@ TOKEN = re.compile(r'name="token" value="([^"]+)"')
 CSRF = re.compile(r'"X-CSRFToken": "([^"]+)"')
 
 
+class NetworkGuardError(OSError):
+    """A test tried to reach a non-loopback address."""
+
+
+def _loopback(address: Any) -> bool:
+    if isinstance(address, str | bytes):  # a unix socket path
+        return True
+    host = address[0]
+    return host in ("localhost", "::1") or str(host).startswith("127.")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_internet() -> Iterator[None]:
+    """Fail any connection to an address that is not on this machine, before a packet leaves."""
+    import socket
+
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def connect(self: socket.socket, address: Any) -> Any:
+        if not _loopback(address):
+            raise NetworkGuardError(f"tests may not reach {address!r}")
+        return real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> Any:
+        if not _loopback(address):
+            raise NetworkGuardError(f"tests may not reach {address!r}")
+        return real_connect_ex(self, address)
+
+    socket.socket.connect, socket.socket.connect_ex = connect, connect_ex  # type: ignore[method-assign]
+    yield
+    socket.socket.connect, socket.socket.connect_ex = real_connect, real_connect_ex  # type: ignore[method-assign]
+
+
 def pytest_report_header() -> list[str]:
     return [f"database: {DATABASE_URL or 'sqlite (temporary file)'}", f"redis: {REDIS_URL}"]
 

@@ -116,6 +116,15 @@ def post_message(conversation_id: int) -> Any:
                    pending=pending_in(conversation.id, actor))
 
 
+@bp.post("/conversations/<int:conversation_id>/retry")
+def retry(conversation_id: int) -> Any:
+    """Run the last turn again after the model failed."""
+    actor = current_actor("api")
+    conversation = own_conversation(conversation_id, actor)
+    added = agent.retry(conversation, actor.user, channel=actor.channel)
+    return jsonify(messages=[message_json(m) for m in added], pending=pending_in(conversation.id, actor))
+
+
 @bp.post("/approvals/<approval_id>/<any(confirm, decline, cancel, submit):decision>")
 def answer(approval_id: str, decision: str) -> Any:
     actor = current_actor("api")

@@ -36,7 +36,7 @@ def _answer(decision: str) -> dict[str, Any]:
 
 def document() -> dict[str, Any]:
     message = {"type": "object", "required": ["role", "text"],
-               "properties": {"role": {"type": "string", "enum": ["user", "assistant", "notice", "card"]},
+               "properties": {"role": {"type": "string", "enum": ["user", "assistant", "notice", "error", "card"]},
                               "text": {"type": "string"}, "approval": {"type": "string"}}}
     prompt = {
         "type": "object",
@@ -87,6 +87,11 @@ def document() -> dict[str, Any]:
                                                            "properties": {"text": {"type": "string"}}})},
                 "responses": {"200": {"description": "What the agent added", **_json({"$ref": "#/components/schemas/Turn"})},
                               **_errors(400, 401, 404)}}},
+            "/api/conversations/{id}/retry": {"post": {
+                "summary": "Run the last turn again after the model failed", "operationId": "retryTurn",
+                "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}],
+                "responses": {"200": {"description": "What the agent added", **_json({"$ref": "#/components/schemas/Turn"})},
+                              **_errors(401, 404)}}},
             "/api/approvals": {"get": {
                 "summary": "Your approvals", "operationId": "listApprovals",
                 "parameters": [{"name": "status", "in": "query", "schema": {"type": "string", "default": "pending"}}],

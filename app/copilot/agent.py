@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +13,15 @@ import sqlalchemy as sa
 from flask import current_app
 from pydantic import ValidationError
 from pydantic_ai import Agent, RunContext, Tool
-from pydantic_ai.exceptions import AgentRunError, CallDeferred, ModelRetry, UsageLimitExceeded
+from pydantic_ai.exceptions import (
+    AgentRunError,
+    CallDeferred,
+    ModelAPIError,
+    ModelHTTPError,
+    ModelRetry,
+    UnexpectedModelBehavior,
+    UsageLimitExceeded,
+)
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
@@ -22,6 +31,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+from pydantic_ai.models import Model
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.usage import UsageLimits
 
@@ -58,27 +68,39 @@ class Turn:
 
 
 class Engine:
-    """The registry, the model and the agents built from them, per app."""
+    """The registry, the model and the agent built from them, per app."""
 
-    def __init__(self, registry: Registry, model_spec: str, base_url: str | None,
-                 toolsets: list[str], max_steps: int) -> None:
+    def __init__(self, registry: Registry, model_spec: str, base_url: str | None, toolsets: list[str],
+                 max_steps: int, api_key: str | None = None, timeout: float = 60.0) -> None:
         self.registry = registry
-        self.model = make_model(model_spec, base_url)
+        self.model_spec = model_spec
+        self.base_url = base_url
+        self.api_key = api_key
+        self.timeout = timeout
         self.toolsets = toolsets
         self.max_steps = max_steps
+        self._fixed: Model | None = make_model("offline") if model_spec == "offline" else None
+        if self._fixed is None:
+            make_model(model_spec, base_url, api_key, timeout)  # a wrong COUNTERSIGN_MODEL fails at start
         self._agent: Agent[Turn, Any] | None = None
 
-    def use_model(self, model: Any) -> None:
-        """Swap the model (tests queue a scripted one); the agent is rebuilt on next use."""
-        self.model = model
-        self._agent = None
+    def use_model(self, model: Model) -> None:
+        """Swap the model (tests queue a scripted one)."""
+        self._fixed = model
+
+    def model(self) -> Model:
+        """The model for one run. A provider's model is made per run: its HTTP client belongs to
+        the event loop of that run's asyncio.run()."""
+        if self._fixed is not None:
+            return self._fixed
+        return make_model(self.model_spec, self.base_url, self.api_key, self.timeout)
 
     @property
     def agent(self) -> Agent[Turn, Any]:
         if self._agent is None:
             tools = [_tool(a) for a in self.registry.exposed(self.toolsets)]
             self._agent = Agent(
-                self.model,
+                None,
                 deps_type=Turn,
                 output_type=[str, DeferredToolRequests],
                 instructions=SYSTEM_PROMPT,
@@ -181,7 +203,29 @@ def send_message(conversation: Conversation, user: User, text: str, channel: str
     if conversation.title == "New conversation":
         conversation.title = text.strip()[:60] or conversation.title
     db.session.commit()  # the person's words are kept whatever the model does next
+    return [first, *_turn(conversation, user, text, channel)]
 
+
+def retry(conversation: Conversation, user: User, channel: str = "web") -> list[Message]:
+    """Run the last turn again after the model failed, with the person's saved message."""
+    last = db.session.scalar(
+        sa.select(Message).where(Message.conversation_id == conversation.id).order_by(Message.id.desc()).limit(1)
+    )
+    if last is None or last.role != "error":
+        return []
+    asked = db.session.scalar(
+        sa.select(Message.text).where(Message.conversation_id == conversation.id, Message.role == "user")
+        .order_by(Message.id.desc()).limit(1)
+    )
+    if asked is None:
+        return []
+    last.role = "notice"  # the failed turn's note stays, without its Retry button
+    db.session.commit()
+    return _turn(conversation, user, asked, channel)
+
+
+def _turn(conversation: Conversation, user: User, text: str, channel: str) -> list[Message]:
+    """Run the agent on the person's text, after whatever the model already remembers."""
     paused = db.session.scalar(
         sa.select(Run).where(Run.conversation_id == conversation.id, Run.status == "paused")
         .order_by(Run.id.desc()).limit(1)
@@ -199,7 +243,7 @@ def send_message(conversation: Conversation, user: User, text: str, channel: str
     run = Run(conversation_id=conversation.id, status="running")
     db.session.add(run)
     db.session.flush()
-    return [first, *_drive(run, user, channel, history, prompt=prompt)]
+    return _drive(run, user, channel, history, prompt=prompt)
 
 
 def _step_approvals(run: Run) -> list[Approval]:
@@ -215,17 +259,23 @@ def _drive(run: Run, user: User, channel: str, history: list[ModelMessage], *,
     eng = engine()
     turn = Turn(ctx=context_for(user, channel), run=run, registry=eng.registry, step=run.step + 1)
     conversation_id = run.conversation_id
+    started = time.perf_counter()
     try:
         result = asyncio.run(eng.agent.run(
             prompt, message_history=history, deferred_tool_results=results, deps=turn,
-            usage_limits=UsageLimits(request_limit=eng.max_steps),
+            model=eng.model(), usage_limits=UsageLimits(request_limit=eng.max_steps),
         ))
     except (AgentRunError, UsageLimitExceeded) as exc:
-        return _fail(run, conversation_id, exc)
+        return _fail(run, conversation_id, exc, started)
     except Exception as exc:  # a provider or an action broke mid-turn: undo the turn, say so
         log.exception("agent run %s raised", run.id)
-        return _fail(run, conversation_id, exc)
+        return _fail(run, conversation_id, exc, started)
 
+    usage = result.usage
+    run.requests = (run.requests or 0) + usage.requests
+    run.input_tokens = (run.input_tokens or 0) + (usage.input_tokens or 0)
+    run.output_tokens = (run.output_tokens or 0) + (usage.output_tokens or 0)
+    run.duration_ms = (run.duration_ms or 0) + int((time.perf_counter() - started) * 1000)
     run.history = _dump(result.all_messages())
     run.step = turn.step
     added: list[Message] = []
@@ -254,17 +304,39 @@ def _last_text(messages: list[ModelMessage]) -> str:
     return ""
 
 
-def _fail(run: Run, conversation_id: int, exc: Exception) -> list[Message]:
-    """The model failed: undo the half-done turn, keep the person's message, say so."""
-    log.warning("agent run %s failed: %s", run.id, exc)
+def _fail(run: Run, conversation_id: int, exc: Exception, started: float) -> list[Message]:
+    """The model failed: undo the half-done turn, keep the person's message, say so plainly."""
+    log.warning("agent run %s failed: %s: %s", run.id, type(exc).__name__, exc)
     db.session.rollback()
-    failed = Run(conversation_id=conversation_id, status="failed", error=str(exc)[:1000])
+    failed = Run(conversation_id=conversation_id, status="failed", error=f"{type(exc).__name__}: {exc}"[:1000],
+                 duration_ms=int((time.perf_counter() - started) * 1000))
     db.session.add(failed)
-    notice = Message(conversation_id=conversation_id, role="notice",
-                     text="The assistant could not finish this turn. Your message is saved; try again.")
+    notice = Message(conversation_id=conversation_id, role="error", text=failure_message(exc))
     db.session.add(notice)
     db.session.commit()
     return [notice]
+
+
+def failure_message(exc: Exception) -> str:
+    """What the person reads when the model fails; the details go to the log and the run."""
+    if isinstance(exc, UsageLimitExceeded):
+        said = "The assistant took too many steps without finishing, so it was stopped."
+    elif isinstance(exc, ModelHTTPError):
+        if exc.status_code == 429:
+            said = "The model is busy right now (rate limited)."
+        elif exc.status_code >= 500:
+            said = f"The model's service failed (HTTP {exc.status_code})."
+        else:
+            said = f"The model's service refused the request (HTTP {exc.status_code})."
+    elif isinstance(exc, ModelAPIError):
+        cause = f"{exc} {exc.__cause__!r}".lower()
+        said = ("The model did not answer in time." if "timeout" in cause or "timed out" in cause
+                else "The model's service could not be reached.")
+    elif isinstance(exc, UnexpectedModelBehavior):
+        said = "The model sent an answer that could not be used."
+    else:
+        said = "The assistant could not finish this turn."
+    return f"{said} Your message is saved; press Retry to try again."
 
 
 def resume_if_ready(run_id: int, user: User, channel: str) -> list[Message]:

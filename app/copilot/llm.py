@@ -26,21 +26,26 @@ STOP = {"a", "an", "the", "my", "me", "i", "to", "of", "please", "can", "you", "
         "and", "or", "for", "it", "is", "with", "on", "in", "do", "what", "all"}
 
 
-def make_model(spec: str, base_url: str | None = None) -> Model:
-    """`offline`, `openai:<model>` or `anthropic:<model>`."""
+def make_model(spec: str, base_url: str | None = None, api_key: str | None = None, timeout: float = 60.0) -> Model:
+    """`offline`, `openai:<model>` or `anthropic:<model>`. SDK retries are off: a failure
+    reaches the person at once, as a message with a Retry button."""
     provider, _, name = spec.partition(":")
     if provider == "offline":
         return offline_model()
     if provider == "openai":
+        from openai import AsyncOpenAI
         from pydantic_ai.models.openai import OpenAIChatModel
         from pydantic_ai.providers.openai import OpenAIProvider
 
-        return OpenAIChatModel(name, provider=OpenAIProvider(base_url=base_url))
+        client = AsyncOpenAI(base_url=base_url, api_key=api_key or "not-needed", max_retries=0, timeout=timeout)
+        return OpenAIChatModel(name, provider=OpenAIProvider(openai_client=client))
     if provider == "anthropic":
+        from anthropic import AsyncAnthropic
         from pydantic_ai.models.anthropic import AnthropicModel
         from pydantic_ai.providers.anthropic import AnthropicProvider
 
-        return AnthropicModel(name, provider=AnthropicProvider(base_url=base_url))
+        anthropic = AsyncAnthropic(base_url=base_url, api_key=api_key or "not-needed", max_retries=0, timeout=timeout)
+        return AnthropicModel(name, provider=AnthropicProvider(anthropic_client=anthropic))
     raise ValueError(
         f"COUNTERSIGN_MODEL={spec!r} is not understood: use offline, openai:<model> or anthropic:<model>"
     )

@@ -156,6 +156,25 @@ def post_message(conversation_id: int) -> Any:
     return redirect(url_for("web.chat", conversation_id=conversation.id))
 
 
+@bp.post("/c/<int:conversation_id>/retry")
+@login_required
+@limiter.limit("30 per minute")
+def retry(conversation_id: int) -> Any:
+    """Run the failed turn again; the failure note is replaced by its new state and the reply."""
+    actor = current_actor()
+    conversation = own_conversation(conversation_id, actor.user)
+    failed = db.session.scalar(
+        sa.select(Message).where(Message.conversation_id == conversation.id).order_by(Message.id.desc()).limit(1)
+    )
+    added = agent.retry(conversation, actor.user, channel="web")
+    if request.htmx:  # type: ignore[attr-defined]
+        shown = [failed] if failed is not None and added else []
+        response = make_response(render_messages([*shown, *added], actor))
+        response.headers["Vary"] = "HX-Request"
+        return response
+    return redirect(url_for("web.chat", conversation_id=conversation.id))
+
+
 @bp.get("/approvals/<approval_id>")
 @login_required
 def approval_page(approval_id: str) -> Any:
