@@ -64,13 +64,17 @@ def _sqlite_pragmas() -> None:
 
 
 def register_blueprints(app: Flask) -> None:
+    from app.admin import bp as admin_bp
     from app.api import bp as api_bp
+    from app.api.admin import bp as api_admin_bp
     from app.auth import bp as auth_bp
     from app.web import bp as web_bp
 
     app.register_blueprint(auth_bp)
     app.register_blueprint(web_bp)
+    app.register_blueprint(admin_bp, url_prefix="/admin")
     app.register_blueprint(api_bp, url_prefix="/api")
+    app.register_blueprint(api_admin_bp, url_prefix="/api/admin")
     if app.config["BENCH_PROBE"]:
         from app.api.probe import bp as probe_bp
 

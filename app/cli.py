@@ -25,6 +25,7 @@ def register(app: Flask) -> None:
     app.cli.add_command(actions)
     app.cli.add_command(users)
     app.cli.add_command(approvals_cli)
+    app.cli.add_command(audit_cli)
 
 
 @click.command()
@@ -112,6 +113,20 @@ def create_token_cmd(email: str, name: str) -> None:
     if user is None:
         raise click.ClickException(f"No person with email {email}.")
     click.echo(create_token(user, name))
+
+
+audit_cli = AppGroup("audit", help="The audit log.")
+
+
+@audit_cli.command("verify")
+def audit_verify() -> None:
+    """Walk every tenant's audit chain; name the first broken row (exit 1) or say it verifies."""
+    from app.copilot.audit import verify
+
+    verdict = verify()
+    click.echo(str(verdict))
+    if not verdict.ok:
+        raise SystemExit(1)
 
 
 approvals_cli = AppGroup("approvals", help="Housekeeping for approvals.")

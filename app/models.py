@@ -166,7 +166,10 @@ class Approval(Model):
     """A card (or form) waiting for its person. `arguments` never leaves the server."""
 
     __tablename__ = "approvals"
-    __table_args__ = (sa.Index("ix_approvals_tenant_status_created", "tenant_id", "status", "created_at"),)
+    __table_args__ = (
+        sa.Index("ix_approvals_tenant_status_created", "tenant_id", "status", "created_at", "id"),
+        sa.Index("ix_approvals_tenant_created", "tenant_id", "created_at", "id"),
+    )
 
     id: Mapped[str] = mapped_column(sa.String(32), primary_key=True, default=new_id)
     tenant_id: Mapped[int] = mapped_column(sa.ForeignKey("tenants.id"))
@@ -195,10 +198,16 @@ class Approval(Model):
 
 
 class AuditEvent(Model):
-    """One decision or refused attempt. Never holds a form value or a secret."""
+    """One decision or refused attempt. Never holds a form value or a secret.
+    Rows chain per tenant: `hash` covers the previous row's hash and this row's content."""
 
     __tablename__ = "audit_events"
+    __table_args__ = (sa.UniqueConstraint("chain", "seq", name="uq_audit_events_chain_seq"),)
     id: Mapped[int] = mapped_column(primary_key=True)
+    chain: Mapped[int] = mapped_column(default=0)  # the tenant's id, 0 for none
+    seq: Mapped[int] = mapped_column(default=0)
+    prev_hash: Mapped[str] = mapped_column(sa.String(64), default="")
+    hash: Mapped[str] = mapped_column(sa.String(64), default="")
     tenant_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tenants.id"), index=True)
     user_id: Mapped[int | None] = mapped_column(sa.ForeignKey("users.id"))
     approval_id: Mapped[str | None] = mapped_column(sa.String(32), index=True)
@@ -207,6 +216,15 @@ class AuditEvent(Model):
     detail: Mapped[str] = mapped_column(sa.Text, default="")
     channel: Mapped[str] = mapped_column(sa.String(40), default="")  # web, api, cli
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class AuditHead(Model):
+    """The last link of each tenant's audit chain; updating it first serializes writers."""
+
+    __tablename__ = "audit_heads"
+    chain: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    seq: Mapped[int] = mapped_column(default=0)
+    hash: Mapped[str] = mapped_column(sa.String(64), default="")
 
 
 class ProbeRow(Model):

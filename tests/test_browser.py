@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 from collections.abc import Iterator
@@ -138,3 +139,30 @@ def test_form_for_a_draft_post(app, page, server, shots):
         post = db.session.scalar(
             sa.select(Post).where(Post.body == "Our launch went well.\nThanks, everyone."))
         assert post is not None and post.title == "Launch notes" and post.status == "published"
+
+
+def test_admin_revokes_alices_pending_card(app, browser, page, server, posts, shots):
+    sign_in_and_open_chat(page, server)  # alice
+    ask(page, f"/delete_post post={posts['Spring meetup']}")
+    page.locator(".card").last.get_by_text("Delete this post? This cannot be undone.").wait_for()
+    admin_context = browser.new_context(viewport={"width": 1200, "height": 900})
+    admin = admin_context.new_page()
+    admin.set_default_timeout(10_000)
+    try:
+        admin.goto(f"{server}/login")
+        admin.get_by_label("Email").fill("admin@example.com")
+        admin.get_by_label("Password").fill("demo")
+        admin.get_by_role("button", name="Sign in").click()
+        admin.goto(f"{server}/admin/")
+        row = admin.locator("tbody tr").filter(has_text="alice@example.com")
+        row.get_by_text("Delete this post? This cannot be undone.").wait_for()
+        assert row.locator("dd").first.inner_text() == "Spring meetup"
+        admin.screenshot(path=str(shots / "admin.png"), full_page=True)
+        row.get_by_role("button", name=re.compile("Revoke")).click()
+        admin.locator("tbody").get_by_text("Nothing matches.").wait_for()
+    finally:
+        admin_context.close()
+    page.reload()
+    page.locator(".card__outcome").get_by_text("Revoked by an admin").wait_for()
+    with app.app_context():
+        assert db.session.get(Post, posts["Spring meetup"]) is not None

@@ -98,6 +98,24 @@ def document() -> dict[str, Any]:
                 "responses": {"200": {"description": "Approvals", **_json({"type": "object", "properties": {
                     "approvals": {"type": "array", "items": {"$ref": "#/components/schemas/Prompt"}}}})},
                     **_errors(401)}}},
+            "/api/admin/approvals": {"get": {
+                "summary": "The tenant's approvals (admins)", "operationId": "adminApprovals",
+                "parameters": [{"name": n, "in": "query", "schema": {"type": "string"}}
+                               for n in ("status", "action", "person", "older_than", "after")],
+                "responses": {"200": {"description": "A page of approvals", **_json({"type": "object"})},
+                              **_errors(401, 403)}}},
+            "/api/admin/approvals/{id}/revoke": {"post": {
+                "summary": "Revoke a pending approval (admins)", "operationId": "revokeApproval",
+                "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "Revoked", **_json({"type": "object"})},
+                              **_errors(401, 403, 404, 409)}}},
+            "/api/admin/audit": {"get": {
+                "summary": "The tenant's audit log and whether its chain verifies (admins)",
+                "operationId": "adminAudit",
+                "parameters": [{"name": n, "in": "query", "schema": {"type": "string"}}
+                               for n in ("event", "outcome", "person", "approval_id", "after")],
+                "responses": {"200": {"description": "A page of audit rows", **_json({"type": "object"})},
+                              **_errors(401, 403)}}},
             "/api/approvals/{id}/confirm": _answer("confirm"),
             "/api/approvals/{id}/decline": _answer("decline"),
             "/api/approvals/{id}/cancel": _answer("cancel"),

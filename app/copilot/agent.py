@@ -388,6 +388,13 @@ def answer_form(approval_id: str, token: str, actor: approvals.Actor,
     return approval, resume_if_ready(approval.run_id, actor.user, actor.channel)
 
 
+def revoke(approval_id: str, admin: User) -> Approval:
+    """An admin revokes a pending approval; the waiting run is told."""
+    approval = approvals.revoke(approval_id, admin)
+    resume_if_ready(approval.run_id, approval.user, "admin")
+    return approval
+
+
 def expire_due(conversation_id: int | None = None) -> list[Approval]:
     """End every pending approval past its time and tell the waiting runs."""
     ended = []

@@ -415,6 +415,30 @@ def _finish(approval: Approval, status: str, actor: Actor, result: str | None = 
     return approval
 
 
+def revoke(approval_id: str, admin: User, channel: str = "admin") -> Approval:
+    """An admin ends a pending approval of their tenant as `revoked`; nothing runs.
+    NotFound outside the admin's tenant, WrongPerson for a non-admin, AlreadyDecided if answered."""
+    approval = db.session.get(Approval, approval_id)
+    actor = Actor(user=admin, binding="admin", channel=channel)
+    if approval is None or approval.tenant_id != admin.tenant_id:
+        raise _refuse(NotFound(), "revoke_not_found", actor, None, approval_id)
+    if not admin.is_admin:
+        raise _refuse(WrongPerson("Only an admin of this tenant may revoke."), "revoke_not_admin", actor,
+                      approval, approval_id)
+    now = utcnow()
+    if not won(
+        sa.update(Approval).where(Approval.id == approval.id, Approval.status == "pending")
+        .values(status="revoked", decided_at=now, decided_by=admin.id)
+    ):
+        db.session.rollback()
+        raise _refuse(AlreadyDecided(), "revoke_already_decided", actor, approval, approval_id)
+    audit.record("approval.decided", "revoked", tenant_id=approval.tenant_id, user_id=admin.id,
+                 approval_id=approval.id, detail=approval.action, channel=channel)
+    db.session.commit()
+    db.session.refresh(approval)
+    return approval
+
+
 def expire(approval: Approval, channel: str = "system") -> bool:
     """Mark a pending approval past its time as expired (conditionally)."""
     now = utcnow()

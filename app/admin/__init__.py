@@ -1,0 +1,103 @@
+"""The admin console: pending approvals of the tenant, revoke, the audit log and its chain."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from flask import Blueprint, Response, abort, make_response, redirect, render_template, request, url_for
+from flask_login import current_user, login_required
+
+from app.admin.chart import decisions_svg
+from app.auth import current_actor
+from app.copilot import agent, audit, review
+from app.errors import CountersignError
+
+bp = Blueprint("admin", __name__)
+
+
+@bp.before_request
+@login_required
+def admins_only() -> None:
+    """Everyone but an admin of their tenant gets 403; every query below is tenant-scoped."""
+    if not current_user.is_admin:
+        abort(403)
+
+
+def filters_from(args: Any) -> review.Filters:
+    older = args.get("older_than", "")
+    return review.Filters(
+        status=args.get("status", "pending") or None,
+        action=args.get("action") or None,
+        person=args.get("person") or None,
+        older_than_minutes=int(older) if older.isdigit() else None,
+    )
+
+
+@bp.get("/")
+def index() -> Any:
+    """Dashboard and the approvals table (pending by default), newest first."""
+    actor = current_actor("admin")
+    tenant_id = actor.user.tenant_id
+    filters = filters_from(request.args)
+    page = review.approvals(tenant_id, filters, request.args.get("after"))
+    stats = review.dashboard(tenant_id)
+    return render_template("admin/index.html", page=page, filters=filters, stats=stats, people=review.people(tenant_id),
+                           chart=decisions_svg(stats), actions=sorted(agent.engine().registry.actions))
+
+
+@bp.post("/approvals/<approval_id>/revoke")
+def revoke(approval_id: str) -> Any:
+    """Revoke a pending approval: it ends `revoked`, nothing runs, the model is told."""
+    actor = current_actor("admin")
+    try:
+        agent.revoke(approval_id, actor.user)
+    except CountersignError as error:
+        if error.status == 404:
+            raise
+        return make_response(render_template("error.html", message=error.message), error.status)
+    return redirect(request.referrer if request.referrer and "/admin" in request.referrer
+                    else url_for("admin.index"))
+
+
+@bp.get("/audit")
+def audit_log() -> Any:
+    """The audit log, filtered, with whether its chain verifies."""
+    actor = current_actor("admin")
+    tenant_id = actor.user.tenant_id
+    page = review.audit_rows(tenant_id, audit_filters_from(request.args), cursor=request.args.get("after"))
+    return render_template("admin/audit.html", page=page, people=review.people(tenant_id),
+                           verdict=audit.verify(tenant_id),
+                           args=request.args)
+
+
+def audit_filters_from(args: Any) -> dict[str, str | None]:
+    return {k: args.get(k) or None for k in review.AUDIT_FILTERS}
+
+
+@bp.get("/audit.csv")
+def audit_csv() -> Response:
+    """The filtered audit log as CSV (every page)."""
+    actor = current_actor("admin")
+    tenant_id = actor.user.tenant_id
+    people = review.people(tenant_id)
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["seq", "when", "person", "event", "outcome", "approval", "detail", "channel", "hash"])
+    cursor = None
+    while True:
+        page = review.audit_rows(tenant_id, audit_filters_from(request.args), cursor=cursor, limit=1000)
+        for row in page.rows:
+            writer.writerow([row.seq, row.created_at.isoformat(), people.get(row.user_id, ""), row.event,
+                             row.outcome, row.approval_id or "", _csv_safe(row.detail), row.channel, row.hash])
+        if not page.next_cursor:
+            break
+        cursor = page.next_cursor
+    return Response(out.getvalue(), mimetype="text/csv",
+                    headers={"Content-Disposition": "attachment; filename=audit.csv"})
+
+
+def _csv_safe(text: str) -> str:
+    """Keep a spreadsheet from reading a cell as a formula."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text

@@ -1,0 +1,133 @@
+"""What an admin reads: approvals and audit rows of their tenant, filtered and paged by keyset,
+and the dashboard's figures. Read-only."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from app.extensions import db
+from app.models import Approval, AuditEvent, User, utcnow
+
+PAGE = 50
+
+
+@dataclass
+class Filters:
+    status: str | None = "pending"
+    action: str | None = None
+    person: str | None = None  # an email
+    older_than_minutes: int | None = None
+
+
+@dataclass
+class Page:
+    rows: list[Any]
+    next_cursor: str | None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _cursor(created_at: datetime, ident: Any) -> str:
+    """A URL-safe keyset cursor: microseconds since the epoch, and the id."""
+    return f"{int(created_at.timestamp() * 1_000_000)}_{ident}"
+
+
+def _parse_cursor(cursor: str | None) -> tuple[datetime, str] | None:
+    stamp, _, ident = (cursor or "").partition("_")
+    if not stamp.isdigit() or not ident:
+        return None
+    return datetime.fromtimestamp(int(stamp) / 1_000_000, tz=UTC), ident
+
+
+def approvals(tenant_id: int, filters: Filters, cursor: str | None = None, limit: int = PAGE) -> Page:
+    """Newest first, keyset-paged on (created_at, id), inside one tenant."""
+    query = sa.select(Approval).where(Approval.tenant_id == tenant_id)
+    if filters.status:
+        query = query.where(Approval.status == filters.status)
+    if filters.action:
+        query = query.where(Approval.action == filters.action)
+    if filters.person:
+        query = query.join(User, User.id == Approval.user_id).where(User.email == filters.person.lower())
+    if filters.older_than_minutes:
+        query = query.where(Approval.created_at <= utcnow() - timedelta(minutes=filters.older_than_minutes))
+    after = _parse_cursor(cursor)
+    if after:
+        stamp, ident = after
+        query = query.where(sa.or_(Approval.created_at < stamp,
+                                   sa.and_(Approval.created_at == stamp, Approval.id < ident)))
+    rows = list(db.session.scalars(
+        query.order_by(Approval.created_at.desc(), Approval.id.desc()).limit(limit + 1)))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows, _cursor(rows[-1].created_at, rows[-1].id) if more else None)
+
+
+AUDIT_FILTERS = ("event", "outcome", "person", "approval_id")
+
+
+def audit_rows(tenant_id: int, filters: Mapping[str, str | None], cursor: str | None = None,
+               limit: int = PAGE) -> Page:
+    """The tenant's audit rows, newest first, keyset-paged on seq. Filters: AUDIT_FILTERS."""
+    event, outcome, person, approval_id = (filters.get(k) for k in AUDIT_FILTERS)
+    query = sa.select(AuditEvent).where(AuditEvent.chain == tenant_id)
+    if event:
+        query = query.where(AuditEvent.event == event)
+    if outcome:
+        query = query.where(AuditEvent.outcome == outcome)
+    if approval_id:
+        query = query.where(AuditEvent.approval_id == approval_id)
+    if person:
+        query = query.join(User, User.id == AuditEvent.user_id).where(User.email == person.lower())
+    if cursor and cursor.isdigit():
+        query = query.where(AuditEvent.seq < int(cursor))
+    rows = list(db.session.scalars(query.order_by(AuditEvent.seq.desc()).limit(limit + 1)))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows, str(rows[-1].seq) if more else None)
+
+
+@dataclass
+class Dashboard:
+    pending: int
+    decided_today: dict[str, int]
+    median_seconds_to_decision: float | None
+    days: list[date]
+    per_day: dict[date, dict[str, int]]
+
+
+def people(tenant_id: int) -> dict[int, str]:
+    """Emails of the tenant's people, by id."""
+    return {u.id: u.email for u in db.session.scalars(sa.select(User).where(User.tenant_id == tenant_id))}
+
+
+def dashboard(tenant_id: int, days: int = 30) -> Dashboard:
+    """Pending now, decided today by outcome, median time to decision, decisions per day."""
+    now = utcnow()
+    start = (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    pending = db.session.scalar(sa.select(sa.func.count()).select_from(Approval).where(
+        Approval.tenant_id == tenant_id, Approval.status == "pending")) or 0
+    decided = db.session.execute(
+        sa.select(Approval.status, Approval.created_at, Approval.decided_at)
+        .where(Approval.tenant_id == tenant_id, Approval.decided_at >= start, Approval.status != "pending")
+    ).all()
+    per_day: dict[date, Counter[str]] = defaultdict(Counter)
+    waits = []
+    for status, created, decided_at in decided:
+        if decided_at is None:
+            continue
+        per_day[decided_at.date()][status] += 1
+        waits.append((decided_at - created).total_seconds())
+    today = now.date()
+    return Dashboard(
+        pending=pending,
+        decided_today=dict(per_day.get(today, Counter())),
+        median_seconds_to_decision=statistics.median(waits) if waits else None,
+        days=[(start + timedelta(days=i)).date() for i in range(days)],
+        per_day={d: dict(c) for d, c in per_day.items()},
+    )
