@@ -169,6 +169,7 @@ class Approval(Model):
     __table_args__ = (
         sa.Index("ix_approvals_tenant_status_created", "tenant_id", "status", "created_at", "id"),
         sa.Index("ix_approvals_tenant_created", "tenant_id", "created_at", "id"),
+        sa.Index("ix_approvals_tenant_decided", "tenant_id", "decided_at"),
     )
 
     id: Mapped[str] = mapped_column(sa.String(32), primary_key=True, default=new_id)

@@ -48,10 +48,31 @@ with app.app_context():
                 "rows": [{"label": "Post", "value": f"Post {i}"}, {"label": "Status", "value": "draft"}],
                 "digest": "0" * 64, "status": "pending" if i % 2 == 0 else "declined",
                 "created_at": now - timedelta(seconds=n - i), "expires_at": now + timedelta(hours=2),
+                "decided_at": None if i % 2 == 0 else now - timedelta(seconds=(n - i) // 2),
             } for i in range(start, min(n, start + 10000))])
         db.session.commit()
         out.append(create_token(admin))
     print(" ".join(out))
+"""
+
+
+DASHBOARD = """
+import statistics, sys, time
+import sqlalchemy as sa
+from app import create_app
+from app.copilot import review
+from app.extensions import db
+from app.models import Tenant
+app = create_app()
+with app.app_context():
+    ids = {t.slug: t.id for t in db.session.scalars(sa.select(Tenant).where(Tenant.slug.in_(["small", "large"])))}
+    times = {"small": [], "large": []}
+    for i in range(int(sys.argv[1])):
+        for name in (("small", "large") if i % 2 == 0 else ("large", "small")):
+            start = time.perf_counter()
+            review.dashboard(ids[name])
+            times[name].append(time.perf_counter() - start)
+    print(statistics.median(times["small"]) * 1000, statistics.median(times["large"]) * 1000)
 """
 
 
@@ -78,8 +99,11 @@ def run(n: int, database_url: str, small: int = 1_000, large: int = 100_000) -> 
                 if i >= 10:  # the first ten are warm-up
                     times[name].append(elapsed)
     a, b = summary(times["small"]), summary(times["large"])
+    dash = subprocess.run([sys.executable, "-c", DASHBOARD, "30"], cwd=ROOT, env=env, check=True,
+                          capture_output=True, text=True).stdout.split()[-2:]
     return {"database": "postgresql" if database_url.startswith("postgres") else "sqlite", "n": n,
             "rows_1k": a, "rows_100k": b,
+            "dashboard_ms": {"rows_1k": float(dash[0]), "rows_100k": float(dash[1])},
             "ratio_median": b["median_ms"] / a["median_ms"], "ratio_p99": b["p99_ms"] / a["p99_ms"]}
 
 
@@ -98,6 +122,8 @@ def main() -> None:
         s = result[name]
         print(f"  {name:<9} median {s['median_ms']:.2f} ms   p99 {s['p99_ms']:.2f} ms")
     print(f"  ratio     median {result['ratio_median']:.2f}x   p99 {result['ratio_p99']:.2f}x")
+    d = result["dashboard_ms"]
+    print(f"  dashboard figures (in process, median of 30): 1k {d['rows_1k']:.1f} ms, 100k {d['rows_100k']:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ and the dashboard's figures. Read-only."""
 from __future__ import annotations
 
 import statistics
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -106,28 +106,33 @@ def people(tenant_id: int) -> dict[int, str]:
     return {u.id: u.email for u in db.session.scalars(sa.select(User).where(User.tenant_id == tenant_id))}
 
 
-def dashboard(tenant_id: int, days: int = 30) -> Dashboard:
-    """Pending now, decided today by outcome, median time to decision, decisions per day."""
+def dashboard(tenant_id: int, days: int = 30, sample: int = 1000) -> Dashboard:
+    """Pending now, decided today by outcome, median time to decision (over the last `sample`
+    decisions), and decisions per UTC day by outcome; counted in SQL on the tenant's indexes."""
     now = utcnow()
     start = (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
     pending = db.session.scalar(sa.select(sa.func.count()).select_from(Approval).where(
         Approval.tenant_id == tenant_id, Approval.status == "pending")) or 0
-    decided = db.session.execute(
-        sa.select(Approval.status, Approval.created_at, Approval.decided_at)
-        .where(Approval.tenant_id == tenant_id, Approval.decided_at >= start, Approval.status != "pending")
+    day = sa.func.date(Approval.decided_at)
+    counted = db.session.execute(
+        sa.select(day, Approval.status, sa.func.count())
+        .where(Approval.tenant_id == tenant_id, Approval.decided_at >= start)
+        .group_by(day, Approval.status)
     ).all()
-    per_day: dict[date, Counter[str]] = defaultdict(Counter)
-    waits = []
-    for status, created, decided_at in decided:
-        if decided_at is None:
-            continue
-        per_day[decided_at.date()][status] += 1
-        waits.append((decided_at - created).total_seconds())
-    today = now.date()
+    per_day: dict[date, dict[str, int]] = defaultdict(dict)
+    for when, status, n in counted:
+        key = when if isinstance(when, date) else date.fromisoformat(str(when))
+        per_day[key][status] = n
+    recent = db.session.execute(
+        sa.select(Approval.created_at, Approval.decided_at)
+        .where(Approval.tenant_id == tenant_id, Approval.decided_at >= start)
+        .order_by(Approval.decided_at.desc()).limit(sample)
+    ).all()
+    waits = [(decided - created).total_seconds() for created, decided in recent if decided is not None]
     return Dashboard(
         pending=pending,
-        decided_today=dict(per_day.get(today, Counter())),
+        decided_today=dict(per_day.get(now.date(), {})),
         median_seconds_to_decision=statistics.median(waits) if waits else None,
         days=[(start + timedelta(days=i)).date() for i in range(days)],
-        per_day={d: dict(c) for d, c in per_day.items()},
+        per_day=dict(per_day),
     )
