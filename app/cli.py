@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+from pathlib import Path
 from typing import Any
 
 import click
@@ -66,6 +67,10 @@ def seed_demo() -> dict[str, User]:
                 db.session.flush()
             people[email] = user
     alice = people["alice@example.com"]
+    demo_file = Path(current_app.config["FILES_ROOT"], "acme", "reports", "old.csv")
+    if not demo_file.exists():
+        demo_file.parent.mkdir(parents=True, exist_ok=True)
+        demo_file.write_text("month,visits\n2026-01,120\n")
     for title, status in (("Spring meetup", "draft"), ("Launch notes", "published")):
         exists = db.session.scalar(sa.select(Post).where(Post.tenant_id == alice.tenant_id, Post.title == title))
         if exists is None:
@@ -75,11 +80,14 @@ def seed_demo() -> dict[str, User]:
     return people
 
 
-@click.command()
+@click.group(invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the schemas as JSON.")
+@click.pass_context
 @with_appcontext
-def actions(as_json: bool) -> None:
-    """List the actions with kind, toolsets and schema."""
+def actions(context: click.Context, as_json: bool) -> None:
+    """List the actions with kind, toolsets and schema (`actions check`: their contract)."""
+    if context.invoked_subcommand is not None:
+        return
     registry = engine().registry
     rows: list[dict[str, Any]] = [
         {"name": a.name, "kind": a.kind.value, "toolsets": list(a.toolsets),
@@ -97,6 +105,36 @@ def actions(as_json: bool) -> None:
         )
         flag = f"  ! secret {', '.join(row['asks_for_secret'])}: a form will refuse it" if row["asks_for_secret"] else ""
         click.echo(f"{row['name']:<16} {row['kind']:<12} {','.join(row['toolsets']) or '-':<8} ({fields}){flag}")
+
+
+@actions.command("check")
+@with_appcontext
+def actions_check() -> None:
+    """Check every DESTRUCTIVE/EXTERNAL action (and operation map): no handle() before a confirm,
+    no model argument on its card, no confirm by another person, nothing run on decline."""
+    import tempfile
+
+    from app.copilot.contract import check_all
+    from app.copilot.testing import migrated_template, running
+
+    package = current_app.config.get("ACTIONS_PACKAGE", "app.actions")
+    registry = engine().registry
+    names = sorted(a.name for a in registry.actions.values() if a.may_need_card())
+    every_toolset = sorted({t for a in registry.actions.values() for t in a.toolsets})
+    with tempfile.TemporaryDirectory() as workdir:
+        template = migrated_template(Path(workdir, "template.sqlite3"), ACTIONS_PACKAGE=package)
+        results = check_all(lambda: running(template, Path(workdir), freeze=False, ACTIONS_PACKAGE=package,
+                                            COUNTERSIGN_TOOLSETS=every_toolset), names)
+    failed = False
+    for name, problems in results.items():
+        if problems:
+            failed = True
+            for problem in problems:
+                click.echo(f"FAIL {problem}")
+        else:
+            click.echo(f"ok   {name}")
+    if failed:
+        raise SystemExit(1)
 
 
 users = AppGroup("users", help="People and their personal access tokens.")

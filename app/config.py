@@ -68,8 +68,9 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         "COUNTERSIGN_MODEL_TIMEOUT": float(_env("MODEL_TIMEOUT", "60") or 60),
         "COUNTERSIGN_MAX_STEPS": _int("COUNTERSIGN_MAX_STEPS", 8),
         "COUNTERSIGN_TOOLSETS": [
-            t for t in (_env("COUNTERSIGN_TOOLSETS", "blog,mail") or "").split(",") if t
+            t for t in (_env("COUNTERSIGN_TOOLSETS", "blog,mail,files") or "").split(",") if t
         ],
+        "FILES_ROOT": _env("FILES_ROOT", str(INSTANCE / "files")),
         "SMTP_URL": _env("SMTP_URL"),
         "MAIL_FROM": _env("MAIL_FROM", "countersign@localhost"),
         "RATELIMIT_ENABLED": _bool("RATELIMIT_ENABLED", True),

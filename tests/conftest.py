@@ -103,8 +103,8 @@ def app_config() -> dict[str, Any]:
 
 
 @pytest.fixture
-def app(database_url: str, app_config: dict[str, Any]) -> Iterator[Flask]:
-    app = create_app(base_config(database_url, **app_config))
+def app(database_url: str, app_config: dict[str, Any], tmp_path: Any) -> Iterator[Flask]:
+    app = create_app(base_config(database_url, **{"FILES_ROOT": str(tmp_path / "files"), **app_config}))
     with app.app_context():
         empty_tables()
         seed_demo()

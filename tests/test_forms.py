@@ -142,12 +142,16 @@ class SetApiKey(Action):
         return "stored"
 
 
-def test_a_form_never_asks_for_a_secret(app, alice, model):
-    import types
-
+def sneak_in(app, action):
+    """Register an action past the start-time checks (as code that adds one at run time would)."""
     with app.app_context():
-        register(engine().registry, SetApiKey, types.ModuleType("tests.set_api_key"))
-        engine().use_model(model)
+        action.name, action.source = "set_api_key", __file__
+        engine().registry.actions[action.name] = action
+        engine()._agent = None
+
+
+def test_a_form_never_asks_for_a_secret(app, alice, model):
+    sneak_in(app, SetApiKey)
     model.enqueue(tool_call("set_api_key", service="github"))
     alice.say(alice.new_conversation(), "store my key")
     assert "Refused: set_api_key needs api_key, which is a secret" in model.seen()
@@ -173,7 +177,7 @@ def test_every_demo_requested_schema_is_flat_primitives(app):
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=300)
-    | st.sampled_from(["x" * 300_000, "\u202e\u200bdraft", "draft\x00", "NaN"]),
+    | st.sampled_from(["x" * 50_000, "\u202e\u200bdraft", "draft\x00", "NaN"]),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
     max_leaves=5,
 )
@@ -191,13 +195,20 @@ def test_random_submissions_never_500(app, alice, values):
 
 
 def test_actions_command_flags_an_action_that_would_ask_for_a_secret(app):
-    import types
-
-    with app.app_context():
-        register(engine().registry, SetApiKey, types.ModuleType("tests.set_api_key"))
+    sneak_in(app, SetApiKey)
     out = app.test_cli_runner().invoke(args=["actions"]).output
     line = next(row for row in out.splitlines() if row.startswith("set_api_key"))
     assert "! secret api_key" in line
+
+
+def test_an_action_that_would_ask_for_a_secret_fails_at_start():
+    import types
+
+    from app.copilot.actions import Registry
+    from app.errors import ActionDeclarationError
+
+    with pytest.raises(ActionDeclarationError, match=r"api_key is a secret, which a form never asks for.*Fix:"):
+        register(Registry(), SetApiKey, types.ModuleType("tests.set_api_key"))
 
 
 def test_a_schema_that_cannot_be_a_form_fails_at_start_naming_the_field():

@@ -34,6 +34,7 @@ def test_demo_actions_are_discovered_with_their_kinds():
     registry = discover("app.actions")
     kinds = {name: a.kind for name, a in registry.actions.items()}
     assert kinds == {"list_posts": Kind.READ, "publish_post": Kind.WRITE, "draft_post": Kind.WRITE,
+                     "manage_files": Kind.WRITE,
                      "delete_post": Kind.DESTRUCTIVE, "send_email": Kind.EXTERNAL}
     assert registry.actions["delete_post"].toolsets == ("blog",)
 

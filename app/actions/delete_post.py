@@ -10,7 +10,7 @@ class DeletePost(Action):
 
     kind = Kind.DESTRUCTIVE
     done_label = "Removed"
-    examples = ["delete the post", "remove my post"]
+    examples = ["/delete_post post=1"]
 
     class Input(BaseModel):
         post: int = Field(description="The post's id")

@@ -11,7 +11,8 @@ class SendEmail(Action):
 
     kind = Kind.EXTERNAL
     done_label = "Sent"
-    examples = ["send an email", "email someone", "write to"]
+    examples = ["/send_email to=dana@example.org subject=Hello body=Hi", "send an email", "email someone"]
+    shows = ("to", "subject", "body")  # an email's text is what the person approves
 
     class Input(BaseModel):
         to: EmailStr = Field(description="The recipient's address")

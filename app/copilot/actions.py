@@ -8,6 +8,7 @@ import importlib
 import inspect
 import pkgutil
 import re
+import string
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, ClassVar, TypeVar
@@ -67,16 +68,33 @@ class Action:
     ask_for_missing: ClassVar[bool] = False
     done_label: ClassVar[str] = "Done"  # the card's outcome row once it ran, e.g. "Removed"
     toolsets: ClassVar[tuple[str, ...]] = ()
+    # Multi-operation tools: operation -> the card's sentence, "{field}" filled from the input.
+    requires_approval: ClassVar[dict[str, str]] = {}
+    # Input fields whose values the card may show (`actions check` allows them on the card).
+    shows: ClassVar[tuple[str, ...]] = ()
     name: ClassVar[str] = ""
     source: ClassVar[str] = ""
+
+    @classmethod
+    def needs_card(cls, input: Any) -> bool:
+        """A card for DESTRUCTIVE/EXTERNAL actions, and for operations in requires_approval."""
+        return cls.kind.needs_card or getattr(input, "operation", None) in cls.requires_approval
+
+    @classmethod
+    def may_need_card(cls) -> bool:
+        return cls.kind.needs_card or bool(cls.requires_approval)
 
     def authorize(self, ctx: ActionContext, input: Any) -> bool:
         """May ctx.user run this with this input? Default: yes."""
         return True
 
     def approval_reason(self, ctx: ActionContext, input: Any) -> str:
-        """The card's sentence; DESTRUCTIVE and EXTERNAL actions must override it."""
-        raise NotImplementedError
+        """The card's sentence. For an operation in requires_approval, its filled template;
+        DESTRUCTIVE and EXTERNAL actions must override it."""
+        template = self.requires_approval.get(getattr(input, "operation", None) or "")
+        if template is None:
+            raise NotImplementedError
+        return template.format(**{k: _plain(v) for k, v in input.model_dump().items()})
 
     def ask(self, ctx: ActionContext, given: dict[str, Any]) -> dict[str, Any]:
         """Shape the form for a call that left fields out: {"message", "fields", "defaults"}.
@@ -94,6 +112,15 @@ class Action:
     @classmethod
     def description(cls) -> str:
         return inspect.cleandoc(cls.__doc__ or cls.name)
+
+
+def _plain(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def placeholders(template: str) -> list[str]:
+    """The field names a requires_approval template uses."""
+    return [name for _, name, _, _ in string.Formatter().parse(template) if name]
 
 
 A = TypeVar("A", bound=type[Action])
@@ -129,7 +156,7 @@ class Registry:
         out = []
         for action in self.actions.values():
             if not action.toolsets:
-                if action.kind.needs_card:
+                if action.may_need_card():
                     continue
                 out.append(action)
             elif toolsets is None or set(action.toolsets) & set(toolsets):
@@ -159,32 +186,47 @@ def register(registry: Registry, action: type[Action], module: ModuleType) -> No
     where = getattr(module, "__file__", module.__name__)
     action.name = action.name if "name" in vars(action) else snake(action.__name__)
     action.source = where
-    line = _line_of(action)
-    at = f"{where}:{line}" if line else where
-
-    def fail(problem: str, fix: str) -> None:
+    def fail(problem: str, fix: str, attribute: str | None = None) -> None:
+        line = _line_of(action, attribute)
+        at = f"{where}:{line}" if line else where
         raise ActionDeclarationError(f"{at}: {action.__name__}: {problem}. Fix: {fix}")
 
     input_model = getattr(action, "Input", None)
     if not (inspect.isclass(input_model) and issubclass(input_model, BaseModel)):
-        fail("Input is not a pydantic model", "declare `class Input(BaseModel): ...` inside it")
+        fail("Input is not a pydantic model", "declare `class Input(BaseModel): ...` inside it", "Input")
     if not isinstance(action.kind, Kind):
         fail(f"kind {action.kind!r} is not a Kind", "set kind = Kind.READ/WRITE/DESTRUCTIVE/EXTERNAL")
-    if action.kind.needs_card:
+    fields = set(input_model.model_fields)  # type: ignore[union-attr]
+    if action.requires_approval:
+        if "operation" not in fields:
+            fail("requires_approval maps operations, but Input has no `operation` field",
+                 "add `operation: Literal[...]` to Input", "requires_approval")
+        for operation, template in action.requires_approval.items():
+            unknown = [p for p in placeholders(template) if p not in fields]
+            if unknown:
+                fail(f"the {operation!r} template names {', '.join('{' + u + '}' for u in unknown)}, "
+                     f"which Input does not have (fields: {', '.join(sorted(fields))})",
+                     "use only Input's field names as placeholders", "requires_approval")
+    if action.may_need_card():
+        what = f"a {action.kind.value} action" if action.kind.needs_card else "an action with requires_approval"
         if not action.toolsets:
             fail(
-                f"a {action.kind.value} action must be exposed through a named toolset",
+                f"{what} must be exposed through a named toolset",
                 f'decorate it with @expose("<toolset>") (e.g. @expose("{action.name.split("_")[-1]}"))',
             )
-        if action.approval_reason is Action.approval_reason:
+        if action.kind.needs_card and action.approval_reason is Action.approval_reason:
             fail(
-                f"a {action.kind.value} action needs a card sentence",
+                f"{what} needs a card sentence",
                 "define approval_reason(self, ctx, input) returning the question the person answers",
             )
     if action.ask_for_missing and not action.kind.needs_card:
-        from app.copilot.schema import elicitation
+        from app.copilot.schema import elicitation, secret_fields
 
-        elicitation(action.Input, "", where=at)  # raises NotAForm naming the field and the fix
+        secrets = secret_fields(action.Input)
+        if secrets:
+            fail(f"ask_for_missing is set, but {', '.join(secrets)} is a secret, which a form never asks for",
+                 "remove ask_for_missing, or take the secret from settings instead of the person", "ask_for_missing")
+        elicitation(action.Input, "", where=f"{where}:{_line_of(action, 'Input')}")  # NotAForm names the field
     if action.handle is Action.handle:
         fail("it has no handle()", "define handle(self, ctx, input)")
     if action.name in registry.actions:
@@ -193,8 +235,15 @@ def register(registry: Registry, action: type[Action], module: ModuleType) -> No
     registry.actions[action.name] = action
 
 
-def _line_of(obj: Any) -> int | None:
+def _line_of(cls: type, attribute: str | None = None) -> int | None:
+    """The line of the class (its decorator), or of the line inside it that sets `attribute`."""
     try:
-        return inspect.getsourcelines(obj)[1]
+        lines, start = inspect.getsourcelines(cls)
     except (OSError, TypeError):
         return None
+    if attribute:
+        pattern = re.compile(rf"^\s*(class\s+{attribute}\b|{attribute}\s*[:=])")
+        for offset, text in enumerate(lines):
+            if pattern.match(text):
+                return start + offset
+    return start

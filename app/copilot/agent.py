@@ -144,11 +144,16 @@ def call_action(turn: Turn, action: type[Action], arguments: dict[str, Any], too
         audit.record("action.refused", "refused", tenant_id=ctx.tenant.id, user_id=ctx.user.id,
                      detail=action.name, channel=ctx.channel)
         return "Refused: the person may not do this. Nothing was shown or done."
-    if not action.kind.needs_card:
+    if not action.needs_card(input):
         try:
             result = action().handle(ctx, input)
         except NotFound as exc:
             return f"Refused: {exc.message}"
+        except CountersignError as exc:
+            return f"Failed: {exc.message}"
+        except Exception as exc:  # the action's own failure: the model hears it in short
+            log.exception("handle() of %s failed", action.name)
+            return f"Failed: {approvals.short(exc)}"
         return "Done." if result is None else str(result)
     try:
         approval = approvals.create(ctx, turn.run, action, input, tool_call_id=tool_call_id,
@@ -165,7 +170,7 @@ def _ask_or_refuse(turn: Turn, action: type[Action], arguments: dict[str, Any], 
                    tool_call_id: str) -> str:
     """A READ/WRITE action that may ask gets a form; anything else is refused, naming the fields.
     A form never asks for a secret."""
-    if action.kind.needs_card or not action.ask_for_missing:
+    if action.kind.needs_card or arguments.get("operation") in action.requires_approval or not action.ask_for_missing:
         return f"Refused: {action.name} needs {', '.join(missing)}. Nothing was done."
     secret = [name for name in missing if name in secret_fields(action.Input)]
     if secret:

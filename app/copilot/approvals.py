@@ -298,7 +298,7 @@ def submit(approval_id: str, token: str, actor: Actor, values: Mapping[str, Any]
     except Exception as exc:  # the action's own failure: recorded, told in short
         db.session.rollback()
         log.exception("handle() of %s failed for form %s", approval.action, approval.id)
-        return _finish(approval, "failed", actor, result=_short(exc), detail=told)
+        return _finish(approval, "failed", actor, result=short(exc), detail=told)
     return _finish(approval, "done", actor, result=f"{told} {'' if result is None else result}".strip(), detail=told)
 
 
@@ -309,6 +309,8 @@ def validate_form(schema: dict[str, Any], action: type[Action], given: dict[str,
     formdata: MultiDict[str, str] = MultiDict()
     for name in schema["properties"]:
         if name not in values:
+            if given.get(name) not in (None, ""):
+                formdata.add(name, str(given[name]))  # the pre-filled value the person kept
             continue
         value = values[name]
         if isinstance(value, bool):
@@ -331,7 +333,7 @@ def validate_form(schema: dict[str, Any], action: type[Action], given: dict[str,
             data.pop(name, None)
             continue
         data[name] = value
-        if str(formdata.get(name, "")).strip():
+        if name in values and str(formdata.get(name, "")).strip():
             filled.append(name)
     try:
         return action.Input.model_validate(data), filled
@@ -387,11 +389,11 @@ def _run_claimed(approval: Approval, actor: Actor, registry: Registry) -> Approv
     except Exception as exc:  # the action's own failure: recorded, told in short
         db.session.rollback()
         log.exception("handle() of %s failed for approval %s", approval.action, approval.id)
-        return _finish(approval, "failed", actor, result=_short(exc))
+        return _finish(approval, "failed", actor, result=short(exc))
     return _finish(approval, "done", actor, result="" if result is None else str(result))
 
 
-def _short(exc: Exception) -> str:
+def short(exc: Exception) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:200]
 

@@ -1,12 +1,32 @@
-"""Helpers for tests of actions: a model whose answers are queued, and records of what it saw."""
+"""The test kit for people who write actions: a pytest plugin (`pytest_plugins =
+["app.copilot.testing"]`, or automatic through the `countersign` entry point).
+
+    def test_delete_post(copilot):
+        copilot.as_person("alice@example.com")
+        copilot.chat("/delete_post post=1")
+        card = copilot.pending()
+        assert card.reason == "Delete this post? This cannot be undone."
+        assert card.confirm() == "done" and copilot.calls(DeletePost) == 1
+"""
 
 from __future__ import annotations
 
+import importlib
+import shutil
 import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+import pytest
+import sqlalchemy as sa
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from app.errors import CountersignError
 
 
 def tool_call(name: str, /, **arguments: Any) -> ToolCallPart:
@@ -20,10 +40,10 @@ def text(content: str) -> TextPart:
 
 
 class QueuedModel(FunctionModel):
-    """Answers with what was enqueued, one response per model request; records every request.
+    """Answers with what was enqueued, one response per model request, and records every request.
+    With nothing queued it behaves as the offline model (slash commands, keywords, help).
 
-    `enqueue(tool_call(...), text(...))` queues ONE response holding those parts. With the
-    queue empty it says "(no scripted answer)"."""
+    `enqueue(tool_call(...), text(...))` queues ONE response holding those parts."""
 
     def __init__(self) -> None:
         self.queue: list[list[Any]] = []
@@ -36,15 +56,247 @@ class QueuedModel(FunctionModel):
         return self
 
     def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        from app.copilot.llm import offline_respond
+
         self.requests.append(list(messages))
         self.infos.append(info)
-        parts = self.queue.pop(0) if self.queue else [TextPart("(no scripted answer)")]
-        return ModelResponse(parts=parts)
+        if not self.queue:
+            return offline_respond(messages, info)
+        return ModelResponse(parts=self.queue.pop(0))
 
     def seen(self) -> str:
         """Everything the model was sent, as one string (for canary checks)."""
-        from pydantic_ai.messages import ModelMessagesTypeAdapter
+        sent = [ModelMessagesTypeAdapter.dump_json(r).decode() for r in self.requests]
+        return "\n".join(sent + [i.instructions or "" for i in self.infos])
 
-        return "\n".join(ModelMessagesTypeAdapter.dump_json(r).decode() for r in self.requests) + "\n".join(
-            i.instructions or "" for i in self.infos
-        )
+
+class Clock:
+    """The frozen clock of a copilot test; advance() moves it (token ages and TTLs follow)."""
+
+    def __init__(self, traveller: Any) -> None:
+        self._traveller = traveller
+
+    def advance(self, seconds: float) -> None:
+        self._traveller.shift(timedelta(seconds=seconds))
+
+
+ERRORS = {"NotFound": "not_found", "WrongPerson": "wrong_person", "AlreadyDecided": "already_decided",
+          "Expired": "expired", "BadToken": "bad_token", "BadValues": "bad_values",
+          "FormInvalid": "bad_values"}
+
+
+@dataclass
+class Card:
+    """A pending card or form as the person sees it, and its answers (each returns the outcome:
+    the approval's status, or why the answer was refused: wrong_person, already_decided, …)."""
+
+    copilot: Copilot
+    id: str
+    reason: str
+    rows: dict[str, str]
+    form: dict[str, Any] | None
+    token: str
+
+    def confirm(self) -> str:
+        return self.copilot._answer(self, "confirm")
+
+    def decline(self) -> str:
+        return self.copilot._answer(self, "decline")
+
+    def cancel(self) -> str:
+        return self.copilot._answer(self, "cancel")
+
+    def submit(self, **values: Any) -> str:
+        return self.copilot._answer(self, "submit", values)
+
+
+class Copilot:
+    """An app on a temporary database with the demo seeded, a queued model, a frozen clock."""
+
+    def __init__(self, app: Any, model: QueuedModel, clock: Clock | None) -> None:
+        self.app, self.model, self.clock = app, model, clock
+        self.person: str | None = None
+        self._conversation: int | None = None
+        self._counts: dict[type, int] = {}
+
+    def as_person(self, email: str) -> Copilot:
+        """Act as this person from now on (a new conversation is started on the next chat)."""
+        self.person = email
+        self._conversation = None
+        return self
+
+    def _user(self) -> Any:
+        from app.extensions import db
+        from app.models import User
+
+        if self.person is None:
+            raise RuntimeError("Call copilot.as_person(email) first.")
+        user = db.session.scalar(sa.select(User).where(User.email == self.person))
+        if user is None:
+            raise LookupError(f"No person {self.person!r} in the test database.")
+        return user
+
+    def _actor(self) -> Any:
+        from app.copilot.approvals import Actor
+
+        return Actor(user=self._user(), binding=f"kit:{self.person}", channel="test")
+
+    def chat(self, message: str) -> list[str]:
+        """Say something; returns what came back (assistant lines, notices, card sentences)."""
+        from app.copilot.agent import send_message
+        from app.extensions import db
+        from app.models import Conversation
+
+        with self.app.app_context():
+            user = self._user()
+            conversation = db.session.get(Conversation, self._conversation) if self._conversation else None
+            if conversation is None:
+                conversation = Conversation(tenant_id=user.tenant_id, user_id=user.id)
+                db.session.add(conversation)
+                db.session.commit()
+                self._conversation = conversation.id
+            added = send_message(conversation, user, message, channel="test")
+            return [m.approval.reason if m.approval else m.text for m in added[1:]]
+
+    def pending(self) -> Card:
+        """The newest pending card or form of the current person."""
+        from app.copilot.approvals import pending_for, sign
+
+        with self.app.app_context():
+            waiting = pending_for(self._user())
+            if not waiting:
+                raise LookupError(f"{self.person} has no pending card.")
+            a = waiting[0]
+            return Card(self, a.id, a.reason, {r["label"]: r["value"] for r in a.rows}, a.form,
+                        sign(a, f"kit:{a.user.email}"))
+
+    def _answer(self, card: Card, decision: str, values: dict[str, Any] | None = None) -> str:
+        from app.copilot import agent
+
+        with self.app.app_context():
+            try:
+                if decision == "submit":
+                    approval, _ = agent.answer_form(card.id, card.token, self._actor(), values or {})
+                else:
+                    approval, _ = agent.answer(card.id, card.token, self._actor(), decision)
+            except CountersignError as error:
+                return ERRORS.get(type(error).__name__, type(error).__name__)
+            return str(approval.status)
+
+    def calls(self, action: type) -> int:
+        """How many times action.handle() ran in this test."""
+        return self._counts.get(action, 0)
+
+    def _count_handles(self, registry: Any) -> list[tuple[Any, Any]]:
+        originals = []
+        for action in registry.actions.values():
+            original = action.handle
+
+            def counted(inner: Any, ctx: Any, input: Any, _action: type = action, _original: Any = original) -> Any:
+                self._counts[_action] = self._counts.get(_action, 0) + 1
+                return _original(inner, ctx, input)
+
+            originals.append((action, original))
+            action.handle = counted
+        return originals
+
+
+def _seed(app: Any) -> None:
+    target = app.config.get("COUNTERSIGN_TEST_SEED", "app.cli:seed_demo")
+    module, _, name = target.partition(":")
+    with app.app_context():
+        getattr(importlib.import_module(module), name)()
+
+
+def migrated_template(path: Path, **config: Any) -> Path:
+    """Migrate an empty SQLite file at path (copy it per test: much faster than migrating)."""
+    from flask_migrate import upgrade
+
+    from app import create_app
+    from app.extensions import db
+
+    app = create_app({"COUNTERSIGN_ENV": "testing", "SECRET_KEY": "kit", "SWEEP_ON_START": False,
+                      "SQLALCHEMY_DATABASE_URI": f"sqlite:///{path}", "REDIS_URL": None, **config})
+    with app.app_context():
+        upgrade()
+        db.engine.dispose()
+    return path
+
+
+@contextmanager
+def running(template: Path, workdir: Path, freeze: bool = True, **config: Any) -> Iterator[Copilot]:
+    """A Copilot on a fresh copy of the template database, demo seeded, the model queued."""
+    from app import create_app
+    from app.copilot.agent import engine
+    from app.extensions import db
+    from app.models import utcnow
+
+    path = workdir / f"copilot-{uuid.uuid4().hex[:8]}.sqlite3"
+    shutil.copy(template, path)
+    app = create_app({"COUNTERSIGN_ENV": "testing", "SECRET_KEY": "kit", "SWEEP_ON_START": False,
+                      "SQLALCHEMY_DATABASE_URI": f"sqlite:///{path}", "REDIS_URL": None,
+                      "RATELIMIT_ENABLED": False, "FILES_ROOT": str(workdir / "files"), **config})
+    _seed(app)
+    model = QueuedModel()
+    with ExitStack() as stack:
+        clock = None
+        if freeze:
+            import time_machine
+
+            clock = Clock(stack.enter_context(time_machine.travel(utcnow(), tick=False)))
+        kit = Copilot(app, model, clock)
+        with app.app_context():
+            engine().use_model(model)
+            originals = kit._count_handles(engine().registry)
+        try:
+            yield kit
+        finally:
+            for action, original in originals:
+                action.handle = original
+            with app.app_context():
+                db.session.remove()
+                db.engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def countersign_template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file made once per session; each test gets a copy."""
+    return migrated_template(tmp_path_factory.mktemp("countersign") / "template.sqlite3")
+
+
+@pytest.fixture
+def copilot_config() -> dict[str, Any]:
+    """Settings for the copilot fixture's app; override it in a conftest (e.g. ACTIONS_PACKAGE)."""
+    return {}
+
+
+@pytest.fixture
+def copilot(countersign_template_db: Path, tmp_path: Path, copilot_config: dict[str, Any]) -> Iterator[Copilot]:
+    """An app on a fresh copy of the migrated database, demo seeded, with copilot.model queued
+    (offline behaviour when empty) and copilot.clock frozen."""
+    with running(countersign_template_db, tmp_path, **copilot_config) as kit:
+        yield kit
+
+
+def actions_contract_test(package: str = "app.actions") -> Any:
+    """A parametrized test of every risky action's contract (see app/copilot/contract.py):
+
+        from app.copilot.testing import actions_contract_test
+        test_actions_contract = actions_contract_test()
+    """
+    from app.copilot.actions import discover
+
+    registry = discover(package)
+    risky = [a.name for a in registry.actions.values() if a.may_need_card()]
+    every_toolset = sorted({t for a in registry.actions.values() for t in a.toolsets})
+
+    @pytest.mark.parametrize("action_name", risky)
+    def test_action_contract(action_name: str, countersign_template_db: Path, tmp_path: Path) -> None:
+        from app.copilot.contract import check_action
+
+        with running(countersign_template_db, tmp_path, freeze=False, ACTIONS_PACKAGE=package,
+                     COUNTERSIGN_TOOLSETS=every_toolset) as kit:
+            problems = check_action(kit, action_name)
+        assert not problems, "\n".join(problems)
+
+    return test_action_contract

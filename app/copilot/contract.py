@@ -1,0 +1,87 @@
+"""The contract every risky action gets checked for (`flask --app wsgi actions check`, and the
+kit's `actions_contract_test()`): its handle() does not run before a confirm, its card holds none
+of the model's argument strings (but those it declares in `shows` or its templates name), another
+person cannot confirm it, and a declined card runs nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.copilot.actions import Action, placeholders
+from app.copilot.llm import parse_slash
+
+MARK = "zq"  # string arguments get a marker appended, so an echo is found even for short words
+
+
+def allowed_on_card(action: type[Action]) -> set[str]:
+    names = set(action.shows)
+    for template in action.requires_approval.values():
+        names.update(placeholders(template))
+    return names
+
+
+def sample(action: type[Action]) -> dict[str, Any] | None:
+    """The arguments of the action's first slash-command example."""
+    for example in action.examples:
+        parsed = parse_slash(example)
+        if parsed and parsed[0] == action.name:
+            return parsed[1]
+    return None
+
+
+def check_action(kit: Any, name: str, person: str = "alice@example.com",
+                 other: str = "bob@example.com") -> list[str]:
+    """Run one action's contract on a seeded app; return its problems (empty: it holds)."""
+    from app.copilot.agent import engine
+    from app.copilot.testing import tool_call
+
+    with kit.app.app_context():
+        action = engine().registry.get(name)
+        if action is None:
+            return [f"{name}: no such action"]
+        kit.as_person(person)
+        arguments = sample(action)
+        if arguments is None:
+            return [f"{name}: cannot be checked: add an example like '/{name} field=value' to `examples` "
+                    "that works on the seeded demo data"]
+    marked = {k: f"{v}{MARK}" if isinstance(v, str) and k not in allowed_on_card(action) else v
+              for k, v in arguments.items()}
+    problems: list[str] = []
+    kit.model.enqueue(tool_call(name, **marked))
+    kit.chat(f"check {name}")
+    try:
+        card = kit.pending()
+    except LookupError:
+        kit.model.enqueue(tool_call(name, **arguments))  # the marker may have failed validation
+        kit.chat(f"check {name} again")
+        try:
+            card = kit.pending()
+        except LookupError:
+            return [f"{name}: no card was shown for {arguments!r} (does its example work on the seeded data for {person}?)"]
+        marked = arguments
+    if kit.calls(action):
+        problems.append(f"{name}: handle() ran before the card was confirmed")
+    shown = " ".join([card.reason, *card.rows.keys(), *map(str, card.rows.values())])
+    for key, value in marked.items():
+        if key in allowed_on_card(action) or not isinstance(value, str) or len(value) < 3:
+            continue
+        if value in shown:
+            problems.append(
+                f"{name}: the card shows the model's argument {key!r} ({value!r}); build the card from "
+                f"your own records, or declare shows = ({key!r},) if the person must see it")
+    kit.as_person(other)
+    if card.confirm() != "wrong_person" or kit.calls(action):
+        problems.append(f"{name}: another person ({other}) could confirm the card")
+    kit.as_person(person)
+    if card.decline() != "declined" or kit.calls(action):
+        problems.append(f"{name}: declining did not end the card with nothing run")
+    return problems
+
+
+def check_all(kit_factory: Any, names: list[str]) -> dict[str, list[str]]:
+    """Each action in a fresh app (kit_factory() -> context manager of a Copilot)."""
+    results = {}
+    for name in names:
+        with kit_factory() as kit:
+            results[name] = check_action(kit, name)
+    return results
