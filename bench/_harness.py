@@ -117,3 +117,32 @@ def summary(samples: list[float]) -> dict[str, float]:
 
 def temp_sqlite() -> str:
     return f"sqlite:///{tempfile.mkdtemp(prefix='countersign-bench-')}/bench.sqlite3"
+
+
+def compare(baseline: str, candidate: str, a: list[float], b: list[float], database_url: str) -> dict[str, Any]:
+    """The A/B figures of one run: each side's median and p99, and B over A."""
+    first, second = summary(a), summary(b)
+    return {"database": "postgresql" if database_url.startswith("postgres") else "sqlite", "n": len(b),
+            baseline: first, candidate: second,
+            "ratio_median": second["median_ms"] / first["median_ms"], "ratio_p99": second["p99_ms"] / first["p99_ms"]}
+
+
+def main(run: Any, title: str, baseline: str, candidate: str, doc: str | None) -> Any:
+    """The benchmarks' command line: --n, --database-url, --json; prints the table otherwise."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc)
+    parser.add_argument("--n", type=int, default=200)
+    parser.add_argument("--database-url", default=None)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = run(args.n, args.database_url or temp_sqlite())
+    if args.json:
+        print(json.dumps(result))
+        return result
+    print(f"{title} ({result['database']}, n={result['n']}, gunicorn -w 2)")
+    for name in (baseline, candidate):
+        s = result[name]
+        print(f"  {name:<10} median {s['median_ms']:.2f} ms   p99 {s['p99_ms']:.2f} ms")
+    print(f"  {'ratio':<10} median {result['ratio_median']:.2f}x   p99 {result['ratio_p99']:.2f}x")
+    return result

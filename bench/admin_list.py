@@ -6,12 +6,11 @@ first page, under gunicorn, alternating A/B in one run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 
-from _harness import ROOT, env_for, gunicorn, prepare, summary, temp_sqlite
+from _harness import ROOT, compare, env_for, gunicorn, main, prepare
 
 SEED = """
 import sys
@@ -98,33 +97,18 @@ def run(n: int, database_url: str, small: int = 1_000, large: int = 100_000) -> 
                 assert response.status == 200 and len(json.loads(body)["approvals"]) == 50, body[:200]
                 if i >= 10:  # the first ten are warm-up
                     times[name].append(elapsed)
-    a, b = summary(times["small"]), summary(times["large"])
     dash = subprocess.run([sys.executable, "-c", DASHBOARD, "30"], cwd=ROOT, env=env, check=True,
                           capture_output=True, text=True).stdout.split()[-2:]
-    return {"database": "postgresql" if database_url.startswith("postgres") else "sqlite", "n": n,
-            "rows_1k": a, "rows_100k": b,
-            "dashboard_ms": {"rows_1k": float(dash[0]), "rows_100k": float(dash[1])},
-            "ratio_median": b["median_ms"] / a["median_ms"], "ratio_p99": b["p99_ms"] / a["p99_ms"]}
+    return {**compare("rows_1k", "rows_100k", times["small"], times["large"], database_url),
+            "dashboard_ms": {"rows_1k": float(dash[0]), "rows_100k": float(dash[1])}}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--n", type=int, default=200)
-    parser.add_argument("--database-url", default=None)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    result = run(args.n, args.database_url or temp_sqlite())
-    if args.json:
-        print(json.dumps(result))
-        return
-    print(f"P2 admin pending list, first page of 50 ({result['database']}, n={result['n']}, gunicorn -w 2)")
-    for name in ("rows_1k", "rows_100k"):
-        s = result[name]
-        print(f"  {name:<9} median {s['median_ms']:.2f} ms   p99 {s['p99_ms']:.2f} ms")
-    print(f"  ratio     median {result['ratio_median']:.2f}x   p99 {result['ratio_p99']:.2f}x")
-    d = result["dashboard_ms"]
-    print(f"  dashboard figures (in process, median of 30): 1k {d['rows_1k']:.1f} ms, 100k {d['rows_100k']:.1f} ms")
+def report() -> None:
+    result = main(run, "P2 admin pending list, first page of 50", "rows_1k", "rows_100k", __doc__)
+    if "dashboard_ms" in result and not sys.argv.count("--json"):
+        d = result["dashboard_ms"]
+        print(f"  dashboard figures (in process, median of 30): 1k {d['rows_1k']:.1f} ms, 100k {d['rows_100k']:.1f} ms")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    report()

@@ -6,11 +6,7 @@ against a one-INSERT endpoint of the same app, both under gunicorn, alternating 
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-
-from _harness import Client, env_for, gunicorn, prepare, seed_posts, summary, temp_sqlite
+from _harness import Client, compare, env_for, gunicorn, main, prepare, seed_posts
 
 
 def run(n: int, database_url: str) -> dict[str, object]:
@@ -36,33 +32,8 @@ def run(n: int, database_url: str) -> dict[str, object]:
                     status, body, t = client.post(f"/api/approvals/{prompt['id']}/confirm", {"token": prompt["token"]})
                     confirm.append(t)
                 assert status == 200, (which, status, body)
-    base, conf = summary(baseline), summary(confirm)
-    return {
-        "database": "postgresql" if database_url.startswith("postgres") else "sqlite",
-        "n": len(confirm),
-        "insert": base,
-        "confirm": conf,
-        "ratio_median": conf["median_ms"] / base["median_ms"],
-        "ratio_p99": conf["p99_ms"] / base["p99_ms"],
-    }
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--n", type=int, default=200)
-    parser.add_argument("--database-url", default=None)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    result = run(args.n, args.database_url or temp_sqlite())
-    if args.json:
-        print(json.dumps(result))
-        return
-    print(f"P1 confirm round trip vs one INSERT ({result['database']}, n={result['n']}, gunicorn -w 2)")
-    for name in ("insert", "confirm"):
-        s = result[name]
-        print(f"  {name:<8} median {s['median_ms']:.2f} ms   p99 {s['p99_ms']:.2f} ms")
-    print(f"  ratio    median {result['ratio_median']:.2f}x   p99 {result['ratio_p99']:.2f}x")
+    return compare("insert", "confirm", baseline, confirm, database_url)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main(run, "P1 confirm round trip vs one INSERT", "insert", "confirm", __doc__)

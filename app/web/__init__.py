@@ -149,11 +149,16 @@ def post_message(conversation_id: int) -> Any:
     if not text:
         return ("", 204)
     added = agent.send_message(conversation, actor.user, text[:4000], channel="web")
+    return messages_or_page(added, actor, conversation.id)
+
+
+def messages_or_page(messages: list[Message], actor: Actor, conversation_id: int) -> Any:
+    """The new messages as a fragment for htmx; a redirect to the chat page otherwise."""
     if request.htmx:  # type: ignore[attr-defined]
-        response = make_response(render_messages(added, actor))
+        response = make_response(render_messages(messages, actor))
         response.headers["Vary"] = "HX-Request"
         return response
-    return redirect(url_for("web.chat", conversation_id=conversation.id))
+    return redirect(url_for("web.chat", conversation_id=conversation_id))
 
 
 @bp.post("/c/<int:conversation_id>/retry")
@@ -167,12 +172,8 @@ def retry(conversation_id: int) -> Any:
         sa.select(Message).where(Message.conversation_id == conversation.id).order_by(Message.id.desc()).limit(1)
     )
     added = agent.retry(conversation, actor.user, channel="web")
-    if request.htmx:  # type: ignore[attr-defined]
-        shown = [failed] if failed is not None and added else []
-        response = make_response(render_messages([*shown, *added], actor))
-        response.headers["Vary"] = "HX-Request"
-        return response
-    return redirect(url_for("web.chat", conversation_id=conversation.id))
+    shown = [failed] if failed is not None and added else []
+    return messages_or_page([*shown, *added], actor, conversation.id)
 
 
 @bp.get("/approvals/<approval_id>")
