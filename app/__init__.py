@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import urlsplit
 
 from flask import Flask, jsonify, render_template, request
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from app import config as settings
-from app.errors import CountersignError, ServiceUnavailable
+from app.errors import CountersignError, CrossSite, ServiceUnavailable
 from app.extensions import csrf, db, htmx, limiter, login, migrate, redis_client
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,8 @@ def register_blueprints(app: Flask) -> None:
 
 
 def register_errorhandlers(app: Flask) -> None:
+    """Each domain error is one clear message and status: JSON for the API, a page otherwise."""
+
     def wants_json() -> bool:
         return request.path.startswith("/api/") or request.accept_mimetypes.best == "application/json"
 
@@ -122,6 +125,19 @@ def register_commands(app: Flask) -> None:
 
 
 def register_headers(app: Flask) -> None:
+    @app.before_request
+    def refuse_cross_site_writes() -> Any:
+        """Browsers say where a request comes from: a state-changing request from another site is
+        refused before anything reads it (CSRF tokens are the second line). A bearer token is not
+        ambient, so API calls that carry one are exempt."""
+        if request.method in ("GET", "HEAD", "OPTIONS") or request.headers.get("Authorization"):
+            return None
+        origin = request.headers.get("Origin")
+        cross = request.headers.get("Sec-Fetch-Site") == "cross-site"
+        if cross or (origin and urlsplit(origin).netloc != request.host):
+            raise CrossSite()
+        return None
+
     @app.after_request
     def security_headers(response: Any) -> Any:
         response.headers.setdefault(

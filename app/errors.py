@@ -56,6 +56,13 @@ class TooManyPending(CountersignError):
     message = "Too many requests are waiting for an answer."
 
 
+class CrossSite(CountersignError):
+    """A state-changing request came from another site; nothing read it."""
+
+    status = 403
+    message = "This request came from another site and was refused."
+
+
 class BadValues(CountersignError):
     """Submitted values do not fit the action's schema."""
 

@@ -10,6 +10,7 @@ from app.copilot.actions import Kind, discover
 from app.errors import ActionDeclarationError
 from app.extensions import db
 from app.models import ApiToken, User
+from tests.conftest import CSRF
 
 
 def test_secret_key_is_required_outside_development(monkeypatch):
@@ -112,3 +113,39 @@ def test_migrations_match_the_models(app):
     with app.app_context(), db.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), db.metadata)
     assert diff == []
+
+
+def test_a_cross_site_post_is_refused_before_anything_runs(alice, posts, handle_calls):
+    convo = alice.new_conversation()
+    approval, token = alice.card(alice.say(convo, f"/delete_post post={posts['Spring meetup']}"))
+    for headers in ({"Origin": "https://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):
+        response = alice.client.post(f"/approvals/{approval}/confirm", data={"token": token},
+                                     headers={"X-CSRFToken": alice.csrf, **headers})
+        assert response.status_code == 403
+    assert handle_calls["n"] == 0
+    same_site = alice.client.post(f"/approvals/{approval}/confirm", data={"token": token},
+                                  headers={"X-CSRFToken": alice.csrf, "Origin": "http://localhost",
+                                           "Sec-Fetch-Site": "same-origin", "HX-Request": "true"})
+    assert same_site.status_code == 200 and handle_calls["n"] == 1
+
+
+def test_session_cookie_is_httponly_lax_and_secure_outside_development(database_url):
+    app = create_app({"COUNTERSIGN_ENV": "production", "SECRET_KEY": "k", "SWEEP_ON_START": False,
+                      "SQLALCHEMY_DATABASE_URI": database_url})
+    page = app.test_client().get("/login", base_url="https://countersign.example")
+    cookie = page.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Secure" in cookie
+
+
+def test_a_card_token_signed_with_the_previous_key_works_during_rotation(app, alice, posts, handle_calls):
+    old_key = app.config["SECRET_KEY"]
+    first = alice.card(alice.say(alice.new_conversation(), f"/delete_post post={posts['Spring meetup']}"))
+    second = alice.card(alice.say(alice.new_conversation(), f"/delete_post post={posts['Launch notes']}"))
+    app.config.update(SECRET_KEY="the-new-key", SECRET_KEY_FALLBACKS=[old_key])
+    # The session survives (Flask reads it with the fallback); the page's CSRF token is re-read, as a
+    # reload would; the card's token, signed with the old key, still verifies.
+    alice.csrf = CSRF.search(alice.client.get("/").get_data(as_text=True)).group(1)
+    assert alice.answer(*first).status_code == 200 and handle_calls["n"] == 1
+    app.config.update(SECRET_KEY_FALLBACKS=[])  # the old key is retired
+    refused = alice.answer(*second)
+    assert refused.status_code in (302, 400, 401) and handle_calls["n"] == 1
