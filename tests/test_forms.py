@@ -14,6 +14,7 @@ from pydantic import BaseModel, SecretStr
 from app.copilot.actions import Action, Kind, register
 from app.copilot.agent import engine
 from app.copilot.schema import elicitation
+from app.copilot.testing import text as text_part
 from app.copilot.testing import tool_call
 from app.extensions import db
 from app.models import Approval, AuditEvent, Message, Post, Run
@@ -248,3 +249,29 @@ def test_an_expired_form_runs_nothing_and_the_model_is_told(app, alice, model):
     with app.app_context():
         assert db.session.get(Approval, approval).status == "expired"
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Post).where(Post.title == "Late")) == 0
+
+
+class Subscribe(Action):
+    """Subscribe to a newsletter."""
+
+    kind = Kind.WRITE
+    ask_for_missing = True
+
+    class Input(BaseModel):
+        topic: str
+        weekly: bool = True
+
+    def handle(self, ctx, input):
+        return f"weekly={input.weekly}"
+
+
+def test_an_unticked_checkbox_in_the_browser_means_false(app, alice, model):
+    with app.app_context():
+        Subscribe.name, Subscribe.source = "subscribe", __file__
+        engine().registry.actions["subscribe"] = Subscribe
+        engine()._agent = None
+    model.enqueue(tool_call("subscribe", weekly=True))
+    approval, token = form_of(alice.say(alice.new_conversation(), "subscribe me"))
+    model.enqueue(text_part("ok"))
+    submit(alice, approval, token, topic="news")  # the checkbox was unticked: not sent
+    assert "weekly=False" in model.seen()

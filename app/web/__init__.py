@@ -87,6 +87,17 @@ def own_conversation(conversation_id: int, user: User) -> Conversation:
     return conversation
 
 
+def submitted_values(approval_id: str) -> dict[str, Any]:
+    """The browser's form as values: an unticked checkbox is sent as nothing, so it means False."""
+    values: dict[str, Any] = request.form.to_dict()
+    approval = db.session.get(Approval, approval_id)
+    if approval is not None and approval.form:
+        for name, prop in approval.form["requestedSchema"]["properties"].items():
+            if prop.get("type") == "boolean" and name not in values:
+                values[name] = False
+    return values
+
+
 def render_partial(approval: Approval, context: dict[str, Any]) -> str:
     """The card's or the form's fragment, in its current state."""
     name = "partials/_form.html" if approval.type == "form" else "partials/_card.html"
@@ -206,7 +217,7 @@ def answer(approval_id: str, decision: str) -> Any:
     token = request.form.get("token", "")
     try:
         if decision == "submit":
-            approval, added = agent.answer_form(approval_id, token, actor, request.form)
+            approval, added = agent.answer_form(approval_id, token, actor, submitted_values(approval_id))
         else:
             approval, added = agent.answer(approval_id, token, actor, decision)
     except CountersignError as error:
