@@ -166,3 +166,31 @@ def test_admin_revokes_alices_pending_card(app, browser, page, server, posts, sh
     page.locator(".card__outcome").get_by_text("Revoked by an admin").wait_for()
     with app.app_context():
         assert db.session.get(Post, posts["Spring meetup"]) is not None
+
+
+def test_the_card_works_from_the_keyboard(app, page, server, posts):
+    sign_in_and_open_chat(page, server)
+    ask(page, f"/delete_post post={posts['Launch notes']}")
+    card = page.locator(".card").last
+    card.get_by_text("Delete this post? This cannot be undone.").wait_for()
+    assert page.evaluate("document.activeElement.id") == "text"  # focus stays in the composer
+    card.get_by_role("button", name="Decline").focus()
+    page.keyboard.press("Enter")
+    page.locator(".card__outcome").get_by_text("Declined · declined").wait_for()
+    assert card.get_attribute("aria-live") == "polite" and card.get_attribute("role") == "group"
+    with app.app_context():
+        assert db.session.get(Post, posts["Launch notes"]) is not None
+
+
+def test_the_chat_fits_a_phone(browser, server, posts, shots):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    phone = context.new_page()
+    phone.set_default_timeout(10_000)
+    try:
+        sign_in_and_open_chat(phone, server)
+        ask(phone, f"/delete_post post={posts['Spring meetup']}")
+        phone.locator(".card").last.get_by_role("button", name="Confirm").wait_for()
+        assert phone.evaluate("document.documentElement.scrollWidth") <= 390  # no sideways scrolling
+        phone.screenshot(path=str(shots / "card-phone.png"))
+    finally:
+        context.close()
