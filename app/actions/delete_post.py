@@ -7,9 +7,8 @@ from app.models import Post
 @expose("blog")
 class DeletePost(Action):
     """Delete a post."""
-
     kind = Kind.DESTRUCTIVE
-    done_label = "Removed"
+    reason = "Delete this post? This cannot be undone."
     examples = ["/delete_post post=1"]
 
     class Input(BaseModel):
@@ -18,14 +17,9 @@ class DeletePost(Action):
     def authorize(self, ctx, input):
         return ctx.find(Post, input.post).author_id == ctx.user.id
 
-    def approval_reason(self, ctx, input):
-        return "Delete this post? This cannot be undone."
-
     def approval_summary(self, ctx, input):
-        post = ctx.find(Post, input.post)
-        return {"Post": post.title, "Status": post.status}
+        return {"Post": (post := ctx.find(Post, input.post)).title, "Status": post.status}
 
     def handle(self, ctx, input):
-        post = ctx.find(Post, input.post)
-        ctx.db.delete(post)
+        ctx.db.delete(post := ctx.find(Post, input.post))
         return f"Deleted “{post.title}”."

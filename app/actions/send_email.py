@@ -10,7 +10,6 @@ class SendEmail(Action):
     """Send an email on your behalf."""
 
     kind = Kind.EXTERNAL
-    done_label = "Sent"
     examples = ["/send_email to=dana@example.org subject=Hello body=Hi", "send an email", "email someone"]
     shows = ("to", "subject", "body")  # an email's text is what the person approves
 

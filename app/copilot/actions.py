@@ -32,6 +32,11 @@ class Kind(enum.StrEnum):
     def needs_card(self) -> bool:
         return self in (Kind.DESTRUCTIVE, Kind.EXTERNAL)
 
+    @property
+    def done_label(self) -> str:
+        """The card's outcome row once the action ran, unless the action names its own."""
+        return {Kind.DESTRUCTIVE: "Removed", Kind.EXTERNAL: "Sent"}.get(self, "Done")
+
 
 M = TypeVar("M")
 
@@ -66,7 +71,8 @@ class Action:
     Input: ClassVar[type[BaseModel]]
     examples: ClassVar[list[str]] = []
     ask_for_missing: ClassVar[bool] = False
-    done_label: ClassVar[str] = "Done"  # the card's outcome row once it ran, e.g. "Removed"
+    done_label: ClassVar[str] = ""  # the card's outcome row once it ran; default from the kind
+    reason: ClassVar[str] = ""  # a card sentence that never changes (else define approval_reason)
     toolsets: ClassVar[tuple[str, ...]] = ()
     # Multi-operation tools: operation -> the card's sentence, "{field}" filled from the input.
     requires_approval: ClassVar[dict[str, str]] = {}
@@ -93,6 +99,8 @@ class Action:
         DESTRUCTIVE and EXTERNAL actions must override it."""
         template = self.requires_approval.get(getattr(input, "operation", None) or "")
         if template is None:
+            if self.reason:
+                return self.reason
             raise NotImplementedError
         return template.format(**{k: _plain(v) for k, v in input.model_dump().items()})
 
@@ -214,10 +222,10 @@ def register(registry: Registry, action: type[Action], module: ModuleType) -> No
                 f"{what} must be exposed through a named toolset",
                 f'decorate it with @expose("<toolset>") (e.g. @expose("{action.name.split("_")[-1]}"))',
             )
-        if action.kind.needs_card and action.approval_reason is Action.approval_reason:
+        if action.kind.needs_card and action.approval_reason is Action.approval_reason and not action.reason:
             fail(
                 f"{what} needs a card sentence",
-                "define approval_reason(self, ctx, input) returning the question the person answers",
+                "set reason = \"…?\" or define approval_reason(self, ctx, input) returning the question",
             )
     if action.ask_for_missing and not action.kind.needs_card:
         from app.copilot.schema import elicitation, secret_fields

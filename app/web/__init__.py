@@ -37,7 +37,7 @@ def outcome_label(approval: Approval) -> str:
         return "Submitted · done"
     if approval.status == "done":
         action = agent.engine().registry.get(approval.action)
-        return f"{action.done_label if action else 'Done'} · done"
+        return f"{(action.done_label or action.kind.done_label) if action else 'Done'} · done"
     if approval.status == "failed":
         return f"Failed — {approval.result or 'the action raised an error'}"
     return OUTCOMES.get(approval.status, approval.status)
