@@ -69,6 +69,7 @@ def register_blueprints(app: Flask) -> None:
     from app.api import bp as api_bp
     from app.api.admin import bp as api_admin_bp
     from app.auth import bp as auth_bp
+    from app.connectors import bp as connectors_bp
     from app.web import bp as web_bp
 
     app.register_blueprint(auth_bp)
@@ -76,6 +77,7 @@ def register_blueprints(app: Flask) -> None:
     app.register_blueprint(admin_bp, url_prefix="/admin")
     app.register_blueprint(api_bp, url_prefix="/api")
     app.register_blueprint(api_admin_bp, url_prefix="/api/admin")
+    app.register_blueprint(connectors_bp, url_prefix="/connectors")
     if app.config["BENCH_PROBE"]:
         from app.api.probe import bp as probe_bp
 
@@ -132,6 +134,8 @@ def register_headers(app: Flask) -> None:
         ambient, so API calls that carry one are exempt."""
         if request.method in ("GET", "HEAD", "OPTIONS") or request.headers.get("Authorization"):
             return None
+        if request.blueprint == "connectors":
+            return None  # server-to-server webhooks, verified by their own signatures
         origin = request.headers.get("Origin")
         cross = request.headers.get("Sec-Fetch-Site") == "cross-site"
         if cross or (origin and urlsplit(origin).netloc != request.host):

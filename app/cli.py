@@ -27,6 +27,8 @@ def register(app: Flask) -> None:
     app.cli.add_command(users)
     app.cli.add_command(approvals_cli)
     app.cli.add_command(audit_cli)
+    app.cli.add_command(connectors_cli)
+    app.cli.add_command(worker)
 
 
 @click.command()
@@ -165,6 +167,45 @@ def audit_verify() -> None:
     click.echo(str(verdict))
     if not verdict.ok:
         raise SystemExit(1)
+
+
+connectors_cli = AppGroup("connectors", help="Chat connectors: who is who.")
+
+
+@connectors_cli.command("link")
+@click.argument("connector", type=click.Choice(["telegram", "slack", "email"]))
+@click.argument("external_id")
+@click.argument("email")
+def connectors_link(connector: str, external_id: str, email: str) -> None:
+    """Map a connector identity (a Telegram or Slack user id, an email address) to a person."""
+    from app.models import ConnectorIdentity
+
+    user = db.session.scalar(sa.select(User).where(User.email == email.lower()))
+    if user is None:
+        raise click.ClickException(f"No person with email {email}.")
+    external = external_id.lower() if connector == "email" else external_id
+    row = db.session.scalar(sa.select(ConnectorIdentity).where(
+        ConnectorIdentity.connector == connector, ConnectorIdentity.external_id == external))
+    if row is None:
+        db.session.add(ConnectorIdentity(connector=connector, external_id=external, user_id=user.id))
+    else:
+        row.user_id = user.id
+    db.session.commit()
+    click.echo(f"{connector} {external} -> {email}")
+
+
+@click.command("worker")
+@click.option("--burst", is_flag=True, help="Work until the queue is empty, then stop.")
+@with_appcontext
+def worker(burst: bool) -> None:
+    """Run an RQ worker for connector turns, inside the app (needs REDIS_URL)."""
+    from rq import Queue, Worker
+
+    from app.extensions import redis_client
+
+    if not current_app.config.get("REDIS_URL"):
+        raise click.ClickException("Set REDIS_URL: without it, connector turns run in a thread of the web process.")
+    Worker([Queue("countersign", connection=redis_client.client)], connection=redis_client.client).work(burst=burst)
 
 
 approvals_cli = AppGroup("approvals", help="Housekeeping for approvals.")

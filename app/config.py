@@ -72,6 +72,20 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         ],
         "FILES_ROOT": _env("FILES_ROOT", str(INSTANCE / "files")),
         "SMTP_URL": _env("SMTP_URL"),
+        "TELEGRAM_BOT_TOKEN": _env("TELEGRAM_BOT_TOKEN"),
+        "TELEGRAM_WEBHOOK_SECRET": _env("TELEGRAM_WEBHOOK_SECRET"),
+        "TELEGRAM_API_BASE": _env("TELEGRAM_API_BASE", "https://api.telegram.org"),
+        "SLACK_BOT_TOKEN": _env("SLACK_BOT_TOKEN"),
+        "SLACK_SIGNING_SECRET": _env("SLACK_SIGNING_SECRET"),
+        "SLACK_API_BASE": _env("SLACK_API_BASE", "https://slack.com/api"),
+        "EMAIL_WEBHOOK_SECRET": _env("EMAIL_WEBHOOK_SECRET"),
+        # Seconds a chat thread waits for "yes" (never longer than the card's own life).
+        "CONNECTOR_CONFIRM_TTL": _int("CONNECTOR_CONFIRM_TTL", 120),
+        # Connectors that may take "yes" for an answer; the others post a link to the card.
+        "CONNECTORS_CONFIRM_BY_REPLY": [
+            c for c in (_env("CONNECTORS_CONFIRM_BY_REPLY", "telegram,slack,email") or "").split(",") if c
+        ],
+        "PUBLIC_URL": _env("PUBLIC_URL", "http://127.0.0.1:5000"),
         "MAIL_FROM": _env("MAIL_FROM", "countersign@localhost"),
         "RATELIMIT_ENABLED": _bool("RATELIMIT_ENABLED", True),
         "RATELIMIT_STORAGE_URI": _env("REDIS_URL") or "memory://",

@@ -12,11 +12,9 @@ from flask import current_app
 
 def deliver(email: Any, sender: str) -> None:
     """Send an outbox row once; its idempotency key travels as the Message-ID."""
-    url = current_app.config.get("SMTP_URL")
-    if not url:
+    if not current_app.config.get("SMTP_URL"):
         email.status = "queued"
         return
-    parts = urlparse(url)
     message = EmailMessage()
     message["From"] = current_app.config["MAIL_FROM"]
     message["Reply-To"] = sender
@@ -25,9 +23,18 @@ def deliver(email: Any, sender: str) -> None:
     if email.idempotency_key:
         message["Message-ID"] = f"<{email.idempotency_key}@countersign>"
     message.set_content(email.body)
+    smtp_send(message)
+    email.status = "sent"
+
+
+def smtp_send(message: EmailMessage) -> None:
+    """Send one message through SMTP_URL (refuses when it is unset)."""
+    url = current_app.config.get("SMTP_URL")
+    if not url:
+        raise RuntimeError("SMTP_URL is not set")
+    parts = urlparse(url)
     smtp_class = smtplib.SMTP_SSL if parts.scheme == "smtps" else smtplib.SMTP
     with smtp_class(parts.hostname or "localhost", parts.port or 25, timeout=10) as smtp:
         if parts.username:
             smtp.login(unquote(parts.username), unquote(parts.password or ""))
         smtp.send_message(message)
-    email.status = "sent"

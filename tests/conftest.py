@@ -109,6 +109,9 @@ def app(database_url: str, app_config: dict[str, Any], tmp_path: Any) -> Iterato
         empty_tables()
         seed_demo()
         db.session.remove()
+        from app.extensions import redis_client
+
+        redis_client.client.flushdb()  # the tests' own Redis database: waits, dedupe keys, queue
     yield app
     with app.app_context():
         db.session.remove()

@@ -400,6 +400,13 @@ def revoke(approval_id: str, admin: User) -> Approval:
     return approval
 
 
+def supersede(approval_id: str, channel: str) -> None:
+    """A newer card replaced this one in a chat thread; the waiting run is told."""
+    approval = approvals.supersede(approval_id, channel)
+    if approval is not None:
+        resume_if_ready(approval.run_id, approval.user, channel)
+
+
 def expire_due(conversation_id: int | None = None) -> list[Approval]:
     """End every pending approval past its time and tell the waiting runs."""
     ended = []

@@ -38,7 +38,8 @@ from app.models import Approval, Run, User, utcnow
 log = logging.getLogger(__name__)
 
 TOKEN_SALT = "countersign.approval-token"
-FINAL = {"done", "declined", "cancelled", "changed", "refused", "expired", "revoked", "failed", "interrupted"}
+FINAL = {"done", "declined", "cancelled", "changed", "refused", "expired", "revoked", "failed", "interrupted",
+         "superseded"}
 
 # What the model reads for each outcome (done and failed add the action's own words).
 MODEL_LINES = {
@@ -48,6 +49,7 @@ MODEL_LINES = {
     "refused": "Refused at confirmation: the person may no longer do this. Nothing ran.",
     "expired": "The card expired before the person answered. Nothing was done.",
     "revoked": "An admin revoked this request. Nothing was done.",
+    "superseded": "A newer request replaced this one before the person answered. Nothing was done.",
     "cancelled": "The person set this aside for now (Not now). Nothing was done; do not ask again unless they do.",
     "interrupted": "Interrupted: the server stopped while this ran. It will not be retried; "
     "check the result before asking again.",
@@ -435,6 +437,22 @@ def revoke(approval_id: str, admin: User, channel: str = "admin") -> Approval:
         db.session.rollback()
         raise _refuse(AlreadyDecided(), "revoke_already_decided", actor, approval, approval_id)
     audit.record("approval.decided", "revoked", tenant_id=approval.tenant_id, user_id=admin.id,
+                 approval_id=approval.id, detail=approval.action, channel=channel)
+    db.session.commit()
+    db.session.refresh(approval)
+    return approval
+
+
+def supersede(approval_id: str, channel: str) -> Approval | None:
+    """A newer card took this one's place in a chat thread: pending -> superseded, nothing runs."""
+    approval = db.session.get(Approval, approval_id)
+    if approval is None or not won(
+        sa.update(Approval).where(Approval.id == approval.id, Approval.status == "pending")
+        .values(status="superseded", decided_at=utcnow())
+    ):
+        db.session.rollback()
+        return None
+    audit.record("approval.decided", "superseded", tenant_id=approval.tenant_id, user_id=approval.user_id,
                  approval_id=approval.id, detail=approval.action, channel=channel)
     db.session.commit()
     db.session.refresh(approval)

@@ -79,12 +79,11 @@ def offline_respond(messages: list[ModelMessage], info: AgentInfo) -> ModelRespo
     """Relay tool results; otherwise turn a slash command or keywords into a call."""
     last = messages[-1]
     if isinstance(last, ModelRequest):
+        asked = [p.content for p in last.parts if isinstance(p, UserPromptPart)]
         results = [p for p in last.parts if isinstance(p, ToolReturnPart | RetryPromptPart)]
-        if results:
+        if results and not asked:  # a new message beside waiting calls is answered as a message
             return ModelResponse(parts=[TextPart("\n".join(_result_text(p) for p in results))])
-        prompt = next(
-            (p.content for p in reversed(last.parts) if isinstance(p, UserPromptPart)), ""
-        )
+        prompt = asked[-1] if asked else ""
     else:
         prompt = ""
     text = prompt if isinstance(prompt, str) else " ".join(str(p) for p in prompt)

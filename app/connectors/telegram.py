@@ -1,0 +1,45 @@
+"""Telegram: the Bot API webhook (verified by its secret_token header) and sendMessage."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+from flask import current_app
+
+from app.connectors.base import Connector, Inbound
+from app.connectors.http import post_json
+from app.models import ConnectorThread
+
+
+class Telegram(Connector):
+    name = "telegram"
+
+    def send(self, thread: ConnectorThread, text: str) -> None:
+        chat, _, topic = thread.thread_key.partition(":")
+        payload: dict[str, Any] = {"chat_id": int(chat) if chat.lstrip("-").isdigit() else chat, "text": text}
+        if topic:
+            payload["message_thread_id"] = int(topic)
+        base, token = current_app.config["TELEGRAM_API_BASE"], current_app.config["TELEGRAM_BOT_TOKEN"]
+        post_json(f"{base.rstrip('/')}/bot{token}/sendMessage", payload)
+
+
+def verified(headers: Any) -> bool:
+    """The header Telegram sends with every update, compared in constant time."""
+    secret = current_app.config["TELEGRAM_WEBHOOK_SECRET"] or ""
+    given = headers.get("X-Telegram-Bot-Api-Secret-Token", "")
+    return bool(secret) and hmac.compare_digest(given.encode(), secret.encode())
+
+
+def parse(update: dict[str, Any]) -> Inbound | None:
+    """An update with a message (text, or a caption, or a file/sticker alone)."""
+    message = update.get("message") or update.get("edited_message")
+    if not isinstance(message, dict) or "chat" not in message or "from" not in message:
+        return None
+    thread = str(message["chat"]["id"])
+    if message.get("message_thread_id"):
+        thread += f":{message['message_thread_id']}"
+    files = any(k in message for k in ("document", "photo", "sticker", "voice", "video", "audio", "animation"))
+    return Inbound(connector="telegram", thread_key=thread, sender=str(message["from"]["id"]),
+                   text=message.get("text") or message.get("caption") or "",
+                   event_id=str(update.get("update_id")), has_files=files)
