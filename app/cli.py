@@ -29,6 +29,7 @@ def register(app: Flask) -> None:
     app.cli.add_command(audit_cli)
     app.cli.add_command(connectors_cli)
     app.cli.add_command(worker)
+    app.cli.add_command(mcp_command)
 
 
 @click.command()
@@ -145,14 +146,15 @@ users = AppGroup("users", help="People and their personal access tokens.")
 @users.command("create-token")
 @click.argument("email")
 @click.option("--name", default="cli", help="A label for the token.")
-def create_token_cmd(email: str, name: str) -> None:
+@click.option("--toolsets", default="", help="Comma-separated toolsets an MCP client may use (default: all configured).")
+def create_token_cmd(email: str, name: str, toolsets: str) -> None:
     """Print a new personal access token for EMAIL (shown once)."""
     from app.auth import create_token
 
     user = db.session.scalar(sa.select(User).where(User.email == email.lower()))
     if user is None:
         raise click.ClickException(f"No person with email {email}.")
-    click.echo(create_token(user, name))
+    click.echo(create_token(user, name, toolsets))
 
 
 audit_cli = AppGroup("audit", help="The audit log.")
@@ -206,6 +208,19 @@ def worker(burst: bool) -> None:
     if not current_app.config.get("REDIS_URL"):
         raise click.ClickException("Set REDIS_URL: without it, connector turns run in a thread of the web process.")
     Worker([Queue("countersign", connection=redis_client.client)], connection=redis_client.client).work(burst=burst)
+
+
+@click.command("mcp")
+@click.option("--host", default="127.0.0.1")
+@click.option("--port", default=8765, type=int)
+@with_appcontext
+def mcp_command(host: str, port: int) -> None:
+    """Serve MCP (streamable HTTP at /mcp) with uvicorn, over this app's database and actions."""
+    import uvicorn
+
+    from app.mcp import create_mcp_app
+
+    uvicorn.run(create_mcp_app(current_app._get_current_object()), host=host, port=port)  # type: ignore[attr-defined]
 
 
 approvals_cli = AppGroup("approvals", help="Housekeeping for approvals.")

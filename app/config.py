@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 from pathlib import Path
@@ -86,6 +87,11 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
             c for c in (_env("CONNECTORS_CONFIRM_BY_REPLY", "telegram,slack,email") or "").split(",") if c
         ],
         "PUBLIC_URL": _env("PUBLIC_URL", "http://127.0.0.1:5000"),
+        # MCP: request-state keys (first seals, all unseal; ≥ 32 bytes), hosts and origins allowed.
+        "MCP_STATE_KEYS": [k for k in (_env("MCP_STATE_KEYS") or "").split(",") if k]
+        or [hashlib.sha256(f"mcp-state:{secret}".encode()).hexdigest()],
+        "MCP_ALLOWED_HOSTS": (_env("MCP_ALLOWED_HOSTS", "127.0.0.1:*,localhost:*") or "").split(","),
+        "MCP_ALLOWED_ORIGINS": (_env("MCP_ALLOWED_ORIGINS", "http://127.0.0.1:*,http://localhost:*") or "").split(","),
         "MAIL_FROM": _env("MAIL_FROM", "countersign@localhost"),
         "RATELIMIT_ENABLED": _bool("RATELIMIT_ENABLED", True),
         "RATELIMIT_STORAGE_URI": _env("REDIS_URL") or "memory://",

@@ -80,6 +80,8 @@ class ApiToken(Model):
     user_id: Mapped[int] = mapped_column(sa.ForeignKey("users.id"), index=True)
     name: Mapped[str] = mapped_column(sa.String(200), default="")
     token_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    # The toolsets an MCP client with this token reaches ("" = the app's COUNTERSIGN_TOOLSETS).
+    toolsets: Mapped[str] = mapped_column(sa.String(500), default="", server_default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     revoked: Mapped[bool] = mapped_column(default=False)
 

@@ -68,10 +68,10 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(user: User, name: str = "") -> str:
+def create_token(user: User, name: str = "", toolsets: str = "") -> str:
     """A new personal access token for the API and MCP; only its hash is kept."""
     token = "cs_" + secrets.token_urlsafe(32)
-    db.session.add(ApiToken(user_id=user.id, name=name, token_hash=hash_token(token)))
+    db.session.add(ApiToken(user_id=user.id, name=name, token_hash=hash_token(token), toolsets=toolsets))
     db.session.commit()
     return token
 
@@ -81,13 +81,17 @@ def bearer_token() -> ApiToken | None:
     header = request.headers.get("Authorization", "")
     if not header.lower().startswith("bearer "):
         return None
-    row = db.session.scalar(
-        sa.select(ApiToken).where(ApiToken.token_hash == hash_token(header[7:].strip()),
-                                  ApiToken.revoked.is_(False))
-    )
+    row = find_token(header[7:].strip())
     if row is None:
         abort(401)
     return row
+
+
+def find_token(token: str) -> ApiToken | None:
+    """The live token row for a presented token (compared by its hash)."""
+    return db.session.scalar(
+        sa.select(ApiToken).where(ApiToken.token_hash == hash_token(token), ApiToken.revoked.is_(False))
+    )
 
 
 def current_actor(channel: str = "web") -> Actor:

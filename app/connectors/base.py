@@ -78,10 +78,6 @@ def first_line(text: str) -> str:
     return ""
 
 
-def card_link(approval_id: str) -> str:
-    return f"{current_app.config['PUBLIC_URL'].rstrip('/')}/approvals/{approval_id}"
-
-
 def receive(connector: Connector, inbound: Inbound) -> str:
     """Handle one inbound message; returns what happened (for logs and tests)."""
     redis = redis_client.client
@@ -190,7 +186,7 @@ def post_card(connector: Connector, thread: ConnectorThread, approval: Approval)
     """Ask in the thread, or, where this connector may not take "yes" (or it is a form), link
     to the card in the web app: nothing risky runs unasked (fail closed)."""
     if approval.type != "confirm" or not connector.confirms_by_reply:
-        connector.send(thread, f"Please answer this in Countersign: {card_link(approval.id)}")
+        connector.send(thread, f"Please answer this in Countersign: {approvals.card_url(approval.id)}")
         return
     redis = redis_client.client
     key = wait_key(connector.name, thread.thread_key)
@@ -207,10 +203,10 @@ def _latest_link(inbound: Inbound) -> str:
     """A link to the sender's newest pending card, for when Redis cannot be asked."""
     identity = _identity(inbound)
     if identity is None:
-        return card_link("")
+        return approvals.card_url("")
     approval = db.session.scalar(sa.select(Approval).where(
         Approval.user_id == identity.user_id, Approval.status == "pending").order_by(Approval.created_at.desc()))
-    return card_link(approval.id) if approval else current_app.config["PUBLIC_URL"]
+    return approvals.card_url(approval.id) if approval else current_app.config["PUBLIC_URL"]
 
 
 def _send_raw(connector: Connector, inbound: Inbound, text: str) -> None:

@@ -400,6 +400,38 @@ def revoke(approval_id: str, admin: User) -> Approval:
     return approval
 
 
+def call_direct(user: User, action_name: str, arguments: dict[str, Any], channel: str,
+                toolsets: list[str]) -> tuple[str, Approval | None]:
+    """A client that is its own agent (MCP) calls one action: the same validation, authorize,
+    forms and cards as the agent loop; (what to answer, the approval it now waits on, if any).
+    The call is a Run of status 'external' in the person's conversation for that channel."""
+    action = engine().registry.get(action_name)
+    if action is None or action not in engine().registry.exposed(toolsets):
+        return f"Unknown tool {action_name!r}.", None
+    title = f"{channel} client"
+    conversation = db.session.scalar(sa.select(Conversation).where(
+        Conversation.user_id == user.id, Conversation.title == title))
+    if conversation is None:
+        conversation = Conversation(tenant_id=user.tenant_id, user_id=user.id, title=title)
+        db.session.add(conversation)
+        db.session.flush()
+    run = Run(conversation_id=conversation.id, status="external")
+    db.session.add(run)
+    db.session.flush()
+    turn = Turn(ctx=context_for(user, channel), run=run, registry=engine().registry, step=1)
+    try:
+        said = call_action(turn, action, dict(arguments), f"{channel}-{run.id}")
+    except CallDeferred:
+        db.session.commit()
+        return "", turn.created[0]
+    except ModelRetry as exc:
+        db.session.rollback()
+        return f"Invalid arguments: {exc}", None
+    run.status = "done"
+    db.session.commit()
+    return said, None
+
+
 def supersede(approval_id: str, channel: str) -> None:
     """A newer card replaced this one in a chat thread; the waiting run is told."""
     approval = approvals.supersede(approval_id, channel)

@@ -110,6 +110,11 @@ def won(statement: sa.Update) -> bool:
     return cast("sa.CursorResult[Any]", result).rowcount == 1
 
 
+def card_url(approval_id: str) -> str:
+    """The card's own page, for links from MCP clients and chat connectors."""
+    return f"{current_app.config['PUBLIC_URL'].rstrip('/')}/approvals/{approval_id}"
+
+
 def ttl() -> int:
     return int(current_app.config["APPROVALS_TTL"])
 

@@ -1,0 +1,260 @@
+"""Countersign over MCP (streamable HTTP, protocol 2026-07-28): the actions in the token's
+toolsets as tools; a missing field is a form elicitation, a card is a URL elicitation to the
+card's page, both as an InputRequiredResult whose sealed request state names the approval.
+Every answer goes through copilot.approvals, like the browser's."""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp_types as types
+from flask import Flask
+from mcp.server.lowlevel import Server
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+log = logging.getLogger(__name__)
+AUDIENCE = "countersign"
+current_token: contextvars.ContextVar[int | None] = contextvars.ContextVar("countersign_mcp_token", default=None)
+
+ANNOTATIONS = {
+    "read": types.ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False),
+    "write": types.ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
+    "destructive": types.ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False),
+    "external": types.ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True),
+}
+
+
+def create_mcp_app(flask_app: Flask) -> ASGIApp:
+    """The ASGI app serving /mcp, bound to a Flask app for the database and the engine."""
+    config = flask_app.config
+    keys = [k for k in config["MCP_STATE_KEYS"] if k]
+    security = RequestStateSecurity(keys=keys, audience=AUDIENCE, ttl=float(config["APPROVALS_TTL"]),
+                                    bind_principal=lambda ctx: _principal())
+    server: Server[Any] = Server(AUDIENCE, version="1", instructions=_INSTRUCTIONS,
+                                 on_list_tools=_list_tools(flask_app), on_call_tool=_call_tool(flask_app))
+    server.middleware.append(RequestStateBoundary(security, default_audience=AUDIENCE))
+    starlette: Starlette = server.streamable_http_app(
+        streamable_http_path="/mcp", stateless_http=False,
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=list(config["MCP_ALLOWED_HOSTS"]), allowed_origins=list(config["MCP_ALLOWED_ORIGINS"])),
+    )
+    return BearerAuth(starlette, flask_app)
+
+
+_INSTRUCTIONS = ("Countersign runs actions on the person's behalf. Destructive and external tools wait for "
+                 "the person to confirm a card in their browser; you cannot confirm it for them.")
+
+
+def _principal() -> str | None:
+    token = current_token.get()
+    return None if token is None else f"pat:{token}"
+
+
+class BearerAuth:
+    """Every request carries a personal access token (Authorization: Bearer); 401 otherwise."""
+
+    def __init__(self, app: ASGIApp, flask_app: Flask) -> None:
+        self.app, self.flask_app = app, flask_app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+        auth = headers.get("authorization", "")
+        token_id = await anyio.to_thread.run_sync(self._token_id, auth[7:].strip()) \
+            if auth.lower().startswith("bearer ") else None
+        if token_id is None:
+            await JSONResponse({"error": "unauthorized", "message": "Send Authorization: Bearer <token>."},
+                               status_code=401, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+            return
+        reset = current_token.set(token_id)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            current_token.reset(reset)
+
+    def _token_id(self, token: str) -> int | None:
+        from app.auth import find_token
+        from app.extensions import db
+
+        with self.flask_app.app_context():
+            row = find_token(token)
+            result = row.id if row is not None else None
+            db.session.remove()
+            return result
+
+
+def _in_app(flask_app: Flask, fn: Any, *args: Any) -> Any:
+    """Run engine code in a worker thread, in a Flask app context (its own DB session)."""
+    from app.extensions import db
+
+    def run() -> Any:
+        with flask_app.app_context():
+            try:
+                return fn(*args)
+            finally:
+                db.session.remove()
+
+    return anyio.to_thread.run_sync(run)
+
+
+def _token_scope(token_id: int) -> tuple[Any, list[str]]:
+    from flask import current_app
+
+    from app.extensions import db
+    from app.models import ApiToken
+
+    token = db.session.get(ApiToken, token_id)
+    assert token is not None
+    toolsets = [t for t in (token.toolsets or "").split(",") if t] or list(current_app.config["COUNTERSIGN_TOOLSETS"])
+    return token, toolsets
+
+
+def _list_tools(flask_app: Flask) -> Any:
+    async def handler(ctx: Any, params: Any) -> types.ListToolsResult:
+        return await _in_app(flask_app, _tools, current_token.get())
+    return handler
+
+
+def _tools(token_id: int) -> types.ListToolsResult:
+    from app.copilot.agent import engine
+    from app.copilot.schema import tool_schema
+
+    _, toolsets = _token_scope(token_id)
+    return types.ListToolsResult(tools=[
+        types.Tool(name=a.name, description=a.description(), input_schema=tool_schema(a.Input),
+                   annotations=ANNOTATIONS[a.kind.value])
+        for a in engine().registry.exposed(toolsets)
+    ])
+
+
+MODERN = "2026-07-28"
+
+
+def _call_tool(flask_app: Flask) -> Any:
+    async def handler(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
+        token = current_token.get()
+        result = await _in_app(flask_app, _call, token, params)
+        if not isinstance(result, Ask):
+            return result
+        caps = ctx.session.client_capabilities
+        if caps is None:  # a stateless handshake-era request carries none: try, and fall back below
+            can_url = can_form = True
+        else:
+            elicitation = caps.elicitation
+            can_url = elicitation is not None and elicitation.url is not None
+            can_form = elicitation is not None and (elicitation.form is not None or elicitation.url is None)
+        if result.kind == "confirm" and not can_url:
+            return _text(f"Pending: the person must confirm this in Countersign: {result.url}")
+        if result.kind == "form" and not can_form:
+            return await _in_app(flask_app, _answer, token, result.approval_id, types.ElicitResult(action="decline"))
+        if ctx.protocol_version >= MODERN:
+            return result.input_required()
+        # Handshake-era clients: a classic elicitation/create inside this call.
+        try:
+            if result.kind == "form":
+                answer = await ctx.session.elicit_form(result.message, result.schema,
+                                                       related_request_id=ctx.request_id)
+            else:
+                answer = await ctx.session.elicit_url(result.message, result.url, result.approval_id,
+                                                      related_request_id=ctx.request_id)
+        except Exception as error:  # the client cannot be asked: nothing runs, it is told where to answer
+            log.info("elicitation/create failed: %r", error)
+            return _text(f"Pending: the person must answer this in Countersign: {result.url}")
+        return await _in_app(flask_app, _answer, token, result.approval_id, answer, True)
+    return handler
+
+
+@dataclass
+class Ask:
+    """The call waits on the person: a form (form elicitation) or a card (URL elicitation)."""
+
+    approval_id: str
+    kind: str
+    message: str
+    schema: dict[str, Any]
+    url: str
+
+    def input_required(self) -> types.InputRequiredResult:
+        if self.kind == "form":
+            request = types.ElicitRequest(params=types.ElicitRequestFormParams(
+                message=self.message, requested_schema=self.schema))
+        else:
+            request = types.ElicitRequest(params=types.ElicitRequestURLParams(
+                message=self.message, url=self.url, elicitation_id=self.approval_id))
+        return types.InputRequiredResult(input_requests={"answer": request},
+                                         request_state=json.dumps({"approval": self.approval_id}))
+
+
+def _text(text: str, error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
+
+
+def _call(token_id: int, params: types.CallToolRequestParams) -> Any:
+    from app.copilot import agent
+    from app.copilot.approvals import card_url
+
+    token, toolsets = _token_scope(token_id)
+    if params.request_state:
+        return _retry(token, params)
+    said, approval = agent.call_direct(token.user, params.name, params.arguments or {}, "mcp", toolsets)
+    if approval is None:
+        return _text(said, error=said.startswith(("Unknown tool", "Invalid arguments")))
+    if approval.type == "form":
+        return Ask(approval.id, "form", approval.form["message"], approval.form["requestedSchema"], card_url(approval.id))
+    return Ask(approval.id, "confirm", f"{approval.reason} Confirm it in Countersign.", {}, card_url(approval.id))
+
+
+def _retry(token: Any, params: types.CallToolRequestParams) -> Any:
+    """The client came back with the sealed state (bound to its token by the SDK's boundary)."""
+    try:
+        approval_id = json.loads(params.request_state or "{}")["approval"]
+    except (ValueError, KeyError, TypeError):
+        return _text("This request state is not valid.", error=True)
+    answer = (params.input_responses or {}).get("answer")
+    return _answer(token.id, approval_id, answer if isinstance(answer, types.ElicitResult) else None)
+
+
+def _answer(token_id: int, approval_id: str, answer: types.ElicitResult | None, legacy: bool = False) -> Any:
+    """Answer a form through copilot.approvals, or report a card's outcome (or that it waits)."""
+    from app.copilot import agent, approvals
+    from app.copilot.approvals import Actor
+    from app.errors import CountersignError
+    from app.extensions import db
+    from app.models import Approval
+
+    token, _ = _token_scope(token_id)
+    approval = db.session.get(Approval, approval_id)
+    if approval is None or approval.user_id != token.user_id:
+        return _text("This request state is not valid.", error=True)
+    actor = Actor(user=token.user, binding=f"pat:{token.id}", channel="mcp")
+    if approval.status == "pending" and answer is not None:
+        signed = approvals.sign(approval, actor.binding)
+        try:
+            if approval.type == "form" and answer.action == "accept":
+                approval, _ = agent.answer_form(approval.id, signed, actor, dict(answer.content or {}))
+            elif answer.action == "decline":
+                approval, _ = agent.answer(approval.id, signed, actor, "decline")
+            elif approval.type == "form" and answer.action == "cancel":
+                approval, _ = agent.answer(approval.id, signed, actor, "cancel")
+        except CountersignError as error:
+            db.session.rollback()
+            return _text(error.message, error=True)
+    db.session.refresh(approval)
+    if approval.status == "pending":
+        if legacy:  # a handshake-era client cannot come back with the state
+            return _text(f"Pending: the person confirms it in Countersign: {approvals.card_url(approval.id)}")
+        # The person answers on the card's page; the client asks again until they have.
+        return types.InputRequiredResult(request_state=json.dumps({"approval": approval.id}))
+    return _text(approvals.model_line(approval), error=approval.status != "done")

@@ -1,0 +1,306 @@
+"""Countersign over MCP: the SDK's own client, over real HTTP, to a server process of our own."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx2
+import mcp_types as types
+import pytest
+import sqlalchemy as sa
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from app.auth import create_token
+from app.extensions import db
+from app.models import Approval, Post, User
+from tests.conftest import REDIS_URL
+
+PUBLIC = "http://127.0.0.1:5099"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class McpServer:
+    """`flask --app wsgi mcp` in a process of its own, on the tests' database."""
+
+    def __init__(self, database_url):
+        self.port = free_port()
+        self.env = {**os.environ, "COUNTERSIGN_ENV": "testing", "SECRET_KEY": "test-secret-key",
+                    "DATABASE_URL": database_url, "REDIS_URL": REDIS_URL, "SWEEP_ON_START": "0",
+                    "PUBLIC_URL": PUBLIC, "RATELIMIT_ENABLED": "0"}
+        self.proc = None
+        self.start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def start(self):
+        self.proc = subprocess.Popen([sys.executable, "-m", "flask", "--app", "wsgi", "mcp", "--port", str(self.port)],
+                                     env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("the MCP server did not start")
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def server(app, database_url):
+    process = McpServer(database_url)
+    yield process
+    process.kill()
+
+
+@pytest.fixture
+def tokens(app):
+    with app.app_context():
+        return {u.email.split("@")[0]: create_token(u) for u in db.session.scalars(sa.select(User))}
+
+
+@contextlib.asynccontextmanager
+async def client(server, token, callback=None):
+    """The SDK's client over streamable HTTP, with the person's token."""
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+        async with Client(streamable_http_client(server.url, http_client=http), elicitation_callback=callback) as c:
+            yield c
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_tools_carry_their_kind_as_annotations(server, tokens):
+    async def main():
+        async with client(server, tokens["alice"]) as c:
+            return {t.name: t.annotations for t in (await c.list_tools()).tools}
+
+    tools = run(main())
+    assert tools["list_posts"].read_only_hint is True
+    assert tools["delete_post"].destructive_hint is True
+    assert tools["send_email"].open_world_hint is True
+    assert tools["publish_post"].read_only_hint is False and not tools["publish_post"].destructive_hint
+
+
+def test_a_missing_field_is_a_form_and_accept_runs_the_action(app, server, tokens):
+    seen = []
+
+    async def answer(context, params):
+        seen.append(params)
+        return types.ElicitResult(action="accept", content={"body": "Written in an MCP client", "status": "draft"})
+
+    async def main():
+        async with client(server, tokens["alice"], answer) as c:
+            return await c.call_tool("draft_post", {"title": "From MCP"})
+
+    result = run(main())
+    assert isinstance(seen[0], types.ElicitRequestFormParams)
+    assert seen[0].message == "A few details for your post."
+    assert seen[0].requested_schema["required"] == ["title", "body", "status"]
+    assert result.content[0].text.startswith("The person filled in: body, status.")
+    assert "Written in an MCP client" not in result.content[0].text
+    with app.app_context():
+        assert db.session.scalar(sa.select(Post).where(Post.title == "From MCP")).body == "Written in an MCP client"
+
+
+def test_declining_the_form_runs_nothing(app, server, tokens):
+    async def main():
+        async with client(server, tokens["alice"], lambda c, p: _decline()) as c:
+            return await c.call_tool("draft_post", {"title": "Never"})
+
+    result = run(main())
+    assert "declined" in result.content[0].text
+    with app.app_context():
+        assert db.session.scalar(sa.select(Post).where(Post.title == "Never")) is None
+
+
+async def _decline():
+    return types.ElicitResult(action="decline")
+
+
+def confirm_on_the_web(sign_in, url):
+    """The person opens the card's page, signed in, and presses Confirm."""
+    alice = sign_in("alice@example.com")
+    path = url.removeprefix(PUBLIC)
+    page = alice.client.get(path).get_data(as_text=True)
+    approval, token = alice.card(page)
+    return alice.answer(approval, token)
+
+
+def test_a_card_is_a_url_elicitation_confirmed_in_the_browser(app, server, tokens, posts, sign_in, handle_calls):
+    asked = []
+
+    async def answer(context, params):
+        asked.append(params)
+        with app.app_context():
+            assert db.session.get(Post, posts["Spring meetup"]) is not None  # nothing ran yet
+        response = await asyncio.to_thread(confirm_on_the_web, sign_in, params.url)
+        assert response.status_code == 200
+        return types.ElicitResult(action="accept")
+
+    async def main():
+        async with client(server, tokens["alice"], answer) as c:
+            return await c.call_tool("delete_post", {"post": posts["Spring meetup"]})
+
+    result = run(main())
+    assert isinstance(asked[0], types.ElicitRequestURLParams)
+    assert asked[0].url.startswith(f"{PUBLIC}/approvals/")
+    assert result.content[0].text == "Done. Deleted “Spring meetup”."
+    assert handle_calls["n"] == 1
+    with app.app_context():
+        assert db.session.get(Post, posts["Spring meetup"]) is None
+
+
+def test_the_server_restarting_between_elicitation_and_retry_changes_nothing(app, server, tokens, posts, sign_in,
+                                                                            handle_calls):
+    async def answer(context, params):
+        await asyncio.to_thread(server.kill)
+        await asyncio.to_thread(confirm_on_the_web, sign_in, params.url)
+        await asyncio.to_thread(server.start)  # a new process, the same configured keys
+        return types.ElicitResult(action="accept")
+
+    async def main():
+        async with client(server, tokens["alice"], answer) as c:
+            return await c.call_tool("delete_post", {"post": posts["Launch notes"]})
+
+    result = run(main())
+    assert result.content[0].text == "Done. Deleted “Launch notes”."
+    assert handle_calls["n"] == 1
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Approval).where(Approval.status == "done")) == 1
+
+
+async def never(context, params):
+    raise AssertionError("the test drives the legs by hand")
+
+
+def first_leg(server, token, name, arguments):
+    async def main():
+        async with client(server, token, never) as c:
+            return await c.session.call_tool(name, arguments, allow_input_required=True)
+
+    return run(main())
+
+
+def retry_leg(server, token, name, arguments, state, responses=None):
+    async def main():
+        async with client(server, token, never) as c:
+            return await c.session.call_tool(name, arguments, input_responses=responses, request_state=state,
+                                             allow_input_required=True)
+
+    return run(main())
+
+
+def leaves(error):
+    """The exceptions inside (nested) exception groups."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaves(inner)]
+    return [error]
+
+
+def refusal(error) -> str:
+    from mcp.shared.exceptions import MCPError
+
+    return " ".join(str(e) for e in leaves(error) if isinstance(e, MCPError))
+
+
+def test_a_tampered_request_state_is_refused(app, server, tokens, posts, handle_calls):
+    first = first_leg(server, tokens["alice"], "draft_post", {"title": "Tamper"})
+    assert isinstance(first, types.InputRequiredResult)
+    state = first.request_state
+    tampered = state[:-4] + ("AAAA" if not state.endswith("AAAA") else "BBBB")
+    accept = {"answer": types.ElicitResult(action="accept", content={"body": "x", "status": "draft"})}
+    with pytest.raises(BaseExceptionGroup) as error:
+        retry_leg(server, tokens["alice"], "draft_post", {"title": "Tamper"}, tampered, accept)
+    assert refusal(error.value) == "Invalid or expired requestState"
+    with app.app_context():
+        assert db.session.scalar(sa.select(Post).where(Post.title == "Tamper")) is None
+
+
+def test_another_persons_token_cannot_use_the_state(app, server, tokens):
+    first = first_leg(server, tokens["alice"], "draft_post", {"title": "Alice's"})
+    accept = {"answer": types.ElicitResult(action="accept", content={"body": "x", "status": "draft"})}
+    with pytest.raises(BaseExceptionGroup) as error:  # the state is sealed to alice's token
+        retry_leg(server, tokens["bob"], "draft_post", {"title": "Alice's"}, first.request_state, accept)
+    assert refusal(error.value) == "Invalid or expired requestState"
+    with app.app_context():
+        assert db.session.scalar(sa.select(Post).where(Post.title == "Alice's")) is None
+
+
+def test_a_foreign_origin_or_host_and_a_missing_token_are_refused(app, server, tokens, posts, handle_calls):
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "delete_post", "arguments": {"post": posts["Spring meetup"]}}}
+    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    bearer = {"Authorization": f"Bearer {tokens['alice']}"}
+    with httpx2.Client() as http:
+        no_token = http.post(server.url, json=call, headers=accept)
+        foreign_origin = http.post(server.url, json=call, headers={**accept, **bearer, "Origin": "https://evil.example"})
+        foreign_host = http.post(server.url, json=call, headers={**accept, **bearer, "Host": "evil.example"})
+    assert no_token.status_code == 401
+    assert foreign_origin.status_code in (400, 403) and foreign_host.status_code in (400, 403, 421)
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Approval)) == 0
+    assert handle_calls["n"] == 0
+
+
+def test_tools_are_the_actions_in_the_tokens_toolsets(app, server):
+    with app.app_context():
+        alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+        token = create_token(alice, toolsets="blog")
+
+    async def main():
+        async with client(server, token) as c:
+            return {t.name for t in (await c.list_tools()).tools}
+
+    names = run(main())
+    assert "delete_post" in names and "send_email" not in names and "manage_files" not in names
+
+
+def test_a_client_without_url_elicitation_gets_the_link_and_pending(app, server, tokens, posts, handle_calls):
+    async def main():
+        async with client(server, tokens["alice"]) as c:  # declares no elicitation at all
+            return await c.call_tool("delete_post", {"post": posts["Spring meetup"]})
+
+    result = run(main())
+    assert result.content[0].text.startswith(f"Pending: the person must confirm this in Countersign: {PUBLIC}/approvals/")
+    assert handle_calls["n"] == 0
+    with app.app_context():
+        assert db.session.scalar(sa.select(Approval.status)) == "pending"
+
+
+def test_a_handshake_era_client_gets_a_classic_elicitation(app, server, tokens):
+    asked = []
+
+    async def answer(context, params):
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"body": "Old protocol", "status": "published"})
+
+    async def main():
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {tokens['alice']}"}) as http:
+            async with Client(streamable_http_client(server.url, http_client=http), elicitation_callback=answer,
+                              mode="legacy") as c:
+                return await c.call_tool("draft_post", {"title": "Legacy"})
+
+    result = run(main())
+    assert isinstance(asked[0], types.ElicitRequestFormParams)
+    assert result.content[0].text.startswith("The person filled in: body, status.")
+    with app.app_context():
+        assert db.session.scalar(sa.select(Post).where(Post.title == "Legacy")).status == "published"
