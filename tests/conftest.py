@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from flask.testing import FlaskClient
 from app import create_app
 from app.cli import seed_demo
 from app.extensions import db
+from app.models import Approval, Conversation, Run, User, utcnow
 
 DATABASE_URL = os.environ.get("COUNTERSIGN_TEST_DATABASE_URL", "")
 REDIS_URL = os.environ.get("COUNTERSIGN_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -227,3 +229,26 @@ def model(app: Flask) -> Any:
 
 def api_headers(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+def make_approvals(app, n, email="alice@example.com", status="pending", prefix="a"):
+    """n approval rows for one person, straight into the tables (fast), created a second apart;
+    returns their ids."""
+    with app.app_context():
+        user = db.session.scalar(sa.select(User).where(User.email == email))
+        convo = Conversation(tenant_id=user.tenant_id, user_id=user.id)
+        db.session.add(convo)
+        db.session.flush()
+        run = Run(conversation_id=convo.id, status="paused")
+        db.session.add(run)
+        db.session.flush()
+        now = utcnow()
+        db.session.execute(sa.insert(Approval), [{
+            "id": f"{prefix}{i:031x}", "tenant_id": user.tenant_id, "user_id": user.id, "run_id": run.id,
+            "conversation_id": convo.id, "tool_call_id": f"c{i}", "step": 1, "action": "delete_post",
+            "type": "confirm", "arguments": {"post": i}, "reason": "Delete this post? This cannot be undone.",
+            "rows": [{"label": "Post", "value": f"P{i}"}], "digest": "0" * 64, "status": status,
+            "created_at": now - timedelta(seconds=n - i), "expires_at": now + timedelta(hours=1),
+        } for i in range(n)])
+        db.session.commit()
+    return [f"{prefix}{i:031x}" for i in range(n)]

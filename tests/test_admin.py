@@ -10,8 +10,8 @@ import sqlalchemy as sa
 
 from app.auth import create_token
 from app.extensions import db
-from app.models import Approval, AuditEvent, Conversation, Post, Run, Tenant, User, utcnow
-from tests.conftest import api_headers
+from app.models import Approval, AuditEvent, Post, Run, Tenant, User
+from tests.conftest import api_headers, make_approvals
 
 ADMIN_PAGES = ["/admin/", "/admin/audit", "/admin/audit.csv"]
 ADMIN_API = ["/api/admin/approvals", "/api/admin/audit"]
@@ -191,27 +191,6 @@ def test_form_decisions_record_field_names_not_values(app, alice):
     decided = [r for r in rows if r.event == "approval.decided"]
     assert decided and "The person filled in: title, body, status." in decided[0].detail
     assert not any("SECRET-CANARY-9" in f"{r.detail}{r.outcome}{r.event}" for r in rows)
-
-
-def make_approvals(app, n, email="alice@example.com", status="pending", prefix="a"):
-    """n approval rows for one person, straight into the tables (fast), created a second apart."""
-    with app.app_context():
-        user = db.session.scalar(sa.select(User).where(User.email == email))
-        convo = Conversation(tenant_id=user.tenant_id, user_id=user.id)
-        db.session.add(convo)
-        db.session.flush()
-        run = Run(conversation_id=convo.id, status="paused")
-        db.session.add(run)
-        db.session.flush()
-        now = utcnow()
-        db.session.execute(sa.insert(Approval), [{
-            "id": f"{prefix}{i:031x}", "tenant_id": user.tenant_id, "user_id": user.id, "run_id": run.id,
-            "conversation_id": convo.id, "tool_call_id": f"c{i}", "step": 1, "action": "delete_post",
-            "type": "confirm", "arguments": {"post": i}, "reason": "Delete this post? This cannot be undone.",
-            "rows": [{"label": "Post", "value": f"P{i}"}], "digest": "0" * 64, "status": status,
-            "created_at": now - timedelta(seconds=n - i), "expires_at": now + timedelta(hours=1),
-        } for i in range(n)])
-        db.session.commit()
 
 
 def test_pages_are_newest_first_and_keyset_paged(app, sign_in):

@@ -14,6 +14,7 @@ from rq import Queue, SimpleWorker
 
 from app.extensions import db, redis_client
 from app.models import Approval, ConnectorIdentity, Conversation, User
+from tests.conftest import make_approvals
 from tests.fake_chat import FakeChatApi, FakeSmtp
 
 SLACK_SECRET = "slack-signing-secret"
@@ -331,33 +332,20 @@ def test_redis_down_mid_wait_runs_nothing_and_says_so_then_recovers(app, service
 
 def test_a_thousand_waiting_confirmations_hold_no_thread(app, services, handle_calls):
     import threading
-    from datetime import timedelta
 
     from app.connectors import CONNECTORS
     from app.connectors.base import post_card, wait_key
-    from app.models import ConnectorThread, Run, utcnow
+    from app.models import ConnectorThread
 
+    ids = make_approvals(app, 1000, prefix="t")
     with app.app_context():
         alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
-        convo = Conversation(tenant_id=alice.tenant_id, user_id=alice.id)
-        db.session.add(convo)
-        db.session.flush()
-        run = Run(conversation_id=convo.id, status="paused")
-        db.session.add(run)
-        db.session.flush()
-        now = utcnow()
-        db.session.execute(sa.insert(Approval), [{
-            "id": f"t{i:031x}", "tenant_id": alice.tenant_id, "user_id": alice.id, "run_id": run.id,
-            "conversation_id": convo.id, "tool_call_id": f"c{i}", "step": 1, "action": "delete_post",
-            "type": "confirm", "arguments": {"post": i}, "reason": "Delete this post? This cannot be undone.",
-            "rows": [], "digest": "0" * 64, "status": "pending", "created_at": now,
-            "expires_at": now + timedelta(minutes=30)} for i in range(1000)])
-        db.session.commit()
+        convo = db.session.scalar(sa.select(Conversation))
         before = threading.active_count()
         for i in range(1000):
             thread = ConnectorThread(connector="telegram", thread_key=str(-5000 - i), user_id=alice.id,
                                      conversation_id=convo.id)
-            post_card(CONNECTORS["telegram"], thread, db.session.get(Approval, f"t{i:031x}"))
+            post_card(CONNECTORS["telegram"], thread, db.session.get(Approval, ids[i]))
         waiting = sum(1 for i in range(1000) if redis_client.client.exists(wait_key("telegram", str(-5000 - i))))
         after = threading.active_count()
         queued = len(Queue("countersign", connection=redis_client.client))

@@ -211,8 +211,9 @@ def _call(token_id: int, params: types.CallToolRequestParams) -> Any:
     said, approval = agent.call_direct(token.user, params.name, params.arguments or {}, "mcp", toolsets)
     if approval is None:
         return _text(said, error=said.startswith(("Unknown tool", "Invalid arguments")))
-    if approval.type == "form":
-        return Ask(approval.id, "form", approval.form["message"], approval.form["requestedSchema"], card_url(approval.id))
+    if approval.type == "form" and approval.form is not None:
+        form = approval.form
+        return Ask(approval.id, "form", form["message"], form["requestedSchema"], card_url(approval.id))
     return Ask(approval.id, "confirm", f"{approval.reason} Confirm it in Countersign.", {}, card_url(approval.id))
 
 
