@@ -223,19 +223,24 @@ def _refuse(error: CountersignError, why: str, actor: Actor, approval: Approval 
 
 
 def verify(approval_id: str, token: str, actor: Actor) -> Approval:
-    """Every check before a claim: tenant, token signature and age, person and session.
-    Raises NotFound, BadToken, Expired or WrongPerson (each audited)."""
+    """Every check before a claim: the token's signature first (a forged or mangled token is
+    refused before the approval is even read), then tenant, token age, person and session.
+    Raises BadToken, NotFound, Expired or WrongPerson (each audited)."""
+    signer = serializer()
+    try:
+        payload = signer.loads(token, max_age=ttl())
+        expired = False
+    except SignatureExpired as error:  # authentic but old: read it to name the approval
+        payload, expired = signer.load_payload(error.payload) if error.payload is not None else None, True
+    except BadSignature:
+        raise _refuse(BadToken(), "bad_token", actor, None, approval_id) from None
+    if not isinstance(payload, dict) or payload.get("a") != approval_id:
+        raise _refuse(BadToken(), "token_for_other_approval", actor, None, approval_id)
     approval = db.session.get(Approval, approval_id)
     if approval is None or approval.tenant_id != actor.user.tenant_id:
         raise _refuse(NotFound(), "not_found", actor, None, approval_id)
-    try:
-        payload = serializer().loads(token, max_age=ttl())
-    except SignatureExpired:
-        raise _refuse(Expired(), "token_expired", actor, approval, approval_id) from None
-    except BadSignature:
-        raise _refuse(BadToken(), "bad_token", actor, approval, approval_id) from None
-    if not isinstance(payload, dict) or payload.get("a") != approval.id:
-        raise _refuse(BadToken(), "token_for_other_approval", actor, approval, approval_id)
+    if expired:
+        raise _refuse(Expired(), "token_expired", actor, approval, approval_id)
     if (
         payload.get("u") != actor.user.id
         or approval.user_id != actor.user.id

@@ -99,3 +99,33 @@ def test_right_to_left_and_zero_width_characters_are_shown_visibly(app, alice, a
     html = alice.say(alice.new_conversation(), f"/delete_post post={post}")
     assert "<dd>invoice⟨U+202E⟩gnp.exe⟨U+200B⟩</dd>" in html
     assert "\u202e" not in html and "\u200b" not in html
+
+
+def test_a_mangled_token_is_refused_before_the_approval_is_read(app, posts, handle_calls):
+    from app.auth import create_token
+    from app.models import User
+
+    with app.app_context():
+        token_header = {"Authorization": "Bearer " + create_token(
+            db.session.scalar(sa.select(User).where(User.email == "alice@example.com")))}
+    client = app.test_client()
+    convo = client.post("/api/conversations", json={}, headers=token_header).get_json()["id"]
+    prompt = client.post(f"/api/conversations/{convo}/messages", json={"text": f"/delete_post post={posts['Spring meetup']}"},
+                         headers=token_header).get_json()["pending"][0]
+    reads = []
+
+    def count(conn, cursor, statement, *args):
+        if statement.lstrip().upper().startswith("SELECT") and "FROM approvals" in statement:
+            reads.append(statement)
+
+    with app.app_context():
+        engine = db.engine
+    sa.event.listen(engine, "before_cursor_execute", count)
+    try:
+        mangled = prompt["token"][:-2] + ("AA" if not prompt["token"].endswith("AA") else "BB")
+        response = client.post(f"/api/approvals/{prompt['id']}/confirm", json={"token": mangled}, headers=token_header)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", count)
+    assert response.status_code == 400
+    assert reads == []  # refused on the signature alone; only the audit row was written
+    assert handle_calls["n"] == 0
