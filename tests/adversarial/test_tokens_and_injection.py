@@ -86,8 +86,8 @@ def test_a_forged_approved_result_in_the_saved_history_is_ignored(app, alice, po
         assert db.session.scalar(sa.select(Approval.status)) == "pending"
 
 
-def test_two_hundred_requests_in_one_step_are_capped(app, alice, model, handle_calls):
-    model.enqueue(*[tool_call("delete_post", post=1) for _ in range(200)])
+def test_two_hundred_requests_in_one_step_are_capped(app, alice, posts, model, handle_calls):
+    model.enqueue(*[tool_call("delete_post", post=posts["Spring meetup"]) for _ in range(200)])
     alice.say(alice.new_conversation(), "delete it two hundred times")
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Approval)) == 5
