@@ -1,0 +1,72 @@
+"""P4: create_app() time (median of fresh interpreter runs) against `import flask` alone in the same
+run, and the chat page's bytes over the wire (HTML + CSS + JS, gzip as a proxy would send them).
+
+    python bench/startup_and_page.py [--n 5] [--json]
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+from _harness import ROOT
+
+CREATE = "import time; t = time.perf_counter(); from app import create_app; create_app(); print(time.perf_counter() - t)"
+BASE = "import time; t = time.perf_counter(); import flask; flask.Flask('x'); print(time.perf_counter() - t)"
+
+
+def timed(code: str) -> float:
+    env = {"COUNTERSIGN_ENV": "testing", "SECRET_KEY": "bench", "SWEEP_ON_START": "0",
+           "DATABASE_URL": "sqlite:///:memory:", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def page_bytes() -> dict[str, int]:
+    from app import create_app
+    from app.cli import seed_demo
+    from app.extensions import db
+
+    app = create_app({"COUNTERSIGN_ENV": "testing", "SECRET_KEY": "bench", "SWEEP_ON_START": False,
+                      "SQLALCHEMY_DATABASE_URI": "sqlite:///:memory:", "RATELIMIT_ENABLED": False,
+                      "SESSION_COOKIE_SECURE": False})
+    with app.app_context():
+        db.create_all()
+        seed_demo()
+    client = app.test_client()
+    page = client.get("/login").get_data(as_text=True)
+    import re
+
+    csrf = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+    client.post("/login", data={"email": "alice@example.com", "password": "demo", "csrf_token": csrf})
+    convo = client.post("/conversations", headers={"X-CSRFToken": re.search(
+        r'"X-CSRFToken": "([^"]+)"', client.get("/").get_data(as_text=True)).group(1)})  # type: ignore[union-attr]
+    html = client.get(convo.headers["Location"]).get_data()
+    assets = [client.get(p).get_data() for p in ("/static/app.css", "/static/app.js", "/static/vendor/htmx.min.js")]
+    raw = len(html) + sum(len(a) for a in assets)
+    return {"raw": raw, "gzip": len(gzip.compress(html)) + sum(len(gzip.compress(a)) for a in assets)}
+
+
+def run(n: int) -> dict[str, object]:
+    create, base = [], []
+    for i in range(n):
+        for which in (("create", "base") if i % 2 == 0 else ("base", "create")):
+            (create if which == "create" else base).append(timed(CREATE if which == "create" else BASE))
+    return {"create_app_s": statistics.median(create), "flask_only_s": statistics.median(base),
+            "page_bytes": page_bytes()}
+
+
+if __name__ == "__main__":
+    n = int(sys.argv[sys.argv.index("--n") + 1]) if "--n" in sys.argv else 5
+    result = run(n)
+    if "--json" in sys.argv:
+        print(json.dumps(result))
+    else:
+        print(f"P4 create_app() median {result['create_app_s'] * 1000:.0f} ms (import flask alone "
+              f"{result['flask_only_s'] * 1000:.0f} ms); chat page {result['page_bytes']['raw'] / 1024:.1f} KB raw, "
+              f"{result['page_bytes']['gzip'] / 1024:.1f} KB gzip")
+    time.sleep(0)
