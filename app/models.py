@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from flask_login import UserMixin
 from sqlalchemy.orm import Mapped, mapped_column, relationship
-from werkzeug.security import check_password_hash, generate_password_hash
+from werkzeug.security import check_password_hash
 
 from app.extensions import Base, db
 
@@ -64,9 +64,6 @@ class User(UserMixin, Model):
     is_admin: Mapped[bool] = mapped_column(default=False)
 
     tenant: Mapped[Tenant] = relationship()
-
-    def set_password(self, password: str) -> None:
-        self.password_hash = generate_password_hash(password)
 
     def check_password(self, password: str) -> bool:
         return bool(self.password_hash) and check_password_hash(self.password_hash, password)

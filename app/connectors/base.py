@@ -4,7 +4,7 @@ intercept a reply to a waiting card (DESIGN §3.3), or run the agent and post wh
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -43,7 +43,6 @@ class Inbound:
     has_files: bool = False
     address: str = ""  # where replies go (email)
     subject: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Connector:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -30,7 +30,6 @@ class Filters:
 class Page:
     rows: list[Any]
     next_cursor: str | None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _cursor(created_at: datetime, ident: Any) -> str:
