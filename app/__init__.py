@@ -6,7 +6,7 @@ import logging
 from typing import Any
 from urllib.parse import urlsplit
 
-from flask import Flask, jsonify, render_template, request
+from flask import Flask, g, jsonify, render_template, request
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from app import config as settings
@@ -100,8 +100,12 @@ def register_errorhandlers(app: Flask) -> None:
 
     @app.errorhandler(OperationalError)
     def database_down(error: OperationalError) -> Any:
-        db.session.rollback()
         log.error("database error: %s", error)
+        try:
+            db.session.rollback()
+        except OperationalError:
+            pass  # the server is still away; the pool drops the dead connection
+        g._login_user = login.anonymous_user()  # render the page without asking the database who this is
         return domain_error(ServiceUnavailable())
 
 

@@ -96,6 +96,8 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         "RATELIMIT_ENABLED": _bool("RATELIMIT_ENABLED", True),
         "RATELIMIT_STORAGE_URI": _env("REDIS_URL") or "memory://",
         "RATELIMIT_HEADERS_ENABLED": True,
+        # Redis down: count limits in this process's memory rather than fail the request.
+        "RATELIMIT_IN_MEMORY_FALLBACK_ENABLED": True,
         "WTF_CSRF_TIME_LIMIT": None,
         "MAX_CONTENT_LENGTH": _int("MAX_CONTENT_LENGTH", 1024 * 1024),
         "WTF_CSRF_SSL_STRICT": True,
@@ -115,6 +117,9 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
             "connect_args": {"timeout": 30},
             **config["SQLALCHEMY_ENGINE_OPTIONS"],
         }
+    else:
+        # A restarted database server leaves dead connections in the pool: test each one on checkout.
+        config["SQLALCHEMY_ENGINE_OPTIONS"] = {"pool_pre_ping": True, **config["SQLALCHEMY_ENGINE_OPTIONS"]}
     return config
 
 

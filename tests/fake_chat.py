@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from email import message_from_bytes
 from typing import Any
@@ -13,11 +12,7 @@ from aiosmtpd.controller import Controller
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.services import free_port
 
 
 class FakeChatApi:

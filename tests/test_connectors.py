@@ -16,6 +16,7 @@ from app.extensions import db, redis_client
 from app.models import Approval, ConnectorIdentity, Conversation, User
 from tests.conftest import make_approvals
 from tests.fake_chat import FakeChatApi, FakeSmtp
+from tests.services import PrivateRedis
 
 SLACK_SECRET = "slack-signing-secret"
 TELEGRAM_SECRET = "telegram-secret-token"
@@ -269,38 +270,6 @@ def test_wrong_telegram_secret_is_403_and_bad_email_signature_401(app):
                        headers={"X-Telegram-Bot-Api-Secret-Token": "nope"}).status_code == 403
     assert client.post("/connectors/email/inbound", json={"from": "a@b.c"},
                        headers={"X-Countersign-Signature": "sha256=00"}).status_code == 401
-
-
-class PrivateRedis:
-    """A redis-server of the test's own, so it can be stopped without touching anyone else's."""
-
-    def __init__(self, tmp_path):
-        import subprocess
-
-        from tests.fake_chat import free_port
-
-        self.port, self.dir, self.subprocess = free_port(), tmp_path, subprocess
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc = None
-        self.start()
-
-    def start(self):
-        import redis
-
-        self.proc = self.subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.dir)], stdout=self.subprocess.DEVNULL)
-        for _ in range(100):
-            try:
-                redis.Redis.from_url(self.url).ping()
-                return
-            except redis.exceptions.ConnectionError:
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
 
 
 @pytest.fixture

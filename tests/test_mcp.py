@@ -21,14 +21,9 @@ from app.auth import create_token
 from app.extensions import db
 from app.models import Approval, Post, User
 from tests.conftest import REDIS_URL
+from tests.services import free_port
 
 PUBLIC = "http://127.0.0.1:5099"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class McpServer:

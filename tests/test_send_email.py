@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from email import message_from_bytes
 
 import pytest
@@ -11,6 +10,7 @@ from aiosmtpd.controller import Controller
 
 from app.extensions import db
 from app.models import OutboxEmail
+from tests.services import free_port
 
 
 class Inbox:
@@ -20,12 +20,6 @@ class Inbox:
     async def handle_DATA(self, server, session, envelope):  # noqa: N802 (aiosmtpd's name)
         self.messages.append(message_from_bytes(envelope.content))
         return "250 OK"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
