@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -10,10 +11,13 @@ from flask import Flask, g, jsonify, render_template, request
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from app import config as settings
-from app.errors import CountersignError, CrossSite, ServiceUnavailable
+from app import static_gzip
+from app.errors import BadValues, CountersignError, CrossSite, ServiceUnavailable
 from app.extensions import csrf, db, htmx, limiter, login, migrate, redis_client
 
 log = logging.getLogger(__name__)
+NUL_REFUSED = "Text may not contain the NUL character (U+0000)."
+JSON_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")  # the escape \u0000, not an escaped backslash before "u0000"
 
 
 def create_app(config: dict[str, Any] | None = None) -> Flask:
@@ -32,6 +36,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     register_engine(app)
     register_commands(app)
     register_headers(app)
+    static_gzip.init_app(app)
     if app.config["SWEEP_ON_START"]:
         sweep_on_start(app)
     return app
@@ -65,6 +70,9 @@ def _sqlite_pragmas() -> None:
 
 
 def register_blueprints(app: Flask) -> None:
+    from app.routing import RowIdConverter
+
+    app.url_map.converters["id"] = RowIdConverter
     from app.admin import bp as admin_bp
     from app.api import bp as api_bp
     from app.api.admin import bp as api_admin_bp
@@ -145,6 +153,20 @@ def register_headers(app: Flask) -> None:
         if cross or (origin and urlsplit(origin).netloc != request.host):
             raise CrossSite()
         return None
+
+    @app.before_request
+    def refuse_nul_characters() -> None:
+        """U+0000 cannot be stored in PostgreSQL text: refuse it at the door, the same on every
+        database (the connectors drop it from what chat services send)."""
+        if request.blueprint == "connectors":
+            return
+        texts = [request.path, *(t for pair in request.args.items(multi=True) for t in pair)]
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            texts += [t for pair in request.form.items(multi=True) for t in pair]
+            if request.is_json and JSON_NUL.search(request.get_data()):
+                raise BadValues(NUL_REFUSED)
+        if any("\x00" in t for t in texts):
+            raise BadValues(NUL_REFUSED)
 
     @app.after_request
     def security_headers(response: Any) -> Any:

@@ -20,6 +20,9 @@ else:
     Model = db.Model
 
 
+ROW_ID_MAX = 2**31 - 1  # the largest INTEGER primary key (and sequence number) the tables hold
+
+
 def utcnow() -> datetime:
     """Now, in UTC, timezone-aware (what every timestamp column holds)."""
     return datetime.now(UTC)

@@ -127,20 +127,24 @@ def compare(baseline: str, candidate: str, a: list[float], b: list[float], datab
             "ratio_median": second["median_ms"] / first["median_ms"], "ratio_p99": second["p99_ms"] / first["p99_ms"]}
 
 
-def main(run: Any, title: str, baseline: str, candidate: str, doc: str | None) -> Any:
-    """The benchmarks' command line: --n, --database-url, --json; prints the table otherwise."""
+def main(run: Any, title: str, baseline: str, candidate: str, doc: str | None, where: str = "gunicorn -w 2",
+         **options: int) -> Any:
+    """The benchmarks' command line: --n, --database-url, --json and the script's own integer
+    `options` (passed to run() by name); prints the figures, or their JSON with --json."""
     import argparse
 
     parser = argparse.ArgumentParser(description=doc)
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--json", action="store_true")
+    for name, default in options.items():
+        parser.add_argument(f"--{name}", type=int, default=default)
     args = parser.parse_args()
-    result = run(args.n, args.database_url or temp_sqlite())
+    result = run(args.n, args.database_url or temp_sqlite(), **{name: getattr(args, name) for name in options})
     if args.json:
         print(json.dumps(result))
         return result
-    print(f"{title} ({result['database']}, n={result['n']}, gunicorn -w 2)")
+    print(f"{title} ({result['database']}, n={result['n']}, {where})")
     for name in (baseline, candidate):
         s = result[name]
         print(f"  {name:<10} median {s['median_ms']:.2f} ms   p99 {s['p99_ms']:.2f} ms")

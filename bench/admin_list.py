@@ -1,7 +1,7 @@
 """P2 (part): the admin's pending list with 1k and with 100k approval rows in the tenant,
 first page, under gunicorn, alternating A/B in one run.
 
-    python bench/admin_list.py [--n 200] [--database-url URL] [--json]
+    python bench/admin_list.py [--n 200] [--small 1000] [--large 100000] [--database-url URL] [--json]
 """
 
 from __future__ import annotations
@@ -104,7 +104,8 @@ def run(n: int, database_url: str, small: int = 1_000, large: int = 100_000) -> 
 
 
 def report() -> None:
-    result = main(run, "P2 admin pending list, first page of 50", "rows_1k", "rows_100k", __doc__)
+    result = main(run, "P2 admin pending list, first page of 50", "rows_1k", "rows_100k", __doc__,
+                  small=1_000, large=100_000)
     if "dashboard_ms" in result and not sys.argv.count("--json"):
         d = result["dashboard_ms"]
         print(f"  dashboard figures (in process, median of 30): 1k {d['rows_1k']:.1f} ms, 100k {d['rows_100k']:.1f} ms")

@@ -4,9 +4,8 @@ both under gunicorn, alternating, in one run. Needs a Redis (REDIS_URL, default 
 
     python bench/webhook_ack.py [--seconds 10] [--json]
 
-First run (10 s, SQLite, gunicorn -w 2, a new TCP connection per request): median 3.0 ms
-(insert 4.9 ms), but a p99 of ~1.27 s on BOTH sides: a harness artifact not yet explained
-(suspect connection setup under the sync workers); keep-alive clients are the next thing to try.
+Each worker is warmed up first: without it, the first requests a fresh worker serves (imports of
+rq and friends, first connections) took ~1.4 s and made up the whole p99 on both sides.
 """
 
 from __future__ import annotations
@@ -52,6 +51,10 @@ def run(seconds: int, database_url: str) -> dict[str, object]:
                 with lock:
                     bucket.append(elapsed)
 
+        for i in range(-200, 0):  # warm both paths in every worker (first imports, first connections)
+            one(i)
+        acks.clear()
+        inserts.clear()
         threads = []
         for i in range(seconds * 100):  # 50 webhooks and 50 inserts a second, evenly spaced
             t = threading.Thread(target=one, args=(i,))

@@ -26,12 +26,11 @@ def admins_only() -> None:
 
 
 def filters_from(args: Any) -> review.Filters:
-    older = args.get("older_than", "")
     return review.Filters(
         status=args.get("status", "pending") or None,
         action=args.get("action") or None,
         person=args.get("person") or None,
-        older_than_minutes=int(older) if older.isdigit() else None,
+        older_than_minutes=review.whole_number(args.get("older_than"), review.OLDER_THAN_MAX_MINUTES),
     )
 
 

@@ -91,7 +91,7 @@ def create_conversation() -> Any:
     return jsonify(id=conversation.id), 201
 
 
-@bp.get("/conversations/<int:conversation_id>")
+@bp.get("/conversations/<id:conversation_id>")
 def get_conversation(conversation_id: int) -> Any:
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
@@ -104,7 +104,7 @@ def get_conversation(conversation_id: int) -> Any:
                    pending=pending_in(conversation.id, actor))
 
 
-@bp.post("/conversations/<int:conversation_id>/messages")
+@bp.post("/conversations/<id:conversation_id>/messages")
 def post_message(conversation_id: int) -> Any:
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
@@ -116,7 +116,7 @@ def post_message(conversation_id: int) -> Any:
                    pending=pending_in(conversation.id, actor))
 
 
-@bp.post("/conversations/<int:conversation_id>/retry")
+@bp.post("/conversations/<id:conversation_id>/retry")
 def retry(conversation_id: int) -> Any:
     """Run the last turn again after the model failed."""
     actor = current_actor("api")

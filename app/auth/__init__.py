@@ -36,7 +36,7 @@ class LoginForm(FlaskForm):
 @limiter.limit("10 per minute", methods=["POST"])
 def login_page() -> Any:
     """Show the sign-in form; sign in and start a fresh session on success."""
-    form = LoginForm()
+    form = LoginForm(formdata=request.form)  # a form post only: Flask-WTF would also read JSON, and fail on a non-object
     if form.validate_on_submit():
         user = db.session.scalar(sa.select(User).where(User.email == form.email.data.strip().lower()))
         if user is not None and user.check_password(form.password.data):

@@ -44,6 +44,11 @@ class Inbound:
     address: str = ""  # where replies go (email)
     subject: str = ""
 
+    def __post_init__(self) -> None:
+        # U+0000 cannot be stored in PostgreSQL text: drop it from whatever a chat service sends.
+        for name in ("thread_key", "sender", "text", "event_id", "address", "subject"):
+            setattr(self, name, str(getattr(self, name)).replace("\x00", ""))
+
 
 class Connector:
     """A chat service: `send()` posts into a thread. Verification and parsing live in each

@@ -41,8 +41,9 @@ def verified(headers: Any, body: bytes, now: float | None = None) -> tuple[bool,
 
 def parse(payload: dict[str, Any]) -> Inbound | None:
     """A person's message event (not a bot's, not an edit), with its thread."""
-    event = payload.get("event") or {}
-    if event.get("type") != "message" or event.get("bot_id") or event.get("subtype") not in (None, "file_share"):
+    event = payload.get("event")
+    if not isinstance(event, dict) or (event.get("type") != "message" or event.get("bot_id")
+                                       or event.get("subtype") not in (None, "file_share")):
         return None
     thread = f"{event.get('channel')}:{event.get('thread_ts') or event.get('ts')}"
     return Inbound(connector="slack", thread_key=thread, sender=str(event.get("user")), text=event.get("text") or "",

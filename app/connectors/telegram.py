@@ -34,8 +34,9 @@ def verified(headers: Any) -> bool:
 def parse(update: dict[str, Any]) -> Inbound | None:
     """An update with a message (text, or a caption, or a file/sticker alone)."""
     message = update.get("message") or update.get("edited_message")
-    if not isinstance(message, dict) or "chat" not in message or "from" not in message:
-        return None
+    if not isinstance(message, dict) or not all(isinstance(message.get(k), dict) and "id" in message[k]
+                                                for k in ("chat", "from")):
+        return None  # not a person's message in a chat (or not shaped like Telegram's)
     thread = str(message["chat"]["id"])
     if message.get("message_thread_id"):
         thread += f":{message['message_thread_id']}"

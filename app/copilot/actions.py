@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from sqlalchemy.orm import Session, scoped_session
 
 from app.errors import ActionDeclarationError, NotFound
+from app.models import ROW_ID_MAX
 
 
 class Kind(enum.StrEnum):
@@ -52,7 +53,10 @@ class ActionContext:
     approval_id: str | None = None  # set while a confirmed card runs: the idempotency key
 
     def find(self, model: type[M], ident: Any) -> M:
-        """The record with this id inside the person's tenant; NotFound otherwise."""
+        """The record with this id inside the person's tenant; NotFound otherwise (also for an id
+        no INTEGER column can hold, which the driver would refuse)."""
+        if isinstance(ident, int) and not 0 < ident <= ROW_ID_MAX:
+            raise NotFound(f"No {model.__name__.lower()} {ident} here.")
         row: M | None = self.db.scalar(
             sa.select(model).where(  # type: ignore[arg-type]
                 model.id == ident,  # type: ignore[attr-defined]

@@ -13,9 +13,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from app.extensions import db
-from app.models import Approval, AuditEvent, User, utcnow
+from app.models import ROW_ID_MAX, Approval, AuditEvent, User, utcnow
 
 PAGE = 50
+OLDER_THAN_MAX_MINUTES = 100 * 366 * 24 * 60  # "older than a century" is the largest filter that means anything
+CURSOR_MAX = 253_402_300_799 * 1_000_000  # 9999-12-31T23:59:59Z, in microseconds: datetime's last second
 
 
 @dataclass
@@ -37,11 +39,20 @@ def _cursor(created_at: datetime, ident: Any) -> str:
     return f"{int(created_at.timestamp() * 1_000_000)}_{ident}"
 
 
+def whole_number(text: str | None, maximum: int) -> int | None:
+    """A count or id typed into a URL: ASCII digits only, capped at `maximum`; None for anything else
+    (`"¹".isdigit()` is true, and a huge number overflows dates and the database's INTEGER)."""
+    if not text or not (text.isascii() and text.isdigit()):
+        return None
+    return min(int(text), maximum)
+
+
 def _parse_cursor(cursor: str | None) -> tuple[datetime, str] | None:
     stamp, _, ident = (cursor or "").partition("_")
-    if not stamp.isdigit() or not ident:
+    micros = whole_number(stamp, CURSOR_MAX)
+    if micros is None or not ident:
         return None
-    return datetime.fromtimestamp(int(stamp) / 1_000_000, tz=UTC), ident
+    return datetime.fromtimestamp(micros / 1_000_000, tz=UTC), ident
 
 
 def approvals(tenant_id: int, filters: Filters, cursor: str | None = None, limit: int = PAGE) -> Page:
@@ -83,8 +94,9 @@ def audit_rows(tenant_id: int, filters: Mapping[str, str | None], cursor: str | 
         query = query.where(AuditEvent.approval_id == approval_id)
     if person:
         query = query.join(User, User.id == AuditEvent.user_id).where(User.email == person.lower())
-    if cursor and cursor.isdigit():
-        query = query.where(AuditEvent.seq < int(cursor))
+    before = whole_number(cursor, ROW_ID_MAX)
+    if before is not None:
+        query = query.where(AuditEvent.seq < before)
     rows = list(db.session.scalars(query.order_by(AuditEvent.seq.desc()).limit(limit + 1)))
     more = len(rows) > limit
     rows = rows[:limit]

@@ -131,7 +131,7 @@ def new_conversation() -> Any:
     return redirect(url_for("web.chat", conversation_id=conversation.id))
 
 
-@bp.get("/c/<int:conversation_id>")
+@bp.get("/c/<id:conversation_id>")
 @login_required
 def chat(conversation_id: int) -> Any:
     """The chat page; cards past their time are expired first, so the page tells the truth."""
@@ -149,7 +149,7 @@ def chat(conversation_id: int) -> Any:
                            conversations=conversations, actor=actor, card_context=card_context)
 
 
-@bp.post("/c/<int:conversation_id>/messages")
+@bp.post("/c/<id:conversation_id>/messages")
 @login_required
 @limiter.limit("60 per minute")
 def post_message(conversation_id: int) -> Any:
@@ -172,7 +172,7 @@ def messages_or_page(messages: list[Message], actor: Actor, conversation_id: int
     return redirect(url_for("web.chat", conversation_id=conversation_id))
 
 
-@bp.post("/c/<int:conversation_id>/retry")
+@bp.post("/c/<id:conversation_id>/retry")
 @login_required
 @limiter.limit("30 per minute")
 def retry(conversation_id: int) -> Any:

@@ -1,0 +1,72 @@
+"""P3: one agent turn with an instant model, through Countersign (the person's message, the run,
+the history and the reply saved) against the same pydantic-ai agent, tools and model with
+persistence off, alternating A/B in one process, in one run.
+
+    python bench/agent_turn.py [--n 300] [--database-url URL] [--json]
+
+"Our own time" is each turn's time minus the paired bare turn's: what Countersign adds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from _harness import compare, env_for, main, prepare
+
+
+def run(n: int, database_url: str) -> dict[str, object]:
+    import os
+
+    env = env_for(database_url)
+    prepare(database_url, env)
+    os.environ.update(env)
+    import sqlalchemy as sa
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.usage import UsageLimits
+
+    from app import create_app
+    from app.copilot import agent
+    from app.extensions import db
+    from app.models import Conversation, Run, User
+
+    instant = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("Noted.")]), model_name="instant")
+    app = create_app({"SWEEP_ON_START": False})
+    with app.app_context():
+        engine = agent.engine()
+        engine.use_model(instant)
+        user = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+
+        def bare() -> float:
+            turn = agent.Turn(ctx=agent.context_for(user, "web"), run=Run(), registry=engine.registry, step=1)
+            start = time.perf_counter()
+            asyncio.run(engine.agent.run("What is on my list?", deps=turn, model=instant,
+                                         usage_limits=UsageLimits(request_limit=engine.max_steps)))
+            return time.perf_counter() - start
+
+        def countersign() -> float:
+            conversation = Conversation(tenant_id=user.tenant_id, user_id=user.id)  # not timed: a new chat
+            db.session.add(conversation)
+            db.session.commit()
+            start = time.perf_counter()
+            agent.send_message(conversation, user, "What is on my list?")
+            return time.perf_counter() - start
+
+        for _ in range(20):  # warm up both
+            bare()
+            countersign()
+        a, b = [], []
+        for i in range(n):
+            for which in ((bare, countersign) if i % 2 == 0 else (countersign, bare)):
+                (a if which is bare else b).append(which())
+    result = compare("bare_turn", "countersign", a, b, database_url)
+    own = sorted(y - x for x, y in zip(a, b, strict=True))
+    result["own_ms"] = {"median": own[len(own) // 2] * 1000, "p95": own[int(0.95 * (len(own) - 1))] * 1000}
+    return result
+
+
+if __name__ == "__main__":
+    out = main(run, "P3 agent turn, instant model, vs persistence off", "bare_turn", "countersign", __doc__,
+               where="in process")
+    print(f"  our own time: median {out['own_ms']['median']:.2f} ms   p95 {out['own_ms']['p95']:.2f} ms")

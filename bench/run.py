@@ -1,0 +1,111 @@
+"""Every benchmark, each run three times in a fresh interpreter (A and B alternate inside each
+run), and one table of the figures: the median of the runs and their min–max, beside the goal.
+
+    .venv/bin/python bench/run.py [--runs 3] [--pg postgresql://...] [--smoke]
+
+--smoke: one short run of each, to show the benchmarks still work (CI prints it; no goal is
+asserted anywhere). Without --pg, the PostgreSQL rows use COUNTERSIGN_BENCH_PG_URL, or are left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass
+class Figure:
+    name: str
+    goal: str
+    unit: str
+    read: Callable[[dict[str, Any]], float]
+    met: Callable[[float], bool]
+
+
+def bench(script: str, *args: str) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, str(HERE / script), *args, "--json"], cwd=HERE, check=True,
+                         capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def plan(smoke: bool, pg: str | None) -> list[tuple[str, list[str], list[Figure]]]:
+    small = smoke
+    databases = [("SQLite", [])] + ([("PostgreSQL", ["--database-url", pg])] if pg else [])
+    rows: list[tuple[str, list[str], list[Figure]]] = []
+    for label, db in databases:
+        rows.append(("confirm_roundtrip.py", ["--n", "20" if small else "200", *db], [
+            Figure(f"P1 confirm ÷ one INSERT, median ({label})", "≤ 1.3×", "×", lambda r: r["ratio_median"],
+                   lambda v: v <= 1.3),
+            Figure(f"P1 confirm ÷ one INSERT, p99 ({label})", "≤ 2×", "×", lambda r: r["ratio_p99"], lambda v: v <= 2),
+        ]))
+    for label, db in databases:
+        rows.append(("admin_list.py", ["--n", "10" if small else "200", *db] + (["--small", "100", "--large", "1000"]
+                                                                            if small else []), [
+            Figure(f"P2 admin list, 100k rows ÷ 1k rows, median ({label})", "≤ 1.3×", "×",
+                   lambda r: r["ratio_median"], lambda v: v <= 1.3),
+        ]))
+    rows.append(("connector_waits.py", ["--n", "1000" if small else "100000"], [
+        Figure("P2 threads held by 100k waits", "0", "", lambda r: r["extra_threads"], lambda v: v == 0),
+        Figure("P2 Redis memory for 100k waits", "≤ 32 MB", "MB", lambda r: r["redis_mb"], lambda v: v <= 32),
+    ]))
+    for label, db in databases:
+        rows.append(("agent_turn.py", ["--n", "20" if small else "300", *db], [
+            Figure(f"P3 agent turn ÷ persistence off, median ({label})", "≤ 1.5×", "×",
+                   lambda r: r["ratio_median"], lambda v: v <= 1.5),
+            Figure(f"P3 our own time per turn, p95 ({label})", "≤ 2 ms", "ms", lambda r: r["own_ms"]["p95"],
+                   lambda v: v <= 2),
+        ]))
+    rows.append(("startup_and_page.py", ["--n", "1" if small else "5"], [
+        Figure("P4 create_app()", "≤ 1 s", "s", lambda r: r["create_app_s"], lambda v: v <= 1),
+        Figure("P4 chat page over the wire (gzip)", "≤ 60 KB", "KB", lambda r: r["page_bytes"]["wire"] / 1024,
+               lambda v: v <= 60),
+    ]))
+    rows.append(("webhook_ack.py", ["--seconds", "2" if small else "10"], [
+        Figure("P5 webhook ack p99 at 50 req/s", "≤ 300 ms", "ms", lambda r: r["webhook_ack"]["p99_ms"],
+               lambda v: v <= 300),
+        Figure("P5 webhook ack ÷ one INSERT, p99", "", "×", lambda r: r["ratio_p99"], lambda v: True),
+    ]))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--pg", default=os.environ.get("COUNTERSIGN_BENCH_PG_URL"))
+    parser.add_argument("--smoke", action="store_true")
+    args = parser.parse_args()
+    runs = 1 if args.smoke else args.runs
+    started = time.monotonic()
+    table: list[tuple[Figure, list[float]]] = []
+    for script, script_args, figures in plan(args.smoke, args.pg):
+        results = []
+        for i in range(runs):
+            print(f"… {script} {' '.join(script_args)} (run {i + 1} of {runs})", file=sys.stderr, flush=True)
+            results.append(bench(script, *script_args))
+        table.extend((f, [f.read(r) for r in results]) for f in figures)
+
+    print(f"\nCountersign benchmarks: median of {runs} run(s), min–max beside it"
+          f"{' (SMOKE: short runs, figures not meaningful)' if args.smoke else ''}; {os.cpu_count()} CPUs, "
+          f"{time.monotonic() - started:.0f} s\n")
+    print(f"| {'figure':<52} | {'goal':<9} | {'median':>9} | {'min–max':<17} | met |")
+    print(f"|{'-' * 54}|{'-' * 11}|{'-' * 11}|{'-' * 19}|-----|")
+    for figure, values in table:
+        mid = statistics.median(values)
+        spread = f"{min(values):.2f}–{max(values):.2f}"
+        met = "" if not figure.goal else ("yes" if figure.met(mid) else "no")
+        print(f"| {figure.name:<52} | {figure.goal:<9} | {mid:>7.2f}{figure.unit:>2} | {spread:<17} | {met:<3} |")
+
+
+if __name__ == "__main__":
+    main()
