@@ -24,7 +24,7 @@ def init_app(app: Flask) -> None:
                 or response.mimetype not in COMPRESSIBLE or "gzip" not in request.headers.get("Accept-Encoding", "")):
             return response
         original = response.response  # send_file's file wrapper: read it, then close the file now
-        data = b"".join(original)
+        data = b"".join(c if isinstance(c, bytes) else c.encode() for c in original)
         if hasattr(original, "close"):
             original.close()
         response.direct_passthrough = False
