@@ -10,6 +10,7 @@ persistence off, alternating A/B in one process, in one run.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 
 from _harness import compare, env_for, main, prepare
@@ -69,4 +70,5 @@ def run(n: int, database_url: str) -> dict[str, object]:
 if __name__ == "__main__":
     out = main(run, "P3 agent turn, instant model, vs persistence off", "bare_turn", "countersign", __doc__,
                where="in process")
-    print(f"  our own time: median {out['own_ms']['median']:.2f} ms   p95 {out['own_ms']['p95']:.2f} ms")
+    if "--json" not in sys.argv:
+        print(f"  our own time: median {out['own_ms']['median']:.2f} ms   p95 {out['own_ms']['p95']:.2f} ms")

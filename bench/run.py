@@ -41,6 +41,7 @@ def bench(script: str, *args: str) -> dict[str, Any]:
 
 def plan(smoke: bool, pg: str | None) -> list[tuple[str, list[str], list[Figure]]]:
     small = smoke
+    few, many = ("100", "1k") if small else ("1k", "100k")
     databases = [("SQLite", [])] + ([("PostgreSQL", ["--database-url", pg])] if pg else [])
     rows: list[tuple[str, list[str], list[Figure]]] = []
     for label, db in databases:
@@ -52,12 +53,12 @@ def plan(smoke: bool, pg: str | None) -> list[tuple[str, list[str], list[Figure]
     for label, db in databases:
         rows.append(("admin_list.py", ["--n", "10" if small else "200", *db] + (["--small", "100", "--large", "1000"]
                                                                             if small else []), [
-            Figure(f"P2 admin list, 100k rows ÷ 1k rows, median ({label})", "≤ 1.3×", "×",
+            Figure(f"P2 admin list, {many} rows ÷ {few} rows, median ({label})", "≤ 1.3×", "×",
                    lambda r: r["ratio_median"], lambda v: v <= 1.3),
         ]))
     rows.append(("connector_waits.py", ["--n", "1000" if small else "100000"], [
-        Figure("P2 threads held by 100k waits", "0", "", lambda r: r["extra_threads"], lambda v: v == 0),
-        Figure("P2 Redis memory for 100k waits", "≤ 32 MB", "MB", lambda r: r["redis_mb"], lambda v: v <= 32),
+        Figure(f"P2 threads held by {many} waits", "0", "", lambda r: r["extra_threads"], lambda v: v == 0),
+        Figure(f"P2 Redis memory for {many} waits", "≤ 32 MB", "MB", lambda r: r["redis_mb"], lambda v: v <= 32),
     ]))
     for label, db in databases:
         rows.append(("agent_turn.py", ["--n", "20" if small else "300", *db], [
@@ -98,13 +99,13 @@ def main() -> None:
     print(f"\nCountersign benchmarks: median of {runs} run(s), min–max beside it"
           f"{' (SMOKE: short runs, figures not meaningful)' if args.smoke else ''}; {os.cpu_count()} CPUs, "
           f"{time.monotonic() - started:.0f} s\n")
-    print(f"| {'figure':<52} | {'goal':<9} | {'median':>9} | {'min–max':<17} | met |")
-    print(f"|{'-' * 54}|{'-' * 11}|{'-' * 11}|{'-' * 19}|-----|")
+    print(f"| {'figure':<56} | {'goal':<9} | {'median':>9} | {'min–max':<17} | met |")
+    print(f"|{'-' * 58}|{'-' * 11}|{'-' * 11}|{'-' * 19}|-----|")
     for figure, values in table:
         mid = statistics.median(values)
         spread = f"{min(values):.2f}–{max(values):.2f}"
         met = "" if not figure.goal else ("yes" if figure.met(mid) else "no")
-        print(f"| {figure.name:<52} | {figure.goal:<9} | {mid:>7.2f}{figure.unit:>2} | {spread:<17} | {met:<3} |")
+        print(f"| {figure.name:<56} | {figure.goal:<9} | {mid:>7.2f}{figure.unit:>2} | {spread:<17} | {met:<3} |")
 
 
 if __name__ == "__main__":

@@ -101,7 +101,8 @@ def test_right_to_left_and_zero_width_characters_are_shown_visibly(app, alice, a
     assert "\u202e" not in html and "\u200b" not in html
 
 
-def test_a_mangled_token_is_refused_before_the_approval_is_read(app, posts, handle_calls):
+def test_a_flipped_byte_anywhere_is_refused_before_the_approval_or_redis_is_asked(app, posts, handle_calls,
+                                                                                  monkeypatch):
     from app.auth import create_token
     from app.models import User
 
@@ -112,20 +113,32 @@ def test_a_mangled_token_is_refused_before_the_approval_is_read(app, posts, hand
     convo = client.post("/api/conversations", json={}, headers=token_header).get_json()["id"]
     prompt = client.post(f"/api/conversations/{convo}/messages", json={"text": f"/delete_post post={posts['Spring meetup']}"},
                          headers=token_header).get_json()["pending"][0]
-    reads = []
+    touched, redis_commands = [], []
 
     def count(conn, cursor, statement, *args):
-        if statement.lstrip().upper().startswith("SELECT") and "FROM approvals" in statement:
-            reads.append(statement)
+        if "approvals" in statement:
+            touched.append(statement)
 
+    redis = app.extensions["redis"]
+    real_execute = redis.execute_command
+    monkeypatch.setattr(redis, "execute_command", lambda *a, **k: redis_commands.append(a[0]) or real_execute(*a, **k))
     with app.app_context():
         engine = db.engine
     sa.event.listen(engine, "before_cursor_execute", count)
+    token = prompt["token"]
     try:
-        mangled = prompt["token"][:-2] + ("AA" if not prompt["token"].endswith("AA") else "BB")
-        response = client.post(f"/api/approvals/{prompt['id']}/confirm", json={"token": mangled}, headers=token_header)
+        codes = set()
+        for i in range(len(token)):
+            flipped = token[:i] + ("A" if token[i] != "A" else "B") + token[i + 1:]
+            codes.add(client.post(f"/api/approvals/{prompt['id']}/confirm", json={"token": flipped},
+                                  headers=token_header).status_code)
+        # Refused on the signature alone: the approvals table is never asked and Redis gets no
+        # command; the only statements are the caller's authentication and each attempt's audit row.
+        assert codes == {400}
+        assert touched == [] and redis_commands == []
+        assert handle_calls["n"] == 0
+        confirmed = client.post(f"/api/approvals/{prompt['id']}/confirm", json={"token": token}, headers=token_header)
+        assert confirmed.status_code == 200 and handle_calls["n"] == 1
+        assert touched, "the counter must see the approvals table when the token is good"
     finally:
         sa.event.remove(engine, "before_cursor_execute", count)
-    assert response.status_code == 400
-    assert reads == []  # refused on the signature alone; only the audit row was written
-    assert handle_calls["n"] == 0
