@@ -70,16 +70,15 @@ def _sqlite_pragmas() -> None:
 
 
 def register_blueprints(app: Flask) -> None:
-    from app.routing import RowIdConverter
-
-    app.url_map.converters["id"] = RowIdConverter
     from app.admin import bp as admin_bp
     from app.api import bp as api_bp
     from app.api.admin import bp as api_admin_bp
     from app.auth import bp as auth_bp
     from app.connectors import bp as connectors_bp
+    from app.routing import RowIdConverter
     from app.web import bp as web_bp
 
+    app.url_map.converters["id"] = RowIdConverter  # before any rule that uses <id:…> is added
     app.register_blueprint(auth_bp)
     app.register_blueprint(web_bp)
     app.register_blueprint(admin_bp, url_prefix="/admin")
