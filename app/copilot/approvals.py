@@ -14,7 +14,8 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 from flask import current_app
-from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
+from itsdangerous import BadData, BadSignature, SignatureExpired, URLSafeTimedSerializer
+from itsdangerous.encoding import base64_decode, base64_encode
 from pydantic import BaseModel, ValidationError
 from werkzeug.datastructures import MultiDict
 
@@ -222,11 +223,23 @@ def _refuse(error: CountersignError, why: str, actor: Actor, approval: Approval 
     return error
 
 
+def _canonical(token: str) -> bool:
+    """Base64 leaves spare bits in a part's last character, so "…A" and "…B" can decode to the same
+    bytes and pass the signature. Only the spelling sign() produces is accepted: any changed
+    character makes a different token, and a different token is refused."""
+    try:
+        return all(base64_encode(base64_decode(part)).decode() == part for part in token.split(".") if part)
+    except BadData:
+        return False
+
+
 def verify(approval_id: str, token: str, actor: Actor) -> Approval:
     """Every check before a claim: the token's signature first (a forged or mangled token is
     refused before the approval is even read), then tenant, token age, person and session.
     Raises BadToken, NotFound, Expired or WrongPerson (each audited)."""
     signer = serializer()
+    if not _canonical(token):
+        raise _refuse(BadToken(), "bad_token", actor, None, approval_id)
     try:
         payload = signer.loads(token, max_age=ttl())
         expired = False

@@ -142,3 +142,27 @@ def test_a_flipped_byte_anywhere_is_refused_before_the_approval_or_redis_is_aske
         assert touched, "the counter must see the approvals table when the token is good"
     finally:
         sa.event.remove(engine, "before_cursor_execute", count)
+
+
+def test_a_token_respelled_in_base64s_spare_bits_is_refused(app, alice, posts, handle_calls):
+    """The signature's last base64 character carries spare bits: itsdangerous reads three other
+    spellings as the same bytes. Each is still a changed token, and refused."""
+    import string
+
+    from app.copilot.approvals import serializer
+
+    approval, token = alice.card(alice.say(alice.new_conversation(), f"/delete_post post={posts['Spring meetup']}"))
+    respelled = []
+    with app.app_context():
+        for c in string.ascii_letters + string.digits + "-_":
+            other = token[:-1] + c
+            try:
+                serializer().loads(other)
+            except Exception:
+                continue
+            if other != token:
+                respelled.append(other)
+    assert len(respelled) == 3  # the library alone would accept these
+    assert [alice.answer(approval, t).status_code for t in respelled] == [400] * 3
+    assert handle_calls["n"] == 0
+    assert alice.answer(approval, token).status_code == 200 and handle_calls["n"] == 1
