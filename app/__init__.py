@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -11,13 +10,11 @@ from flask import Flask, g, jsonify, render_template, request
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from app import config as settings
-from app import static_gzip
-from app.errors import BadValues, CountersignError, CrossSite, ServiceUnavailable
+from app import no_nul, static_gzip
+from app.errors import CountersignError, CrossSite, ServiceUnavailable
 from app.extensions import csrf, db, htmx, limiter, login, migrate, redis_client
 
 log = logging.getLogger(__name__)
-NUL_REFUSED = "Text may not contain the NUL character (U+0000)."
-JSON_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")  # the escape \u0000, not an escaped backslash before "u0000"
 
 
 def create_app(config: dict[str, Any] | None = None) -> Flask:
@@ -36,6 +33,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     register_engine(app)
     register_commands(app)
     register_headers(app)
+    no_nul.init_app(app)
     static_gzip.init_app(app)
     if app.config["SWEEP_ON_START"]:
         sweep_on_start(app)
@@ -152,20 +150,6 @@ def register_headers(app: Flask) -> None:
         if cross or (origin and urlsplit(origin).netloc != request.host):
             raise CrossSite()
         return None
-
-    @app.before_request
-    def refuse_nul_characters() -> None:
-        """U+0000 cannot be stored in PostgreSQL text: refuse it at the door, the same on every
-        database (the connectors drop it from what chat services send)."""
-        if request.blueprint == "connectors":
-            return
-        texts = [request.path, *(t for pair in request.args.items(multi=True) for t in pair)]
-        if request.method not in ("GET", "HEAD", "OPTIONS"):
-            texts += [t for pair in request.form.items(multi=True) for t in pair]
-            if request.is_json and JSON_NUL.search(request.get_data()):
-                raise BadValues(NUL_REFUSED)
-        if any("\x00" in t for t in texts):
-            raise BadValues(NUL_REFUSED)
 
     @app.after_request
     def security_headers(response: Any) -> Any:
