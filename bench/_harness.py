@@ -71,6 +71,38 @@ def seed_posts(env: dict[str, str], n: int) -> list[int]:
     return [int(x) for x in out.stdout.strip().splitlines()[-1].split(",")]
 
 
+def insert_approvals(user: Any, n: int, prefix: str, declined: Any = lambda i: False) -> int:
+    """n delete_post cards for `user` straight into the table (10,000 rows a statement, inside an
+    app context), in one paused run of a new conversation, created a second apart, ids
+    f"{prefix}{i:031x}"; those `declined(i)` says are declined. Returns the conversation's id."""
+    from datetime import timedelta
+
+    import sqlalchemy as sa
+
+    from app.extensions import db
+    from app.models import Approval, Conversation, Run, utcnow
+
+    convo = Conversation(tenant_id=user.tenant_id, user_id=user.id)
+    db.session.add(convo)
+    db.session.flush()
+    paused = Run(conversation_id=convo.id, status="paused")
+    db.session.add(paused)
+    db.session.flush()
+    now = utcnow()
+    for start in range(0, n, 10_000):
+        db.session.execute(sa.insert(Approval), [{
+            "id": f"{prefix}{i:031x}", "tenant_id": user.tenant_id, "user_id": user.id, "run_id": paused.id,
+            "conversation_id": convo.id, "tool_call_id": f"c{i}", "step": 1, "action": "delete_post",
+            "type": "confirm", "arguments": {"post": i}, "reason": "Delete this post? This cannot be undone.",
+            "rows": [{"label": "Post", "value": f"Post {i}"}, {"label": "Status", "value": "draft"}],
+            "digest": "0" * 64, "status": "declined" if declined(i) else "pending",
+            "created_at": now - timedelta(seconds=n - i), "expires_at": now + timedelta(hours=2),
+            "decided_at": now - timedelta(seconds=(n - i) // 2) if declined(i) else None,
+        } for i in range(start, min(n, start + 10_000))])
+    db.session.commit()
+    return convo.id
+
+
 @contextmanager
 def gunicorn(env: dict[str, str], workers: int = 2) -> Iterator[int]:
     port = free_port()

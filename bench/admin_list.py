@@ -7,52 +7,35 @@ first page, under gunicorn, alternating A/B in one run.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
-from _harness import ROOT, compare, env_for, gunicorn, main, prepare
+from _harness import ROOT, compare, env_for, gunicorn, insert_approvals, main, prepare
 
-SEED = """
-import sys
-from datetime import timedelta
-import sqlalchemy as sa
-from app import create_app
-from app.auth import create_token
-from app.extensions import db
-from app.models import Approval, Conversation, Run, Tenant, User, utcnow
 
-app = create_app()
-with app.app_context():
-    out = []
-    for slug, n in (("small", int(sys.argv[1])), ("large", int(sys.argv[2]))):
-        tenant = Tenant(slug=slug, name=slug)
-        db.session.add(tenant)
-        db.session.flush()
-        person = User(tenant_id=tenant.id, email=f"person@{slug}.example")
-        admin = User(tenant_id=tenant.id, email=f"admin@{slug}.example", is_admin=True)
-        db.session.add_all([person, admin])
-        db.session.flush()
-        convo = Conversation(tenant_id=tenant.id, user_id=person.id)
-        db.session.add(convo)
-        db.session.flush()
-        run = Run(conversation_id=convo.id, status="paused")
-        db.session.add(run)
-        db.session.flush()
-        now = utcnow()
-        for start in range(0, n, 10000):
-            db.session.execute(sa.insert(Approval), [{
-                "id": f"{slug[0]}{i:031x}", "tenant_id": tenant.id, "user_id": person.id, "run_id": run.id,
-                "conversation_id": convo.id, "tool_call_id": f"c{i}", "step": 1, "action": "delete_post",
-                "type": "confirm", "arguments": {"post": i}, "reason": "Delete this post? This cannot be undone.",
-                "rows": [{"label": "Post", "value": f"Post {i}"}, {"label": "Status", "value": "draft"}],
-                "digest": "0" * 64, "status": "pending" if i % 2 == 0 else "declined",
-                "created_at": now - timedelta(seconds=n - i), "expires_at": now + timedelta(hours=2),
-                "decided_at": None if i % 2 == 0 else now - timedelta(seconds=(n - i) // 2),
-            } for i in range(start, min(n, start + 10000))])
-        db.session.commit()
-        out.append(create_token(admin))
-    print(" ".join(out))
-"""
+def seed(env: dict[str, str], small: int, large: int) -> list[str]:
+    """Two tenants, each with a person whose cards are half pending, half declined, and an admin;
+    returns the admins' API tokens."""
+    os.environ.update(env)
+    from app import create_app
+    from app.auth import create_token
+    from app.extensions import db
+    from app.models import Tenant, User
+
+    with create_app({"SWEEP_ON_START": False}).app_context():
+        tokens = []
+        for slug, n in (("small", small), ("large", large)):
+            tenant = Tenant(slug=slug, name=slug)
+            db.session.add(tenant)
+            db.session.flush()
+            person = User(tenant_id=tenant.id, email=f"person@{slug}.example")
+            admin = User(tenant_id=tenant.id, email=f"admin@{slug}.example", is_admin=True)
+            db.session.add_all([person, admin])
+            db.session.flush()
+            insert_approvals(person, n, slug[0], declined=lambda i: i % 2 == 1)
+            tokens.append(create_token(admin))
+        return tokens
 
 
 DASHBOARD = """
@@ -78,8 +61,7 @@ with app.app_context():
 def run(n: int, database_url: str, small: int = 1_000, large: int = 100_000) -> dict[str, object]:
     env = env_for(database_url)
     prepare(database_url, env)
-    tokens = subprocess.run([sys.executable, "-c", SEED, str(small), str(large)], cwd=ROOT, env=env,
-                            check=True, capture_output=True, text=True).stdout.split()[-2:]
+    tokens = seed(env, small, large)
     import http.client
     import time
 

@@ -13,9 +13,8 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import timedelta
 
-from _harness import env_for, free_port, prepare, temp_sqlite
+from _harness import env_for, free_port, insert_approvals, prepare, temp_sqlite
 
 
 def run(n: int) -> dict[str, float]:
@@ -50,7 +49,7 @@ def _waits(n: int, url: str) -> dict[str, float]:
     from app.connectors import CONNECTORS
     from app.connectors.base import post_card
     from app.extensions import db
-    from app.models import Approval, ConnectorThread, Conversation, Run, User, utcnow
+    from app.models import Approval, ConnectorThread, User
 
     class Quiet(type(CONNECTORS["telegram"])):  # type: ignore[misc]
         def send(self, thread: ConnectorThread, text: str) -> None:
@@ -59,24 +58,11 @@ def _waits(n: int, url: str) -> dict[str, float]:
     app = create_app({"SWEEP_ON_START": False})
     with app.app_context():
         user = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
-        convo = Conversation(tenant_id=user.tenant_id, user_id=user.id)
-        db.session.add(convo)
-        db.session.flush()
-        paused = Run(conversation_id=convo.id, status="paused")
-        db.session.add(paused)
-        db.session.flush()
-        now = utcnow()
+        convo = insert_approvals(user, n, "w")
         for start in range(0, n, 10_000):
-            chunk = range(start, min(n, start + 10_000))
-            db.session.execute(sa.insert(Approval), [{
-                "id": f"w{i:031x}", "tenant_id": user.tenant_id, "user_id": user.id, "run_id": paused.id,
-                "conversation_id": convo.id, "tool_call_id": f"c{i}", "step": 1, "action": "delete_post",
-                "type": "confirm", "arguments": {"post": i}, "reason": "Delete this post? This cannot be undone.",
-                "rows": [{"label": "Post", "value": f"Post {i}"}], "digest": "0" * 64, "status": "pending",
-                "created_at": now, "expires_at": now + timedelta(hours=2)} for i in chunk])
             db.session.execute(sa.insert(ConnectorThread), [{
                 "connector": "telegram", "thread_key": str(-10**9 - i), "user_id": user.id,
-                "conversation_id": convo.id, "address": "", "subject": ""} for i in chunk])
+                "conversation_id": convo, "address": "", "subject": ""} for i in range(start, min(n, start + 10_000))])
         db.session.commit()
         client = redis.Redis.from_url(url)
         quiet = Quiet()

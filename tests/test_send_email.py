@@ -2,42 +2,28 @@
 
 from __future__ import annotations
 
-from email import message_from_bytes
-
 import pytest
 import sqlalchemy as sa
-from aiosmtpd.controller import Controller
 
 from app.extensions import db
 from app.models import OutboxEmail
-from tests.services import free_port
-
-
-class Inbox:
-    def __init__(self) -> None:
-        self.messages: list = []
-
-    async def handle_DATA(self, server, session, envelope):  # noqa: N802 (aiosmtpd's name)
-        self.messages.append(message_from_bytes(envelope.content))
-        return "250 OK"
+from tests.fake_chat import FakeSmtp
 
 
 @pytest.fixture(scope="module")
 def smtp():
-    inbox = Inbox()
-    controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
-    controller.start()
-    yield inbox, f"smtp://127.0.0.1:{controller.port}"
-    controller.stop()
+    server = FakeSmtp()
+    yield server
+    server.close()
 
 
 @pytest.fixture
 def app_config(smtp):
-    return {"SMTP_URL": smtp[1]}
+    return {"SMTP_URL": smtp.url}
 
 
 def test_send_email_waits_for_the_card_then_sends_once(app, alice, smtp):
-    inbox, _ = smtp
+    inbox = smtp.inbox
     inbox.messages.clear()
     convo = alice.new_conversation()
     html = alice.say(convo, '/send_email to=dana@example.org subject="Hello there" body="See you soon"')
@@ -57,7 +43,7 @@ def test_send_email_waits_for_the_card_then_sends_once(app, alice, smtp):
 
 
 def test_declined_email_is_never_sent(app, alice, smtp):
-    inbox, _ = smtp
+    inbox = smtp.inbox
     inbox.messages.clear()
     convo = alice.new_conversation()
     approval, token = alice.card(alice.say(convo, "/send_email to=dana@example.org subject=Hi body=Hello"))
