@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import itertools
 import json
+import threading
 import time
 
 import pytest
@@ -347,6 +348,12 @@ def test_without_redis_the_turn_runs_in_a_background_thread(app, services, posts
             break
         time.sleep(0.05)
     assert PROMPT in chat.sent()[-1]
+    # The thread goes on after posting (commit, app context teardown): let it end before the app's
+    # pool is disposed, or its connection is orphaned and closed by the garbage collector in some
+    # later test (a ResourceWarning, an error under filterwarnings=error).
+    for thread in threading.enumerate():
+        if thread.name == "connector-telegram":
+            thread.join(timeout=10)
 
 
 def test_connectors_link_maps_an_identity_to_a_person(app):
