@@ -16,7 +16,8 @@ from werkzeug.wrappers import Request, Response
 
 class FakeServer:
     """A scripted HTTP server. enqueue() a dict (JSON body), or a (status, body) pair, or a
-    callable(request_json) -> Response; "hang" sleeps past the client's timeout."""
+    callable(request_json) -> Response; "hang" answers only when the server stops, so the
+    client's timeout always fires first, however busy the machine is."""
 
     path = "/"
 
@@ -25,6 +26,7 @@ class FakeServer:
         self.requests: list[dict[str, Any]] = []
         self.httpd = make_server("127.0.0.1", 0, self.app, threaded=True)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.released = threading.Event()
 
     @property
     def base_url(self) -> str:
@@ -35,6 +37,7 @@ class FakeServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.released.set()
         self.httpd.shutdown()
         self.thread.join(timeout=5)
 
@@ -51,7 +54,7 @@ class FakeServer:
         self.requests.append(body)
         item = self.script.pop(0) if self.script else self.reply_text("(script is empty)")
         if item == "hang":
-            time.sleep(1.5)
+            self.released.wait(60)
             item = self.reply_text("too late")
         if isinstance(item, tuple):
             status, payload = item

@@ -14,16 +14,23 @@ from tests.conftest import NetworkGuardError
 from tests.fake_llm import FakeAnthropic, FakeOpenAI
 
 
+def use_model_timeout(app, base, spec, seconds):
+    with app.app_context():
+        live = engine()
+        app.extensions["countersign"] = Engine(live.registry, spec, base, live.toolsets, live.max_steps,
+                                               api_key="test-key", timeout=seconds)
+
+
 @pytest.fixture(params=["openai", "anthropic"])
 def fake(request, app):
     server = FakeOpenAI() if request.param == "openai" else FakeAnthropic()
     with server:
         spec = "openai:fake-gpt" if request.param == "openai" else "anthropic:fake-claude"
         base = server.api_base if request.param == "openai" else server.base_url
-        with app.app_context():
-            live = engine()
-            app.extensions["countersign"] = Engine(live.registry, spec, base, live.toolsets, live.max_steps,
-                                                   api_key="test-key", timeout=0.5)
+        # Generous: a busy machine must not turn a slow answer into a failure. Only the "hang"
+        # case shortens it, and its server never answers in time.
+        use_model_timeout(app, base, spec, 30)
+        server.spec, server.base = spec, base
         yield server
 
 
@@ -73,6 +80,8 @@ def test_read_and_destructive_in_one_step(app, alice, posts, fake):
     ((200, "{this is not json"), "could not"),
 ])
 def test_model_failures_are_clear_messages_with_retry(app, alice, fake, failure, said):
+    if failure == "hang":
+        use_model_timeout(app, fake.base, fake.spec, 1)
     fake.enqueue(failure)
     convo = alice.new_conversation()
     html = alice.say(convo, "hello")
@@ -81,6 +90,7 @@ def test_model_failures_are_clear_messages_with_retry(app, alice, fake, failure,
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Run).where(Run.status != "failed")) == 0
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Approval)) == 0
+    use_model_timeout(app, fake.base, fake.spec, 30)
     fake.enqueue(fake.reply_text("Hello again."))
     again = alice.htmx_post(f"/c/{convo}/retry").get_data(as_text=True)
     assert "Hello again." in again
