@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import logging
+import math
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
 from flask import Flask, g, jsonify, render_template, request
+from flask_limiter import RateLimitExceeded
 from sqlalchemy.exc import OperationalError, ProgrammingError
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app import config as settings
-from app import no_nul, static_gzip
-from app.errors import CountersignError, CrossSite, ServiceUnavailable
+from app import json_body, no_nul, static_gzip
+from app.copilot.text import seconds
+from app.errors import CountersignError, CrossSite, ServiceUnavailable, TooManyAttempts
 from app.extensions import csrf, db, htmx, limiter, login, migrate, redis_client
 
 log = logging.getLogger(__name__)
@@ -27,17 +32,27 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     )
     app.config.from_mapping(settings.load(config))
     settings.INSTANCE.mkdir(parents=True, exist_ok=True)
+    register_proxies(app)
     register_extensions(app)
     register_blueprints(app)
     register_errorhandlers(app)
     register_engine(app)
     register_commands(app)
     register_headers(app)
+    json_body.init_app(app)
     no_nul.init_app(app)
     static_gzip.init_app(app)
     if app.config["SWEEP_ON_START"]:
         sweep_on_start(app)
     return app
+
+
+def register_proxies(app: Flask) -> None:
+    """Behind TRUSTED_PROXIES proxies (a load balancer: 1), the client's address is the one they
+    add to X-Forwarded-For, so each client has its own rate limits; with 0 nobody is believed."""
+    trusted = app.config["TRUSTED_PROXIES"]
+    if trusted:
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=trusted)  # type: ignore[method-assign]
 
 
 def register_extensions(app: Flask) -> None:
@@ -97,11 +112,21 @@ def register_errorhandlers(app: Flask) -> None:
 
     @app.errorhandler(CountersignError)
     def domain_error(error: CountersignError) -> Any:
+        headers = {"Retry-After": str(error.retry_after)} if isinstance(error, TooManyAttempts) else {}
         if wants_json():
             fields = getattr(error, "fields", None)
             extra = {"fields": fields} if fields else {}
-            return jsonify(error=type(error).__name__, message=error.message, **extra), error.status
-        return render_template("error.html", message=error.message), error.status
+            return jsonify(error=type(error).__name__, message=error.message, **extra), error.status, headers
+        if getattr(request, "htmx", False):  # swapped into the page: the note alone, not a whole page
+            return render_template("partials/_error.html", message=error.message), error.status, headers
+        return render_template("error.html", message=error.message), error.status, headers
+
+    @app.errorhandler(RateLimitExceeded)
+    def rate_limited(error: RateLimitExceeded) -> Any:
+        current = limiter.current_limit
+        wait = max(1, math.ceil(current.reset_at - time.time())) if current else 60
+        what = error.description if error.limit.error_message else f"Too many requests ({error.description})."
+        return domain_error(TooManyAttempts(f"{what} Try again in {seconds(wait)}.", wait))
 
     @app.errorhandler(OperationalError)
     def database_down(error: OperationalError) -> Any:
@@ -147,9 +172,15 @@ def register_headers(app: Flask) -> None:
             return None  # server-to-server webhooks, verified by their own signatures
         origin = request.headers.get("Origin")
         cross = request.headers.get("Sec-Fetch-Site") == "cross-site"
-        if cross or (origin and urlsplit(origin).netloc != request.host):
+        if cross or (origin and _netloc(origin) != request.host):
             raise CrossSite()
         return None
+
+    def _netloc(url: str) -> str | None:
+        try:
+            return urlsplit(url).netloc
+        except ValueError:  # "http://[" is no origin a browser sends: it is not this site
+            return None
 
     @app.after_request
     def security_headers(response: Any) -> Any:

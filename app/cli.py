@@ -1,4 +1,4 @@
-"""flask commands: demo, actions, users create-token, approvals sweep."""
+"""flask commands: demo, actions, users (tokens, sessions), approvals sweep."""
 
 from __future__ import annotations
 
@@ -40,6 +40,16 @@ def demo() -> None:
         raise click.ClickException("`demo` seeds known passwords; run it with COUNTERSIGN_ENV=development.")
     seed_demo()
     click.echo("Demo ready: sign in as alice@example.com with password 'demo'.")
+    click.echo(DEMO_TOKENS)
+
+
+DEMO_TOKENS = """Tokens (pick the scope by who holds it):
+  agent  - for an MCP client or any agent: chats and calls actions, never answers a card or a form
+           flask --app wsgi users create-token alice@example.com --name laptop-mcp
+           flask --app wsgi users create-token alice@example.com --name blog-bot --toolsets blog
+  client - for the person's own app, which may answer cards like the browser does
+           flask --app wsgi users create-token alice@example.com --name my-app --scope client
+  list and revoke: flask --app wsgi users tokens alice@example.com / users revoke-token ID"""
 
 
 @functools.cache
@@ -143,32 +153,111 @@ def actions_check() -> None:
 users = AppGroup("users", help="People and their personal access tokens.")
 
 
+def _person(email: str) -> User:
+    user = db.session.scalar(sa.select(User).where(User.email == email.strip().lower()))
+    if user is None:
+        raise click.ClickException(f"No person with email {email}.")
+    return user
+
+
 @users.command("create-token")
 @click.argument("email")
 @click.option("--name", default="cli", help="A label for the token.")
-@click.option("--toolsets", default="", help="Comma-separated toolsets an MCP client may use (default: all configured).")
-def create_token_cmd(email: str, name: str, toolsets: str) -> None:
-    """Print a new personal access token for EMAIL (shown once)."""
+@click.option("--scope", type=click.Choice(["agent", "client"]), default="agent", show_default=True,
+              help="agent: for MCP clients and agents (chats, calls actions, never answers a card); "
+                   "client: the person's own app (may answer cards and forms).")
+@click.option("--toolsets", default="", help="Comma-separated toolsets the token reaches on every route "
+                                             "(default: all configured).")
+def create_token_cmd(email: str, name: str, scope: str, toolsets: str) -> None:
+    """Print a new personal access token for EMAIL (shown once; the first line is the token)."""
     from app.auth import create_token
 
-    user = db.session.scalar(sa.select(User).where(User.email == email.lower()))
-    if user is None:
-        raise click.ClickException(f"No person with email {email}.")
-    click.echo(create_token(user, name, toolsets))
+    user = _person(email)
+    wanted = [t.strip() for t in toolsets.split(",") if t.strip()]
+    known = sorted({t for a in engine().registry.actions.values() for t in a.toolsets})
+    unknown = [t for t in wanted if t not in known]
+    if unknown:
+        raise click.ClickException(f"Unknown toolset {', '.join(unknown)}; known: {', '.join(known)}.")
+    click.echo(create_token(user, name, ",".join(wanted), scope=scope))
+    click.echo(f"scope: {scope}  toolsets: {','.join(wanted) or 'all configured'}", err=True)
+
+
+@users.command("tokens")
+@click.argument("email")
+def tokens_cmd(email: str) -> None:
+    """List EMAIL's tokens: id, name, scope, toolsets, created, revoked (never the token)."""
+    from app.models import ApiToken
+
+    user = _person(email)
+    rows = db.session.scalars(sa.select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id))
+    click.echo(f"{'id':>5}  {'name':<20} {'scope':<7} {'toolsets':<20} {'created':<20} revoked")
+    for t in rows:
+        click.echo(f"{t.id:>5}  {t.name[:20]:<20} {t.scope:<7} {(t.toolsets or 'all configured')[:20]:<20} "
+                   f"{t.created_at:%Y-%m-%d %H:%M} UTC  {'yes' if t.revoked else 'no'}")
+
+
+@users.command("revoke-token")
+@click.argument("token_id", type=int)
+def revoke_token_cmd(token_id: int) -> None:
+    """Revoke token ID at once (audited): it no longer authenticates, nor answers its cards."""
+    from app.auth import revoke_token
+    from app.models import ApiToken
+
+    token = db.session.get(ApiToken, token_id) if 0 < token_id < 2**31 else None
+    if token is None:
+        raise click.ClickException(f"No token {token_id}.")
+    if not revoke_token(token, None, "cli"):
+        raise click.ClickException(f"Token {token_id} was already revoked.")
+    click.echo(f"Revoked token {token_id} ({token.name}) of {token.user.email}.")
+
+
+@users.command("sign-out")
+@click.argument("email")
+def sign_out_cmd(email: str) -> None:
+    """End every browser session of EMAIL (a lost laptop): their cookies stop working at once."""
+    from app.auth import end_sessions
+
+    click.echo(f"Ended {end_sessions(_person(email).id)} session(s).")
 
 
 audit_cli = AppGroup("audit", help="The audit log.")
 
 
 @audit_cli.command("verify")
-def audit_verify() -> None:
+@click.option("--against", "checkpoint", metavar="CHECKPOINT",
+              help="A line `audit checkpoint` printed (or a file holding it): fail unless every chain still holds it.")
+def audit_verify(checkpoint: str | None) -> None:
     """Walk every tenant's audit chain; name the first broken row (exit 1) or say it verifies."""
-    from app.copilot.audit import verify
+    from app.copilot.audit import CHECKPOINT_PREFIX, verify, verify_against
 
     verdict = verify()
     click.echo(str(verdict))
+    if verdict.ok and checkpoint is not None:
+        line = checkpoint if checkpoint.startswith(CHECKPOINT_PREFIX) else _read(checkpoint)
+        verdict = verify_against(line)
+        click.echo(f"checkpoint of {verdict.rows} chain(s) holds" if verdict.ok else str(verdict))
     if not verdict.ok:
         raise SystemExit(1)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as error:
+        raise click.ClickException(f"--against: not a checkpoint line, nor a file holding one ({error.strerror}).") from None
+
+
+@audit_cli.command("checkpoint")
+def audit_checkpoint() -> None:
+    """Print every chain's head (chain:seq:hash:mac) as one line to keep elsewhere, for `verify --against`;
+    refuses (exit 1) while a chain does not verify."""
+    from app.copilot.audit import checkpoint, verify
+
+    verdict = verify()
+    if not verdict.ok:
+        click.echo(f"no checkpoint: {verdict}", err=True)
+        raise SystemExit(1)
+    click.echo(checkpoint())
 
 
 connectors_cli = AppGroup("connectors", help="Chat connectors: who is who.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import secrets
 from pathlib import Path
@@ -57,6 +58,8 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         "COUNTERSIGN_ENV": env,
         "SECRET_KEY": secret,
         "SECRET_KEY_FALLBACKS": fallbacks,
+        # AUDIT_KEY keys the audit chain (never stored in the database); AUDIT_KEY_FALLBACKS: older keys.
+        **_audit_keys(overrides.get("SECRET_KEY") or _env("SECRET_KEY"), fallbacks),
         "SQLALCHEMY_DATABASE_URI": _normalise_db_url(_env("DATABASE_URL", default_db) or default_db),
         "REDIS_URL": _env("REDIS_URL"),
         "APPROVALS_TTL": _int("APPROVALS_TTL", 1800),
@@ -80,6 +83,9 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         "SLACK_SIGNING_SECRET": _env("SLACK_SIGNING_SECRET"),
         "SLACK_API_BASE": _env("SLACK_API_BASE", "https://slack.com/api"),
         "EMAIL_WEBHOOK_SECRET": _env("EMAIL_WEBHOOK_SECRET"),
+        # An inbound email with no SPF/DKIM/DMARC verdict from the provider is from nobody (refused,
+        # unanswered); False only for a provider that gives none, knowing a forged From is then believed.
+        "EMAIL_REQUIRE_AUTH": _bool("EMAIL_REQUIRE_AUTH", True),
         # Seconds a chat thread waits for "yes" (never longer than the card's own life).
         "CONNECTOR_CONFIRM_TTL": _int("CONNECTOR_CONFIRM_TTL", 120),
         # Connectors that may take "yes" for an answer; the others post a link to the card.
@@ -98,6 +104,22 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         "RATELIMIT_HEADERS_ENABLED": True,
         # Redis down: count limits in this process's memory rather than fail the request.
         "RATELIMIT_IN_MEMORY_FALLBACK_ENABLED": True,
+        # Proxies in front of the app whose X-Forwarded-For is believed (1 behind one load balancer);
+        # 0 believes no one, so a client cannot pick the address its limits count against.
+        "TRUSTED_PROXIES": _int("TRUSTED_PROXIES", 0),
+        # Each limit counts per person (token or account) and per client address, web and API together.
+        "RATELIMIT_MESSAGES_PER_PERSON": _env("RATELIMIT_MESSAGES_PER_PERSON", "60 per minute"),
+        "RATELIMIT_MESSAGES_PER_ADDRESS": _env("RATELIMIT_MESSAGES_PER_ADDRESS", "120 per minute"),
+        "RATELIMIT_ANSWERS_PER_PERSON": _env("RATELIMIT_ANSWERS_PER_PERSON", "30 per minute"),
+        "RATELIMIT_ANSWERS_PER_ADDRESS": _env("RATELIMIT_ANSWERS_PER_ADDRESS", "60 per minute"),
+        "RATELIMIT_MCP_CALLS_PER_TOKEN": _env("RATELIMIT_MCP_CALLS_PER_TOKEN", "60 per minute"),
+        # Failed sign-ins block their source address; per account they only slow down (a stranger
+        # cannot lock a person out): after SIGNIN_SLOWDOWN_AFTER failures, 1 s, 2 s, 4 s … up to the cap.
+        "RATELIMIT_SIGNIN_FAILURES_PER_ADDRESS": _env("RATELIMIT_SIGNIN_FAILURES_PER_ADDRESS", "10 per minute"),
+        "SIGNIN_SLOWDOWN_AFTER": _int("SIGNIN_SLOWDOWN_AFTER", 5),
+        "SIGNIN_SLOWDOWN_CAP": _int("SIGNIN_SLOWDOWN_CAP", 60),
+        # A message longer than this is refused, saying the limit (never cut).
+        "MESSAGE_MAX_CHARS": _int("MESSAGE_MAX_CHARS", 4000),
         "WTF_CSRF_TIME_LIMIT": None,
         "MAX_CONTENT_LENGTH": _int("MAX_CONTENT_LENGTH", 1024 * 1024),
         "WTF_CSRF_SSL_STRICT": True,
@@ -105,6 +127,9 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         "SESSION_COOKIE_SAMESITE": "Lax",
         "SESSION_COOKIE_SECURE": _bool("SESSION_COOKIE_SECURE", not development),
         "REMEMBER_COOKIE_HTTPONLY": True,
+        # A browser sign-in ends server-side after this many seconds even without a sign-out (a
+        # copied cookie does not live for ever); signing out or `users sign-out` ends it at once.
+        "SESSION_MAX_AGE": _int("SESSION_MAX_AGE", 7 * 24 * 3600),
         "SQLALCHEMY_ENGINE_OPTIONS": {},
         "SWEEP_ON_START": _bool("SWEEP_ON_START", True),
         "BENCH_PROBE": _bool("BENCH_PROBE", False),
@@ -121,6 +146,25 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         # A restarted database server leaves dead connections in the pool: test each one on checkout.
         config["SQLALCHEMY_ENGINE_OPTIONS"] = {"pool_pre_ping": True, **config["SQLALCHEMY_ENGINE_OPTIONS"]}
     return config
+
+
+def _audit_keys(secret: str | None, secret_fallbacks: list[str]) -> dict[str, Any]:
+    """AUDIT_KEY, by default derived from SECRET_KEY under a label of its own (production should set
+    its own); with no SECRET_KEY (development) a fixed development key, so the demo's chain still
+    verifies after a restart. AUDIT_KEY_FALLBACKS: comma-separated older keys that rows may have been
+    made with; `default` there stands for the keys derived from SECRET_KEY and SECRET_KEY_FALLBACKS."""
+
+    def derived(key: str) -> str:
+        return hmac.new(key.encode(), b"countersign audit-chain key v1", hashlib.sha256).hexdigest()
+
+    defaults = [derived(k) for k in (secret or "development only: no SECRET_KEY", *secret_fallbacks)]
+    own = _env("AUDIT_KEY")
+    fallbacks: list[str] = []
+    for key in (_env("AUDIT_KEY_FALLBACKS") or "").split(","):
+        fallbacks += defaults if key.strip() == "default" else [key] if key else []
+    if not own:
+        fallbacks += defaults[1:]  # a SECRET_KEY rotation rotates the derived key: old rows still verify
+    return {"AUDIT_KEY": own or defaults[0], "AUDIT_KEY_FALLBACKS": fallbacks}
 
 
 def _normalise_db_url(url: str) -> str:

@@ -89,3 +89,76 @@ class FormInvalid(BadValues):
     def __init__(self, fields: dict[str, list[str]]) -> None:
         super().__init__()
         self.fields = fields
+
+
+class AgentCannotAnswer(CountersignError):
+    """An agent-scoped credential tried to answer a card or a form; only the person can."""
+
+    status = 403
+    message = "This credential acts for an agent; only the person can answer a card — open it in Countersign."
+
+
+class OutsideToolsets(CountersignError):
+    """The credential's toolsets do not reach this card's action."""
+
+    status = 403
+    message = "This credential's toolsets do not reach this card's action; nothing was done."
+
+
+class UnstorableText(BadValues):
+    """Text holds a character no database here can store (NUL, a lone surrogate); nothing was saved."""
+
+    message = "This text holds a character that cannot be stored."
+
+
+class MessageTooLong(CountersignError):
+    """A message is over MESSAGE_MAX_CHARS; refused whole rather than cut."""
+
+    status = 413
+
+    def __init__(self, limit: int, length: int) -> None:
+        super().__init__(f"Messages are limited to {limit} characters; this one has {length}. "
+                         "Nothing was sent: shorten it and send it again.")
+        self.limit = limit
+
+
+class BadJson(BadValues):
+    """A request body is not JSON we accept (malformed, too deep, NaN or Infinity, not UTF-8)."""
+
+    message = "The body is not valid JSON."
+
+
+class TooManyAttempts(CountersignError):
+    """Too many requests or failed sign-ins; try again after the delay it names."""
+
+    status = 429
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class PathRefused(NotFound):
+    """A file path the action will not act on as asked (a link, a folder for a file); nothing was done."""
+
+    message = "That path cannot be used for this."
+
+
+class PartlyDone(CountersignError):
+    """handle() stopped partway; its message says exactly what was and was not done."""
+
+    status = 500
+    prefix = "Partly done: "
+
+    def __init__(self, message: str) -> None:
+        super().__init__(self.prefix + message)
+
+
+class FormNeedsCard(FormInvalid):
+    """Form values would turn the call into one that needs a card, which a form never gives."""
+
+    message = ("These values need the person's confirmation on a card, which a form cannot give. "
+               "Nothing ran: choose other values, or ask for it in the chat.")
+
+    def __init__(self) -> None:
+        super().__init__({})

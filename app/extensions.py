@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import logging
+import math
+import time
+from collections.abc import Callable
+from typing import TypeVar, cast
 
 import redis
 import sqlalchemy as sa
-from flask import Flask, current_app
+from flask import Flask, current_app, g
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
-from flask_login import LoginManager
+from flask_login import LoginManager, current_user
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from flask_wtf.csrf import CSRFProtect
 from htmx_flask import Htmx
+from limits import parse
+from redis.exceptions import RedisError
 from sqlalchemy.orm import DeclarativeBase
 
 log = logging.getLogger(__name__)
@@ -36,7 +42,49 @@ migrate = Migrate()
 login = LoginManager()
 csrf = CSRFProtect()
 htmx = Htmx()
-limiter = Limiter(key_func=get_remote_address, default_limits=[])
+limiter = Limiter(key_func=get_remote_address, default_limits=[])  # the client's address (ProxyFix)
+View = TypeVar("View", bound=Callable[..., object])
+
+
+def person_key() -> str:
+    """Who a per-person limit counts: the bearer token, else the signed-in account, else the address."""
+    token = g.get("api_token")
+    if token is not None:
+        return f"token:{token.id}"
+    if current_user.is_authenticated:
+        return f"user:{current_user.id}"
+    return f"address:{get_remote_address()}"
+
+
+def limit_per_person_and_address(kind: str) -> Callable[[View], View]:
+    """Two limits on one kind of request (MESSAGES, ANSWERS), each shared by the web and the API
+    routes of that kind: RATELIMIT_<KIND>_PER_PERSON and RATELIMIT_<KIND>_PER_ADDRESS."""
+    per_person = limiter.shared_limit(lambda: current_app.config[f"RATELIMIT_{kind}_PER_PERSON"],
+                                      scope=f"{kind.lower()}:person", key_func=person_key)
+    per_address = limiter.shared_limit(lambda: current_app.config[f"RATELIMIT_{kind}_PER_ADDRESS"],
+                                       scope=f"{kind.lower()}:address")
+
+    def decorate(view: View) -> View:
+        return cast(View, per_address(per_person(view)))
+
+    return decorate
+
+
+def seconds_over_limit(setting: str, key: str) -> int:
+    """Count one call against the limit in config[setting] for `key`, outside a Flask view (MCP):
+    0 if it is within the limit, else the seconds until the limit lets another through. The
+    limit store being away lets the call through (as Flask-Limiter's own fallback does)."""
+    if not limiter.enabled:
+        return 0
+    item = parse(current_app.config[setting])
+    try:
+        if limiter.limiter.hit(item, setting.lower(), key):
+            return 0
+        reset_at, _ = limiter.limiter.get_window_stats(item, setting.lower(), key)
+    except RedisError as error:
+        log.warning("rate limit store unavailable: %s", error)
+        return 0
+    return max(1, math.ceil(reset_at - time.time()))
 
 
 class RedisClient:

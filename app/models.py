@@ -80,12 +80,31 @@ class ApiToken(Model):
     user_id: Mapped[int] = mapped_column(sa.ForeignKey("users.id"), index=True)
     name: Mapped[str] = mapped_column(sa.String(200), default="")
     token_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
-    # The toolsets an MCP client with this token reaches ("" = the app's COUNTERSIGN_TOOLSETS).
+    # The toolsets this token reaches on every route, API chat and MCP ("" = the app's COUNTERSIGN_TOOLSETS).
     toolsets: Mapped[str] = mapped_column(sa.String(500), default="", server_default="")
+    # "agent" (the default: chats and calls actions, never answers a card or a form, never sees a
+    # card's token) or "client" (the person's own app: may answer, like the browser).
+    scope: Mapped[str] = mapped_column(sa.String(10), default="agent", server_default="agent")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     revoked: Mapped[bool] = mapped_column(default=False)
 
     user: Mapped[User] = relationship()
+
+    @property
+    def is_agent(self) -> bool:
+        """Anything but an explicit client token acts for an agent (fail closed)."""
+        return self.scope != "client"
+
+
+class UserSession(Model):
+    """A browser sign-in. The cookie's `sid` is this row's id (and card tokens' "web:<sid>"
+    binding); a cookie counts only while its row is live, so signing out ends it everywhere."""
+
+    __tablename__ = "user_sessions"
+    id: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    user_id: Mapped[int] = mapped_column(sa.ForeignKey("users.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class Post(Model):
@@ -158,6 +177,12 @@ class Run(Model):
     input_tokens: Mapped[int] = mapped_column(default=0)
     output_tokens: Mapped[int] = mapped_column(default=0)
     duration_ms: Mapped[int] = mapped_column(default=0)
+    # The credential whose call started the run ("web", "api:pat:3", "mcp:pat:3", "telegram", …),
+    # whether it acts for an agent, and the toolsets the run reaches (NULL: the app's). A resume
+    # after someone's answer keeps them: the run never reaches more than what started it.
+    via: Mapped[str] = mapped_column(sa.String(80), default="", server_default="")
+    agent: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
+    toolsets: Mapped[str | None] = mapped_column(sa.String(500))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
@@ -196,13 +221,18 @@ class Approval(Model):
     claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     decided_by: Mapped[int | None] = mapped_column(sa.ForeignKey("users.id"))
+    # The credential whose call asked for this card (its run's `via`), and whether it acts for an
+    # agent: shown to the person; an agent credential never answers any card.
+    requested_via: Mapped[str] = mapped_column(sa.String(80), default="", server_default="")
+    requested_by_agent: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
 
     user: Mapped[User] = relationship(foreign_keys=[user_id])
 
 
 class AuditEvent(Model):
     """One decision or refused attempt. Never holds a form value or a secret.
-    Rows chain per tenant: `hash` covers the previous row's hash and this row's content."""
+    Rows chain per tenant: `hash` is an HMAC, with the audit key named by `key_id`, over the
+    previous row's hash and this row's content (app/copilot/audit.py)."""
 
     __tablename__ = "audit_events"
     __table_args__ = (sa.UniqueConstraint("chain", "seq", name="uq_audit_events_chain_seq"),)
@@ -211,6 +241,7 @@ class AuditEvent(Model):
     seq: Mapped[int] = mapped_column(default=0)
     prev_hash: Mapped[str] = mapped_column(sa.String(64), default="")
     hash: Mapped[str] = mapped_column(sa.String(64), default="")
+    key_id: Mapped[str] = mapped_column(sa.String(16), default="")  # which audit key made `hash`
     tenant_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tenants.id"), index=True)
     user_id: Mapped[int | None] = mapped_column(sa.ForeignKey("users.id"))
     approval_id: Mapped[str | None] = mapped_column(sa.String(32), index=True)
@@ -222,12 +253,28 @@ class AuditEvent(Model):
 
 
 class AuditHead(Model):
-    """The last link of each tenant's audit chain; updating it first serializes writers."""
+    """The last link of each tenant's audit chain; updating it first serializes writers.
+    `mac` (keyed) covers chain, seq and hash, so the head cannot be moved to a point of one's choosing."""
 
     __tablename__ = "audit_heads"
     chain: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
     seq: Mapped[int] = mapped_column(default=0)
     hash: Mapped[str] = mapped_column(sa.String(64), default="")
+    key_id: Mapped[str] = mapped_column(sa.String(16), default="")
+    mac: Mapped[str] = mapped_column(sa.String(64), default="")
+
+
+class AuditMark(Model):
+    """How far a chain was last verified (seq, hash) and where the round of re-checking older rows
+    stands (`swept`), keyed like the head, so the admin page verifies only what is new."""
+
+    __tablename__ = "audit_marks"
+    chain: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    seq: Mapped[int] = mapped_column(default=0)
+    hash: Mapped[str] = mapped_column(sa.String(64), default="")
+    swept: Mapped[int] = mapped_column(default=0)
+    key_id: Mapped[str] = mapped_column(sa.String(16), default="")
+    mac: Mapped[str] = mapped_column(sa.String(64), default="")
 
 
 class ConnectorIdentity(Model):

@@ -36,14 +36,14 @@ def env_for(database_url: str, **extra: str) -> dict[str, str]:
 
 
 def prepare(database_url: str, env: dict[str, str]) -> str:
-    """Migrate from empty, seed the demo, and return a personal access token for alice."""
+    """Migrate from empty, seed the demo, and return a client-scoped token for alice (it answers cards)."""
     flask = [str(BIN / "flask"), "--app", "wsgi"]
     if database_url.startswith("postgres"):
         subprocess.run(flask + ["db", "downgrade", "base"], cwd=ROOT, env=env, check=False, capture_output=True)
     subprocess.run(flask + ["db", "upgrade"], cwd=ROOT, env=env, check=True, capture_output=True)
     seed_env = {**env, "COUNTERSIGN_ENV": "development"}
     subprocess.run(flask + ["demo"], cwd=ROOT, env=seed_env, check=True, capture_output=True)
-    out = subprocess.run(flask + ["users", "create-token", "alice@example.com"], cwd=ROOT, env=env,
+    out = subprocess.run(flask + ["users", "create-token", "alice@example.com", "--scope", "client"], cwd=ROOT, env=env,
                          check=True, capture_output=True, text=True)
     return out.stdout.strip().splitlines()[-1]
 

@@ -10,7 +10,8 @@
 
   document.addEventListener("htmx:afterRequest", function (event) {
     var form = event.detail.elt;
-    if (form && form.id === "composer" && event.detail.successful) {
+    // Only a message the server kept clears the box: a refused one (too long, …) stays to be fixed.
+    if (form && form.id === "composer" && event.detail.successful && event.detail.xhr.status < 300) {
       form.reset();
       form.querySelector("textarea").focus();
     }

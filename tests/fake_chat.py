@@ -1,18 +1,33 @@
-"""Local fakes of the chat services Countersign posts to: the Telegram Bot API, the Slack Web API
-(real HTTP on loopback) and an SMTP server (aiosmtpd). Each records what it received."""
+"""Local fakes of the chat services Countersign talks to: the Telegram Bot API, the Slack Web API
+(real HTTP on loopback) and an SMTP server (aiosmtpd), each recording what it received; and `Chat`,
+which posts webhooks as each service (and a person's mail client) would, signed as they sign."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import itertools
 import json
 import threading
+import time
 from email import message_from_bytes
 from typing import Any
 
+import sqlalchemy as sa
 from aiosmtpd.controller import Controller
+from rq import Queue, SimpleWorker
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
 from tests.services import free_port
+
+SLACK_SECRET = "slack-signing-secret"
+TELEGRAM_SECRET = "telegram-secret-token"
+EMAIL_SECRET = "email-webhook-secret"
+IDS = {"telegram": {"alice": "111", "bob": "222", "carol": "333"},
+       "slack": {"alice": "U111", "bob": "U222", "carol": "U333"},
+       "email": {"alice": "alice@example.com", "bob": "bob@example.com", "carol": "carol@example.com"}}
+counter = itertools.count(1000)
 
 
 class FakeChatApi:
@@ -67,3 +82,139 @@ class FakeSmtp:
 
     def close(self) -> None:
         self.controller.stop()
+
+
+def connector_config(api: FakeChatApi, smtp: FakeSmtp) -> dict[str, Any]:
+    """Settings that point every connector at the fakes."""
+    return {"TELEGRAM_BOT_TOKEN": "123:abc", "TELEGRAM_WEBHOOK_SECRET": TELEGRAM_SECRET,
+            "TELEGRAM_API_BASE": api.base_url, "SLACK_BOT_TOKEN": "xoxb-test", "SLACK_SIGNING_SECRET": SLACK_SECRET,
+            "SLACK_API_BASE": api.base_url, "EMAIL_WEBHOOK_SECRET": EMAIL_SECRET, "SMTP_URL": smtp.url,
+            "MAIL_FROM": "copilot@countersign.example", "PUBLIC_URL": "https://countersign.example"}
+
+
+def slack_headers(body: str | bytes, stamp: int | None = None, secret: str = SLACK_SECRET) -> dict[str, str]:
+    """Slack's v0 signature: HMAC-SHA256 of "v0:<timestamp>:<body>"."""
+    raw = body.encode() if isinstance(body, str) else body
+    when = str(stamp if stamp is not None else int(time.time()))
+    signature = "v0=" + hmac.new(secret.encode(), f"v0:{when}:".encode() + raw, hashlib.sha256).hexdigest()
+    return {"Content-Type": "application/json", "X-Slack-Request-Timestamp": when, "X-Slack-Signature": signature}
+
+
+def email_headers(body: str | bytes, stamp: int | None = None, secret: str = EMAIL_SECRET) -> dict[str, str]:
+    """The mail provider's signature: HMAC-SHA256 of "<timestamp>.<body>", timestamp in its own header."""
+    raw = body.encode() if isinstance(body, str) else body
+    when = str(stamp if stamp is not None else int(time.time()))
+    signature = "sha256=" + hmac.new(secret.encode(), f"{when}.".encode() + raw, hashlib.sha256).hexdigest()
+    return {"Content-Type": "application/json", "X-Countersign-Timestamp": when, "X-Countersign-Signature": signature}
+
+
+def passing_verdict(address: str) -> dict[str, str]:
+    """What the mail provider adds for mail that really comes from `address`: its receiving server's
+    Authentication-Results, passing SPF, DKIM and DMARC for the address's own domain."""
+    domain = address.rpartition("@")[2]
+    return {"authentication_results": f"mx.countersign.example; spf=pass smtp.mailfrom={address}; "
+                                      f"dkim=pass header.d={domain}; dmarc=pass (p=REJECT) header.from={domain}"}
+
+
+class Chat:
+    """One connector seen from the outside: post webhooks as the service would, read what came back.
+    Email replies are written as a mail client writes them: to the newest email the person got in
+    that thread (In-Reply-To its Message-ID, References its References and its Message-ID), and
+    reach the webhook with the provider's passing verdict for the person's domain."""
+
+    def __init__(self, app: Any, name: str, services: tuple[FakeChatApi, FakeSmtp]) -> None:
+        from app.extensions import db
+        from app.models import ConnectorIdentity, User
+
+        self.app, self.name = app, name
+        self.api, self.smtp = services
+        self.api.posts.clear()
+        self.smtp.inbox.messages.clear()
+        self.roots: dict[str, str] = {}
+        self.stamps: dict[Any, str] = {}
+        with app.app_context():
+            for person, external in IDS[name].items():
+                user = db.session.scalar(sa.select(User).where(User.email == f"{person}@example.com"))
+                db.session.add(ConnectorIdentity(connector=name, external_id=external, user_id=user.id))
+            db.session.commit()
+
+    def say(self, text: str, who: str = "alice", thread: str = "main", files: bool = False,
+            redeliver: Any = None, **mail: Any) -> Any:
+        body, headers = self.webhook(text, who, thread, files, redeliver, **mail)
+        response = self.app.test_client().post(self.url, data=body, headers=headers)
+        assert response.status_code == 200, response.get_data(as_text=True)
+        self.work()
+        return response
+
+    def webhook(self, text: str, who: str = "alice", thread: str = "main", files: bool = False,
+                redeliver: Any = None, **mail: Any) -> tuple[str, dict[str, str]]:
+        """The body and headers the service would post."""
+        return getattr(self, f"_{self.name}")(text, who, thread, files, redeliver, **mail)
+
+    def work(self) -> None:
+        """What an RQ worker does, in-process: run the queued turns."""
+        import redis
+
+        from app.extensions import redis_client
+
+        with self.app.app_context():
+            queue = Queue("countersign", connection=redis_client.client)
+            try:
+                SimpleWorker([queue], connection=redis_client.client).work(burst=True)
+            except redis.exceptions.ConnectionError:
+                pass  # Redis is down: the webhook answered inline, nothing was queued
+
+    @property
+    def url(self) -> str:
+        return {"telegram": "/connectors/telegram", "slack": "/connectors/slack/events",
+                "email": "/connectors/email/inbound"}[self.name]
+
+    def _telegram(self, text: str, who: str, thread: str, files: bool, redeliver: Any,
+                  **extra: Any) -> tuple[str, dict[str, str]]:
+        update_id = redeliver or next(counter)
+        message = {"message_id": update_id, "from": {"id": int(IDS["telegram"][who]), "is_bot": False, "first_name": who},
+                   "chat": {"id": {"main": -1001, "other": -1002}[thread], "type": "group"}, "date": int(time.time()),
+                   **extra}
+        if files:
+            message["document"] = {"file_id": "F1", "file_name": "report.pdf"}
+        if text:
+            message["caption" if files else "text"] = text
+        body = json.dumps({"update_id": update_id, "message": message})
+        return body, {"Content-Type": "application/json", "X-Telegram-Bot-Api-Secret-Token": TELEGRAM_SECRET}
+
+    def _slack(self, text: str, who: str, thread: str, files: bool, redeliver: Any,
+               **extra: Any) -> tuple[str, dict[str, str]]:
+        event_id = redeliver or f"Ev{next(counter)}"
+        ts = self.stamps.setdefault(event_id, f"{time.time():.6f}")  # a retry is the same message
+        event = {"type": "message", "channel": {"main": "C1", "other": "C2"}[thread], "user": IDS["slack"][who],
+                 "text": text, "ts": ts, "thread_ts": "1700000000.000100", **extra}
+        if files:
+            event.update(subtype="file_share", files=[{"id": "F1", "name": "report.pdf"}])
+        body = json.dumps({"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event": event,
+                           "event_id": event_id, "event_time": int(time.time())})
+        return body, slack_headers(body)
+
+    def _email(self, text: str, who: str, thread: str, files: bool, redeliver: Any,
+               **extra: Any) -> tuple[str, dict[str, str]]:
+        message_id = redeliver or f"<m{next(counter)}@example.com>"
+        root = self.roots.setdefault(thread, message_id)
+        in_reply_to, references = ("", "") if root == message_id else (root, root)
+        got = [m for m in self.smtp.inbox.messages if m["To"] == IDS["email"][who] and m["In-Reply-To"] == root]
+        if got and root != message_id:
+            in_reply_to, references = got[-1]["Message-ID"], f"{got[-1]['References']} {got[-1]['Message-ID']}"
+        mail = {"from": f"{who.title()} <{IDS['email'][who]}>", "to": "copilot@countersign.example",
+                "subject": "Re: Blog cleanup", "text": text, "message_id": message_id,
+                "in_reply_to": in_reply_to, "references": references,
+                "attachments": [{"filename": "report.pdf"}] if files else [],
+                **passing_verdict(IDS["email"][who]), **extra}  # the person's own mail passes; tests forge the rest
+        body = json.dumps(mail)
+        return body, email_headers(body)
+
+    def sent(self, thread: str = "main") -> list[str]:
+        """Texts posted back into that thread."""
+        if self.name == "email":
+            root = self.roots.get(thread)
+            return [m.get_payload().strip() for m in self.smtp.inbox.messages if m["In-Reply-To"] == root]
+        want = {"telegram": {"main": -1001, "other": -1002}, "slack": {"main": "C1", "other": "C2"}}[self.name][thread]
+        key = "chat_id" if self.name == "telegram" else "channel"
+        return [p["text"] for p in self.api.posts if p.get(key) == want]

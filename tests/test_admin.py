@@ -63,7 +63,8 @@ def test_revoke_ends_it_revoked_and_nothing_runs(app, sign_in, alice, posts, han
 def test_an_admin_cannot_confirm_someone_elses_card(app, alice, posts, handle_calls):
     approval, token = pending_delete(alice, posts)
     with app.app_context():
-        admin_token = create_token(db.session.scalar(sa.select(User).where(User.email == "admin@example.com")))
+        admin_token = create_token(db.session.scalar(sa.select(User).where(User.email == "admin@example.com")),
+                                   scope="client")
     response = app.test_client().post(f"/api/approvals/{approval}/confirm", json={"token": token},
                                       headers=api_headers(admin_token))
     assert response.status_code == 403
@@ -98,7 +99,7 @@ def test_another_tenants_admin_sees_nothing_and_gets_404(app, sign_in, alice, po
                             headers={"X-CSRFToken": dave.csrf}).status_code == 404
     with app.app_context():
         dave_user = db.session.scalar(sa.select(User).where(User.email == globex_admin))
-        token, dave_id = create_token(dave_user), dave_user.id
+        token, dave_id = create_token(dave_user, scope="client"), dave_user.id
     client = app.test_client()
     assert client.get("/api/admin/approvals?status=", headers=api_headers(token)).get_json()["approvals"] == []
     events = client.get("/api/admin/audit", headers=api_headers(token)).get_json()["events"]
@@ -111,7 +112,7 @@ def test_another_tenants_admin_sees_nothing_and_gets_404(app, sign_in, alice, po
 def test_admin_api_lists_and_revokes(app, alice, posts):
     approval, _ = pending_delete(alice, posts)
     with app.app_context():
-        token = create_token(db.session.scalar(sa.select(User).where(User.email == "admin@example.com")))
+        token = create_token(db.session.scalar(sa.select(User).where(User.email == "admin@example.com")), scope="client")
     client = app.test_client()
     listed = client.get("/api/admin/approvals", headers=api_headers(token)).get_json()["approvals"]
     assert [a["id"] for a in listed] == [approval]

@@ -19,7 +19,7 @@ def test_32_simultaneous_confirms_run_handle_exactly_once(app, posts, handle_cal
     with app.app_context():
         alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
         alice_id, tenant_id = alice.id, alice.tenant_id
-        headers = api_headers(create_token(alice))
+        headers = api_headers(create_token(alice, scope="client"))
     client = app.test_client()
     for trial in range(TRIALS):
         before = handle_calls["n"]

@@ -2,28 +2,21 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import itertools
 import json
 import threading
 import time
 
 import pytest
 import sqlalchemy as sa
-from rq import Queue, SimpleWorker
+from rq import Queue
 
 from app.extensions import db, redis_client
 from app.models import Approval, ConnectorIdentity, Conversation, User
 from tests.conftest import make_approvals
-from tests.fake_chat import FakeChatApi, FakeSmtp
+from tests.fake_chat import Chat, FakeChatApi, FakeSmtp, connector_config, slack_headers
 from tests.services import PrivateRedis
 
-SLACK_SECRET = "slack-signing-secret"
-TELEGRAM_SECRET = "telegram-secret-token"
-EMAIL_SECRET = "email-webhook-secret"
 PROMPT = "⚠️ Delete this post? This cannot be undone. Reply 'Yes' to confirm."
-counter = itertools.count(1000)
 
 
 @pytest.fixture(scope="module")
@@ -36,101 +29,7 @@ def services():
 
 @pytest.fixture
 def app_config(services):
-    api, smtp = services
-    return {"TELEGRAM_BOT_TOKEN": "123:abc", "TELEGRAM_WEBHOOK_SECRET": TELEGRAM_SECRET,
-            "TELEGRAM_API_BASE": api.base_url, "SLACK_BOT_TOKEN": "xoxb-test", "SLACK_SIGNING_SECRET": SLACK_SECRET,
-            "SLACK_API_BASE": api.base_url, "EMAIL_WEBHOOK_SECRET": EMAIL_SECRET, "SMTP_URL": smtp.url,
-            "MAIL_FROM": "copilot@countersign.example", "PUBLIC_URL": "https://countersign.example"}
-
-
-IDS = {"telegram": {"alice": "111", "bob": "222"}, "slack": {"alice": "U111", "bob": "U222"},
-       "email": {"alice": "alice@example.com", "bob": "bob@example.com"}}
-
-
-class Chat:
-    """One connector seen from the outside: post webhooks as the service would, read what came back."""
-
-    def __init__(self, app, name, services):
-        self.app, self.name = app, name
-        self.api, self.smtp = services
-        self.api.posts.clear()
-        self.smtp.inbox.messages.clear()
-        self.roots: dict[str, str] = {}
-        with app.app_context():
-            for person, external in IDS[name].items():
-                user = db.session.scalar(sa.select(User).where(User.email == f"{person}@example.com"))
-                db.session.add(ConnectorIdentity(connector=name, external_id=external, user_id=user.id))
-            db.session.commit()
-
-    def say(self, text, who="alice", thread="main", files=False, redeliver=None):
-        body, headers = getattr(self, f"_{self.name}")(text, who, thread, files, redeliver)
-        response = self.app.test_client().post(self.url, data=body, headers=headers)
-        assert response.status_code == 200, response.get_data(as_text=True)
-        self.work()
-        return response
-
-    def work(self):
-        """What an RQ worker does, in-process: run the queued turns."""
-        import redis
-
-        with self.app.app_context():
-            queue = Queue("countersign", connection=redis_client.client)
-            try:
-                SimpleWorker([queue], connection=redis_client.client).work(burst=True)
-            except redis.exceptions.ConnectionError:
-                pass  # Redis is down: the webhook answered inline, nothing was queued
-
-    @property
-    def url(self):
-        return {"telegram": "/connectors/telegram", "slack": "/connectors/slack/events",
-                "email": "/connectors/email/inbound"}[self.name]
-
-    def _telegram(self, text, who, thread, files, redeliver):
-        update_id = redeliver or next(counter)
-        message = {"message_id": update_id, "from": {"id": int(IDS["telegram"][who]), "is_bot": False, "first_name": who},
-                   "chat": {"id": {"main": -1001, "other": -1002}[thread], "type": "group"}, "date": int(time.time())}
-        if files:
-            message["document"] = {"file_id": "F1", "file_name": "report.pdf"}
-        if text:
-            message["caption" if files else "text"] = text
-        body = json.dumps({"update_id": update_id, "message": message})
-        return body, {"Content-Type": "application/json", "X-Telegram-Bot-Api-Secret-Token": TELEGRAM_SECRET}
-
-    def _slack(self, text, who, thread, files, redeliver, stamp=None, secret=SLACK_SECRET):
-        event_id = redeliver or f"Ev{next(counter)}"
-        event = {"type": "message", "channel": {"main": "C1", "other": "C2"}[thread], "user": IDS["slack"][who],
-                 "text": text, "ts": f"{time.time():.6f}", "thread_ts": "1700000000.000100"}
-        if files:
-            event.update(subtype="file_share", files=[{"id": "F1", "name": "report.pdf"}])
-        body = json.dumps({"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event": event,
-                           "event_id": event_id, "event_time": int(time.time())})
-        return body, slack_headers(body, stamp=stamp, secret=secret)
-
-    def _email(self, text, who, thread, files, redeliver):
-        message_id = redeliver or f"<m{next(counter)}@example.com>"
-        root = self.roots.setdefault(thread, message_id)
-        mail = {"from": f"{who.title()} <{IDS['email'][who]}>", "to": "copilot@countersign.example",
-                "subject": "Re: Blog cleanup", "text": text, "message_id": message_id,
-                "in_reply_to": root if root != message_id else "", "references": root if root != message_id else "",
-                "attachments": [{"filename": "report.pdf"}] if files else []}
-        body = json.dumps(mail)
-        signature = "sha256=" + hmac.new(EMAIL_SECRET.encode(), body.encode(), hashlib.sha256).hexdigest()
-        return body, {"Content-Type": "application/json", "X-Countersign-Signature": signature}
-
-    def sent(self, thread="main"):
-        """Texts posted back into that thread."""
-        if self.name == "email":
-            root = self.roots.get(thread)
-            return [m.get_payload().strip() for m in self.smtp.inbox.messages if m["In-Reply-To"] == root]
-        want = {"telegram": {"main": -1001, "other": -1002}, "slack": {"main": "C1", "other": "C2"}}[self.name][thread]
-        key = "chat_id" if self.name == "telegram" else "channel"
-        return [p["text"] for p in self.api.posts if p.get(key) == want]
-
-
-def slack_headers(body, stamp=None, secret=SLACK_SECRET):
-    stamp = str(stamp if stamp is not None else int(time.time()))
-    signature = "v0=" + hmac.new(secret.encode(), f"v0:{stamp}:{body}".encode(), hashlib.sha256).hexdigest()
-    return {"Content-Type": "application/json", "X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": signature}
+    return connector_config(*services)
 
 
 @pytest.fixture(params=["telegram", "slack", "email"])
@@ -316,7 +215,7 @@ def test_a_thousand_waiting_confirmations_hold_no_thread(app, services, handle_c
             thread = ConnectorThread(connector="telegram", thread_key=str(-5000 - i), user_id=alice.id,
                                      conversation_id=convo.id)
             post_card(CONNECTORS["telegram"], thread, db.session.get(Approval, ids[i]))
-        waiting = sum(1 for i in range(1000) if redis_client.client.exists(wait_key("telegram", str(-5000 - i))))
+        waiting = sum(1 for i in range(1000) if redis_client.client.exists(wait_key("telegram", str(-5000 - i), alice.id)))
         after = threading.active_count()
         queued = len(Queue("countersign", connection=redis_client.client))
     assert waiting == 1000

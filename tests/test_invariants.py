@@ -17,7 +17,7 @@ from tests.conftest import api_headers
 @pytest.fixture
 def tokens(app):
     with app.app_context():
-        return {u.email.split("@")[0]: create_token(u) for u in db.session.scalars(sa.select(User))}
+        return {u.email.split("@")[0]: create_token(u, scope="client") for u in db.session.scalars(sa.select(User))}
 
 
 class Api:
@@ -102,7 +102,7 @@ def test_another_tenant_gets_404_and_nothing_runs(app, api, posts, handle_calls)
 def test_another_session_of_the_same_person_gets_403(app, api, posts, handle_calls):
     prompt = delete_card(api, posts)
     with app.app_context():
-        second = create_token(db.session.scalar(sa.select(User).where(User.email == "alice@example.com")))
+        second = create_token(db.session.scalar(sa.select(User).where(User.email == "alice@example.com")), scope="client")
     response = Api(app.test_client(), second).post(
         f"/api/approvals/{prompt['id']}/confirm", {"token": prompt["token"]})
     assert response.status_code == 403

@@ -67,8 +67,16 @@ def server(app, database_url):
 
 @pytest.fixture
 def tokens(app):
+    """Each person's agent-scoped token: what an MCP client is given (the default scope)."""
     with app.app_context():
         return {u.email.split("@")[0]: create_token(u) for u in db.session.scalars(sa.select(User))}
+
+
+@pytest.fixture
+def clients(app):
+    """Each person's client-scoped token: the person's own app, which may fill forms itself."""
+    with app.app_context():
+        return {u.email.split("@")[0]: create_token(u, scope="client") for u in db.session.scalars(sa.select(User))}
 
 
 @contextlib.asynccontextmanager
@@ -95,7 +103,7 @@ def test_tools_carry_their_kind_as_annotations(server, tokens):
     assert tools["publish_post"].read_only_hint is False and not tools["publish_post"].destructive_hint
 
 
-def test_a_missing_field_is_a_form_and_accept_runs_the_action(app, server, tokens):
+def test_a_missing_field_is_a_form_and_accept_runs_the_action(app, server, clients):
     seen = []
 
     async def answer(context, params):
@@ -103,7 +111,7 @@ def test_a_missing_field_is_a_form_and_accept_runs_the_action(app, server, token
         return types.ElicitResult(action="accept", content={"body": "Written in an MCP client", "status": "draft"})
 
     async def main():
-        async with client(server, tokens["alice"], answer) as c:
+        async with client(server, clients["alice"], answer) as c:
             return await c.call_tool("draft_post", {"title": "From MCP"})
 
     result = run(main())
@@ -116,9 +124,9 @@ def test_a_missing_field_is_a_form_and_accept_runs_the_action(app, server, token
         assert db.session.scalar(sa.select(Post).where(Post.title == "From MCP")).body == "Written in an MCP client"
 
 
-def test_declining_the_form_runs_nothing(app, server, tokens):
+def test_declining_the_form_runs_nothing(app, server, clients):
     async def main():
-        async with client(server, tokens["alice"], lambda c, p: _decline()) as c:
+        async with client(server, clients["alice"], lambda c, p: _decline()) as c:
             return await c.call_tool("draft_post", {"title": "Never"})
 
     result = run(main())
@@ -217,24 +225,24 @@ def refusal(error) -> str:
     return " ".join(str(e) for e in leaves(error) if isinstance(e, MCPError))
 
 
-def test_a_tampered_request_state_is_refused(app, server, tokens, posts, handle_calls):
-    first = first_leg(server, tokens["alice"], "draft_post", {"title": "Tamper"})
+def test_a_tampered_request_state_is_refused(app, server, clients, posts, handle_calls):
+    first = first_leg(server, clients["alice"], "draft_post", {"title": "Tamper"})
     assert isinstance(first, types.InputRequiredResult)
     state = first.request_state
     tampered = state[:-4] + ("AAAA" if not state.endswith("AAAA") else "BBBB")
     accept = {"answer": types.ElicitResult(action="accept", content={"body": "x", "status": "draft"})}
     with pytest.raises(BaseExceptionGroup) as error:
-        retry_leg(server, tokens["alice"], "draft_post", {"title": "Tamper"}, tampered, accept)
+        retry_leg(server, clients["alice"], "draft_post", {"title": "Tamper"}, tampered, accept)
     assert refusal(error.value) == "Invalid or expired requestState"
     with app.app_context():
         assert db.session.scalar(sa.select(Post).where(Post.title == "Tamper")) is None
 
 
-def test_another_persons_token_cannot_use_the_state(app, server, tokens):
-    first = first_leg(server, tokens["alice"], "draft_post", {"title": "Alice's"})
+def test_another_persons_token_cannot_use_the_state(app, server, clients):
+    first = first_leg(server, clients["alice"], "draft_post", {"title": "Alice's"})
     accept = {"answer": types.ElicitResult(action="accept", content={"body": "x", "status": "draft"})}
     with pytest.raises(BaseExceptionGroup) as error:  # the state is sealed to alice's token
-        retry_leg(server, tokens["bob"], "draft_post", {"title": "Alice's"}, first.request_state, accept)
+        retry_leg(server, clients["bob"], "draft_post", {"title": "Alice's"}, first.request_state, accept)
     assert refusal(error.value) == "Invalid or expired requestState"
     with app.app_context():
         assert db.session.scalar(sa.select(Post).where(Post.title == "Alice's")) is None
@@ -281,7 +289,7 @@ def test_a_client_without_url_elicitation_gets_the_link_and_pending(app, server,
         assert db.session.scalar(sa.select(Approval.status)) == "pending"
 
 
-def test_a_handshake_era_client_gets_a_classic_elicitation(app, server, tokens):
+def test_a_handshake_era_client_gets_a_classic_elicitation(app, server, clients):
     asked = []
 
     async def answer(context, params):
@@ -289,7 +297,7 @@ def test_a_handshake_era_client_gets_a_classic_elicitation(app, server, tokens):
         return types.ElicitResult(action="accept", content={"body": "Old protocol", "status": "published"})
 
     async def main():
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {tokens['alice']}"}) as http:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {clients['alice']}"}) as http:
             async with Client(streamable_http_client(server.url, http_client=http), elicitation_callback=answer,
                               mode="legacy") as c:
                 return await c.call_tool("draft_post", {"title": "Legacy"})
@@ -299,3 +307,94 @@ def test_a_handshake_era_client_gets_a_classic_elicitation(app, server, tokens):
     assert result.content[0].text.startswith("The person filled in: body, status.")
     with app.app_context():
         assert db.session.scalar(sa.select(Post).where(Post.title == "Legacy")).status == "published"
+
+
+# --- an agent-scoped token (what an MCP client holds) never answers a form or a card ----------------
+
+def approval_row(app):
+    with app.app_context():
+        return db.session.scalar(sa.select(Approval))
+
+
+def refused_attempts(app):
+    from app.models import AuditEvent
+
+    with app.app_context():
+        return list(db.session.scalars(sa.select(AuditEvent.detail).where(AuditEvent.outcome == "refused_attempt")))
+
+
+def test_an_agent_tokens_form_is_a_url_elicitation_and_its_own_answer_changes_nothing(app, server, tokens):
+    asked = []
+
+    async def fill_it_ourselves(context, params):
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"body": "The agent's words", "status": "published"})
+
+    async def main():
+        async with client(server, tokens["alice"], fill_it_ourselves) as c:
+            return await c.call_tool("draft_post", {"title": "Agent form"})
+
+    result = run(main())
+    assert isinstance(asked[0], types.ElicitRequestURLParams)  # never the form's schema: the person fills it
+    assert asked[0].url.startswith(f"{PUBLIC}/approvals/")
+    assert result.content[0].text.startswith("Pending: only the person can answer this, in Countersign:")
+    assert approval_row(app).status == "pending"
+    assert refused_attempts(app) == ["agent_credential"]
+    with app.app_context():
+        assert db.session.scalar(sa.select(Post).where(Post.title == "Agent form")) is None
+
+
+def test_an_agent_token_answering_the_form_leg_by_hand_changes_nothing(app, server, tokens):
+    first = first_leg(server, tokens["alice"], "draft_post", {"title": "By hand"})
+    (request,) = first.input_requests.values()
+    assert isinstance(request.params, types.ElicitRequestURLParams)
+    for answer in (types.ElicitResult(action="accept", content={"body": "x", "status": "published"}),
+                   types.ElicitResult(action="decline"), types.ElicitResult(action="cancel")):
+        result = retry_leg(server, tokens["alice"], "draft_post", {"title": "By hand"}, first.request_state,
+                           {"answer": answer})
+        assert result.content[0].text.startswith("Pending: only the person can answer this"), answer
+    assert approval_row(app).status == "pending"
+    assert refused_attempts(app) == ["agent_credential"] * 3
+    with app.app_context():
+        assert db.session.scalar(sa.select(Post).where(Post.title == "By hand")) is None
+
+
+def test_an_agent_tokens_decline_of_a_card_leaves_it_waiting_for_the_person(app, server, tokens, posts, sign_in,
+                                                                            handle_calls):
+    async def main():
+        async with client(server, tokens["alice"], lambda c, p: _decline()) as c:
+            return await c.call_tool("delete_post", {"post": posts["Spring meetup"]})
+
+    result = run(main())
+    assert result.content[0].text.startswith("Pending: only the person can answer this")
+    approval = approval_row(app)
+    assert approval.status == "pending" and approval.requested_by_agent and approval.requested_via.startswith("mcp:pat:")
+    assert confirm_on_the_web(sign_in, f"{PUBLIC}/approvals/{approval.id}").status_code == 200
+    assert handle_calls["n"] == 1
+
+
+def test_a_blog_only_token_cannot_call_send_email_over_mcp(app, server):
+    with app.app_context():
+        token = create_token(db.session.scalar(sa.select(User).where(User.email == "alice@example.com")),
+                             toolsets="blog")
+
+    async def main():
+        async with client(server, token) as c:
+            return await c.call_tool("send_email", {"to": "eve@example.net", "subject": "Hi", "body": "Hello"})
+
+    result = run(main())
+    assert result.is_error and result.content[0].text == "Unknown tool 'send_email'."
+    assert approval_row(app) is None
+
+
+def test_a_revoked_token_is_401_over_mcp(app, server, tokens):
+    from app.models import ApiToken
+
+    with app.app_context():
+        alice_token_id = db.session.scalar(sa.select(ApiToken.id).join(User).where(User.email == "alice@example.com"))
+    assert app.test_cli_runner().invoke(args=["users", "revoke-token", str(alice_token_id)]).exit_code == 0
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    with httpx2.Client() as http:
+        response = http.post(server.url, json=call, headers={"Authorization": f"Bearer {tokens['alice']}",
+                                                            "Accept": "application/json, text/event-stream"})
+    assert response.status_code == 401

@@ -67,7 +67,7 @@ def test_actions_command_lists_name_kind_toolsets_and_schema(app):
 
 def test_create_token_prints_a_token_that_is_stored_hashed(app):
     result = app.test_cli_runner().invoke(args=["users", "create-token", "alice@example.com"])
-    token = result.output.strip()
+    token = result.stdout.strip()  # the token alone on stdout; its scope goes to stderr
     assert token.startswith("cs_")
     with app.app_context():
         stored = db.session.scalars(sa.select(ApiToken.token_hash)).all()

@@ -1,6 +1,7 @@
 from pydantic import BaseModel, EmailStr, Field
 
 from app.copilot.actions import Action, Kind, expose
+from app.copilot.lookalike import email_shown
 from app.mail import deliver
 from app.models import OutboxEmail
 
@@ -22,7 +23,9 @@ class SendEmail(Action):
         return f"Send this email as {ctx.user.email}?"
 
     def approval_summary(self, ctx, input):
-        return {"To": input.to, "Subject": input.subject, "Message": input.body}
+        to, warnings = email_shown(input.to)  # an address that is not plain ASCII: its punycode, and a warning
+        rows = {"To": to, "Subject": input.subject, "Message": input.body}
+        return {**rows, "Warning": " ".join(warnings)} if warnings else rows
 
     def handle(self, ctx, input):
         email = OutboxEmail(tenant_id=ctx.tenant.id, sender_id=ctx.user.id, to=input.to,

@@ -13,6 +13,7 @@ from app.admin.chart import decisions_svg
 from app.auth import current_actor
 from app.copilot import agent, audit, review
 from app.errors import CountersignError
+from app.routing import safe_target
 
 bp = Blueprint("admin", __name__)
 
@@ -56,8 +57,7 @@ def revoke(approval_id: str) -> Any:
         if error.status == 404:
             raise
         return make_response(render_template("error.html", message=error.message), error.status)
-    return redirect(request.referrer if request.referrer and "/admin" in request.referrer
-                    else url_for("admin.index"))
+    return redirect(safe_target(request.referrer, within="/admin") or url_for("admin.index"))
 
 
 @bp.get("/audit")
@@ -65,10 +65,12 @@ def audit_log() -> Any:
     """The audit log, filtered, with whether its chain verifies."""
     actor = current_actor("admin")
     tenant_id = actor.user.tenant_id
-    page = review.audit_rows(tenant_id, audit_filters_from(request.args), cursor=request.args.get("after"))
-    return render_template("admin/audit.html", page=page, people=review.people(tenant_id),
-                           verdict=audit.verify(tenant_id),
-                           args=request.args)
+    verdict = audit.verify_since_mark(tenant_id)  # first: it commits its mark, which expires loaded rows
+    filters = audit_filters_from(request.args)
+    page = review.audit_rows(tenant_id, filters, cursor=request.args.get("after"))
+    # Links carry the filters only: never the request's own keys (`after` twice, or url_for's `_method`).
+    return render_template("admin/audit.html", page=page, people=review.people(tenant_id), verdict=verdict,
+                           args={k: v for k, v in filters.items() if v})
 
 
 def audit_filters_from(args: Any) -> dict[str, str | None]:
@@ -88,8 +90,9 @@ def audit_csv() -> Response:
     while True:
         page = review.audit_rows(tenant_id, audit_filters_from(request.args), cursor=cursor, limit=1000)
         for row in page.rows:
-            writer.writerow([row.seq, row.created_at.isoformat(), people.get(row.user_id, ""), row.event,
-                             row.outcome, row.approval_id or "", _csv_safe(row.detail), row.channel, row.hash])
+            writer.writerow([_csv_safe(cell) for cell in (
+                row.seq, row.created_at.isoformat(), people.get(row.user_id, ""), row.event, row.outcome,
+                row.approval_id or "", row.detail, row.channel, row.hash)])
         if not page.next_cursor:
             break
         cursor = page.next_cursor
@@ -97,6 +100,17 @@ def audit_csv() -> Response:
                     headers={"Content-Disposition": "attachment; filename=audit.csv"})
 
 
-def _csv_safe(text: str) -> str:
-    """Keep a spreadsheet from reading a cell as a formula."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+FORMULA_STARTS = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20")  # and their full-width forms
+
+
+def _csv_safe(value: object) -> str:
+    """Keep a spreadsheet from reading a cell as a formula (OWASP's CSV-injection rule, on every
+    cell): a cell that starts with = + - @, a tab or a CR, or with one of = + - @ after leading
+    whitespace, gets a leading apostrophe."""
+    text = str(value)
+    if text[:1] in ("\t", "\r") or text.lstrip()[:1] in FORMULA_STARTS:
+        return "'" + text
+    return text
+
+
+from app.admin import tokens  # noqa: E402,F401  (the tokens page: its routes join this blueprint)

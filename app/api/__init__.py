@@ -5,15 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from flask import Blueprint, abort, g, jsonify, request
+from flask import Blueprint, abort, current_app, g, jsonify, request
 from flask_login import current_user
 
 from app.api.openapi import document
 from app.auth import bearer_token, current_actor
 from app.copilot import agent, approvals
 from app.copilot.approvals import Actor
+from app.copilot.text import check_message
 from app.errors import BadValues, NotFound
-from app.extensions import csrf, db
+from app.extensions import csrf, db, limit_per_person_and_address
+from app.json_body import json_object
 from app.models import Approval, Conversation, Message
 
 bp = Blueprint("api", __name__)
@@ -34,15 +36,14 @@ def authenticate() -> None:
 
 
 def body() -> dict[str, Any]:
-    data = request.get_json(silent=True)
-    if not isinstance(data, dict):
-        raise BadValues("Send a JSON object.")
-    return data
+    """The JSON object sent; a 400 naming what is wrong otherwise (app.json_body)."""
+    return json_object()
 
 
 def prompt(approval: Approval, actor: Actor) -> dict[str, Any]:
-    """A pending card as the API shows it: the action's words only, and a token."""
-    pending = approval.status == "pending"
+    """A pending card as the API shows it: the action's words only, and a token — none for an
+    agent credential (it never answers), nor for a card outside the credential's toolsets."""
+    pending = approval.status == "pending" and approvals.may_answer(actor, approval)
     return {
         "id": approval.id,
         "type": approval.type,
@@ -105,27 +106,31 @@ def get_conversation(conversation_id: int) -> Any:
 
 
 @bp.post("/conversations/<id:conversation_id>/messages")
+@limit_per_person_and_address("MESSAGES")
 def post_message(conversation_id: int) -> Any:
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
     text = body().get("text")
     if not isinstance(text, str) or not text.strip():
         raise BadValues("`text` must be a non-empty string.")
-    added = agent.send_message(conversation, actor.user, text[:4000], channel=actor.channel)
+    text = check_message(text, current_app.config["MESSAGE_MAX_CHARS"])  # whole, or a 4xx: never cut
+    added = agent.send_message(conversation, actor.user, text, channel=actor.channel, actor=actor)
     return jsonify(messages=[message_json(m) for m in added],
                    pending=pending_in(conversation.id, actor))
 
 
 @bp.post("/conversations/<id:conversation_id>/retry")
+@limit_per_person_and_address("MESSAGES")  # a retry runs a turn, as a message does
 def retry(conversation_id: int) -> Any:
     """Run the last turn again after the model failed."""
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
-    added = agent.retry(conversation, actor.user, channel=actor.channel)
+    added = agent.retry(conversation, actor.user, channel=actor.channel, actor=actor)
     return jsonify(messages=[message_json(m) for m in added], pending=pending_in(conversation.id, actor))
 
 
 @bp.post("/approvals/<approval_id>/<any(confirm, decline, cancel, submit):decision>")
+@limit_per_person_and_address("ANSWERS")
 def answer(approval_id: str, decision: str) -> Any:
     actor = current_actor("api")
     data = body()

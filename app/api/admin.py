@@ -49,14 +49,15 @@ def approvals() -> Any:
 @bp.post("/approvals/<approval_id>/revoke")
 def revoke(approval_id: str) -> Any:
     actor = current_actor("api")
-    approval = agent.revoke(approval_id, actor.user)
+    approval = agent.revoke(approval_id, actor.user, by_agent=actor.agent)
     return jsonify(approval_json(approval))
 
 
 @bp.get("/audit")
 def audit_log() -> Any:
     actor = current_actor("api")
+    verdict = audit.verify_since_mark(actor.user.tenant_id)  # first: it commits its mark, which expires loaded rows
     page = review.audit_rows(actor.user.tenant_id, audit_filters_from(request.args), cursor=request.args.get("after"))
-    verdict = audit.verify(actor.user.tenant_id)
     return jsonify(events=[audit_json(e) for e in page.rows], next=page.next_cursor,
-                   chain={"ok": verdict.ok, "rows": verdict.rows, "broken_id": verdict.broken_id})
+                   chain={"ok": verdict.ok, "rows": verdict.rows, "broken_id": verdict.broken_id,
+                          "reason": verdict.reason})

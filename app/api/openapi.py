@@ -12,7 +12,8 @@ def _json(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _errors(*codes: int) -> dict[str, Any]:
-    text = {400: "Bad token or values", 401: "Not signed in", 403: "Another person or session",
+    text = {400: "Bad token or values", 401: "Not signed in",
+            403: "Another person or session, an agent-scoped token (it never answers), or outside the token's toolsets",
             404: "Not found in your tenant", 409: "Already decided", 410: "Expired",
             503: "Briefly unavailable; nothing changed"}
     return {str(c): {"description": text[c], **_json(ERROR)} for c in codes}

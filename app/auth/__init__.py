@@ -1,30 +1,71 @@
-"""Sign-in, sign-out, personal access tokens, and who is asking."""
+"""Sign-in, sign-out (ending the session server-side), personal access tokens with their scope
+and toolsets, and who is asking."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from flask import Blueprint, abort, flash, g, redirect, render_template, request, session, url_for
+from flask import Blueprint, abort, current_app, flash, g, redirect, render_template, request, session, url_for
 from flask_login import current_user, login_required, login_user, logout_user
 from flask_wtf import FlaskForm
 from wtforms import EmailField, PasswordField
 from wtforms.validators import DataRequired, Email
 
-from app.copilot.approvals import Actor
+from app.auth import signin
+from app.copilot import audit
+from app.copilot.approvals import Actor, won
+from app.copilot.text import seconds
 from app.extensions import db, limiter, login
-from app.models import ApiToken, User
+from app.models import ApiToken, Approval, User, UserSession, utcnow
+from app.routing import safe_target
 
 bp = Blueprint("auth", __name__)
 
 login.login_message = "Please sign in."
 
 
+SCOPES = ("agent", "client")
+
+
 @login.user_loader
 def load_user(user_id: str) -> User | None:
-    return db.session.get(User, int(user_id))
+    """The signed-in person, only while the cookie's session row is live (one indexed read): a
+    cookie copied before sign-out names an ended session and counts as signed out everywhere;
+    a session older than SESSION_MAX_AGE has ended too."""
+    sid = session.get("sid")
+    if not isinstance(sid, str) or not user_id.isdigit():
+        return None
+    since = utcnow() - timedelta(seconds=int(current_app.config["SESSION_MAX_AGE"]))
+    return db.session.scalar(
+        sa.select(User).join(UserSession, UserSession.user_id == User.id)
+        .where(UserSession.id == sid, UserSession.ended_at.is_(None), UserSession.created_at > since,
+               User.id == int(user_id))
+    )
+
+
+def start_session(user: User) -> None:
+    """A fresh session for this sign-in: a new random id, kept server-side. Card tokens are bound
+    to it, so a new sign-in invalidates the old cards' tokens."""
+    session.clear()
+    sid = secrets.token_urlsafe(18)
+    db.session.add(UserSession(id=sid, user_id=user.id))
+    db.session.commit()
+    login_user(user)
+    session["sid"] = sid
+
+
+def end_sessions(user_id: int, sid: str | None = None) -> int:
+    """End one live session of the person (or all of them): their cookies stop working at once."""
+    query = sa.update(UserSession).where(UserSession.user_id == user_id, UserSession.ended_at.is_(None))
+    if sid is not None:
+        query = query.where(UserSession.id == sid)
+    ended = db.session.execute(query.values(ended_at=utcnow()).execution_options(synchronize_session=False))
+    db.session.commit()
+    return int(getattr(ended, "rowcount", 0) or 0)
 
 
 class LoginForm(FlaskForm):
@@ -33,21 +74,25 @@ class LoginForm(FlaskForm):
 
 
 @bp.route("/login", methods=["GET", "POST"])
-@limiter.limit("10 per minute", methods=["POST"])
+@limiter.limit(lambda: current_app.config["RATELIMIT_SIGNIN_FAILURES_PER_ADDRESS"], methods=["POST"],
+               deduct_when=lambda response: response.status_code != 302,  # failures only
+               error_message="Too many failed sign-ins from your address.")
 def login_page() -> Any:
-    """Show the sign-in form; sign in and start a fresh session on success."""
+    """Show the sign-in form; sign in, start a fresh session and go to `next` (a path on this site
+    only) on success. Failures slow the account down (app.auth.signin) and block the address."""
     form = LoginForm(formdata=request.form)  # a form post only: Flask-WTF would also read JSON, and fail on a non-object
     if form.validate_on_submit():
-        user = db.session.scalar(sa.select(User).where(User.email == form.email.data.strip().lower()))
-        if user is not None and user.check_password(form.password.data):
-            session.clear()
-            login_user(user)
-            # Card tokens are bound to this id: a new sign-in invalidates the old cards' tokens.
-            session["sid"] = secrets.token_urlsafe(18)
-            target = request.args.get("next", "")
-            if not target.startswith("/") or target.startswith("//"):
-                target = url_for("web.index")
-            return redirect(target)
+        email = form.email.data.strip().lower()
+        wait = signin.seconds_to_wait(email)
+        if wait:
+            flash(f"Too many failed sign-ins for this account. Try again in {seconds(wait)}.", "error")
+            return render_template("auth/login.html", form=form), 429, {"Retry-After": str(wait)}
+        user = db.session.scalar(sa.select(User).where(User.email == email))
+        if signin.password_matches(user, form.password.data) and user is not None:
+            signin.succeeded(email)
+            start_session(user)
+            return redirect(safe_target(request.args.get("next")) or url_for("web.index"))
+        signin.failed(email)
         flash("That email and password do not match.", "error")
     return render_template("auth/login.html", form=form)
 
@@ -58,7 +103,9 @@ login.login_view = "auth.login_page"
 @bp.post("/logout")
 @login_required
 def logout() -> Any:
-    """Sign out; every card token of this session stops working."""
+    """Sign out: the session ends server-side, so this cookie (and any copy of it) and every
+    card token of this session stop working."""
+    end_sessions(current_user.id, str(session.get("sid", "")))
     logout_user()
     session.clear()
     return redirect(url_for("auth.login_page"))
@@ -68,12 +115,41 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(user: User, name: str = "", toolsets: str = "") -> str:
-    """A new personal access token for the API and MCP; only its hash is kept."""
+def create_token(user: User, name: str = "", toolsets: str = "", scope: str = "agent") -> str:
+    """A new personal access token for the API and MCP; only its hash is kept. Scope "agent"
+    (the default) chats and calls actions but never answers a card; "client" may answer."""
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {', '.join(SCOPES)}, not {scope!r}")
     token = "cs_" + secrets.token_urlsafe(32)
-    db.session.add(ApiToken(user_id=user.id, name=name, token_hash=hash_token(token), toolsets=toolsets))
+    db.session.add(ApiToken(user_id=user.id, name=name, token_hash=hash_token(token),
+                            toolsets=",".join(t.strip() for t in toolsets.split(",") if t.strip()), scope=scope))
     db.session.commit()
     return token
+
+
+def revoke_token(token: ApiToken, by: User | None, channel: str) -> bool:
+    """Revoke a token (audited); False if it already was. It stops authenticating at once, so
+    the card tokens signed for it are useless."""
+    if not won(sa.update(ApiToken).where(ApiToken.id == token.id, ApiToken.revoked.is_(False)).values(revoked=True)):
+        db.session.rollback()
+        return False
+    audit.record("token.revoked", "revoked", tenant_id=token.user.tenant_id, user_id=by.id if by else None,
+                 detail=f"token {token.id} ({token.scope}, {token.name!r}) of {token.user.email}", channel=channel)
+    db.session.commit()
+    db.session.refresh(token)
+    return True
+
+
+def token_toolsets(token: ApiToken) -> tuple[str, ...] | None:
+    """The toolsets a token is limited to; None when made without --toolsets (the app's)."""
+    names = tuple(t for t in (token.toolsets or "").split(",") if t)
+    return names or None
+
+
+def token_actor(token: ApiToken, channel: str) -> Actor:
+    """Who acts with this token: bound to "pat:<id>", its scope and its toolsets on every route."""
+    return Actor(user=token.user, binding=f"pat:{token.id}", channel=channel, agent=token.is_agent,
+                 toolsets=token_toolsets(token))
 
 
 def bearer_token() -> ApiToken | None:
@@ -94,11 +170,31 @@ def find_token(token: str) -> ApiToken | None:
     )
 
 
+CHANNEL_NAMES = {"web": "in the browser", "telegram": "on Telegram", "slack": "on Slack", "email": "by email",
+                 "mcp": "over MCP", "api": "through the API"}
+
+
+@bp.app_template_filter("asked_by")
+def asked_by(approval: Approval) -> str:
+    """Who asked for a card, in plain words for the person and admins: "Asked by an agent
+    (token 'laptop') over MCP". Names a token, never a secret or a session."""
+    channel, _, rest = (approval.requested_via or "").partition(":")
+    where = CHANNEL_NAMES.get(channel, f"via {channel}" if channel else "")
+    if rest.startswith("pat:") and rest[4:].isdigit():
+        token = db.session.get(ApiToken, int(rest[4:]))
+        who = "an agent" if approval.requested_by_agent else "the person's app"
+        named = f" (token '{token.name}')" if token is not None and token.name else ""
+        return f"Asked by {who}{named} {where}".strip()
+    if approval.requested_by_agent:
+        return f"Asked by an agent {where}".strip()
+    return f"Asked {where}".strip() if where else ""
+
+
 def current_actor(channel: str = "web") -> Actor:
     """The person asking and the session their card tokens are bound to."""
     token = g.get("api_token")
     if token is not None:
-        return Actor(user=token.user, binding=f"pat:{token.id}", channel="api")
+        return token_actor(token, "api")
     if not current_user.is_authenticated or "sid" not in session:
         abort(401)
     user = db.session.get(User, current_user.id)

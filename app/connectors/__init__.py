@@ -3,16 +3,16 @@ Webhooks answer at once; the turn runs in an RQ worker (a thread when REDIS_URL 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from dataclasses import asdict
 from typing import Any
 
 from flask import Blueprint, Flask, abort, current_app, jsonify, request
+from redis.exceptions import RedisError
 
 from app.connectors import email, slack, telegram
-from app.connectors.base import Connector, Inbound, receive
+from app.connectors.base import Connector, Inbound, claim, receive, release
 from app.extensions import csrf, redis_client
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,6 @@ def process(inbound: dict[str, Any]) -> str:
 def dispatch(inbound: Inbound) -> None:
     """Queue the turn for a worker, so the webhook can answer at once."""
     if current_app.config.get("REDIS_URL"):
-        from redis.exceptions import RedisError
         from rq import Queue
 
         try:
@@ -57,9 +56,24 @@ def dispatch(inbound: Inbound) -> None:
     threading.Thread(target=run, name=f"connector-{inbound.connector}", daemon=True).start()
 
 
+def accept(inbound: Inbound) -> None:
+    """Queue a new delivery. One already queued, running or done is acknowledged and dropped:
+    redeliveries act once, and one whose turn raised is free to be processed again."""
+    try:
+        if not claim(inbound):
+            return
+    except RedisError:
+        pass  # receive() finds Redis down, runs nothing, and tells the person
+    try:
+        dispatch(inbound)
+    except Exception:
+        release(inbound)  # not queued: the provider's retry of this failed request is processed
+        raise
+
+
 def raw_json() -> dict[str, Any]:
     try:
-        data = json.loads(request.get_data() or b"{}")
+        data = current_app.json.loads(request.get_data() or b"{}")  # strict: too deep, NaN … are a 400
     except ValueError:
         abort(400)
     if not isinstance(data, dict):
@@ -74,7 +88,7 @@ def telegram_webhook() -> Any:
         abort(403)
     inbound = telegram.parse(raw_json())
     if inbound is not None:
-        dispatch(inbound)
+        accept(inbound)
     return jsonify(ok=True)
 
 
@@ -91,16 +105,18 @@ def slack_events() -> Any:
         return jsonify(challenge=payload.get("challenge", ""))
     inbound = slack.parse(payload)
     if inbound is not None:
-        dispatch(inbound)
+        accept(inbound)
     return ("", 200)
 
 
 @bp.post("/email/inbound")
 def email_inbound() -> Any:
-    """The mail provider's inbound webhook (JSON), verified by its HMAC signature."""
-    if not email.verified(request.headers, request.get_data()):
+    """The mail provider's inbound webhook (JSON): its HMAC over timestamp and body first."""
+    ok, why = email.verified(request.headers, request.get_data())
+    if not ok:
+        log.warning("email webhook refused: %s", why)
         abort(401)
     inbound = email.parse(raw_json())
     if inbound is not None:
-        dispatch(inbound)
+        accept(inbound)
     return jsonify(ok=True)

@@ -4,6 +4,8 @@ intercept a reply to a waiting card (DESIGN §3.3), or run the agent and post wh
 from __future__ import annotations
 
 import logging
+import secrets
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,8 +13,9 @@ import sqlalchemy as sa
 from flask import current_app
 from redis.exceptions import RedisError
 
-from app.copilot import agent, approvals
+from app.copilot import agent, approvals, audit
 from app.copilot.approvals import Actor
+from app.copilot.text import check_message, scrub
 from app.errors import CountersignError
 from app.extensions import db, redis_client
 from app.models import Approval, ConnectorIdentity, ConnectorThread, Conversation, Message, utcnow
@@ -21,6 +24,7 @@ log = logging.getLogger(__name__)
 
 RETRY = "I couldn't check your confirmation — try again in a moment, or use the link: {link}"
 UNKNOWN = "Sorry, I don't know who you are here. Ask an admin to link your account to Countersign."
+LINK = "Please answer this in Countersign: {url}"
 OUTCOMES = {
     "declined": "Declined — nothing was done.",
     "expired": "Expired — nothing was done.",
@@ -29,6 +33,13 @@ OUTCOMES = {
     "refused": "Not allowed any more — nothing was done.",
     "superseded": "Replaced by a newer request — nothing was done.",
 }
+WINDOW = 300  # seconds a signed webhook timestamp is good for (Slack's, and the email provider's)
+# A delivery is held while its turn is queued or running: the job's timeout (300 s) and a minute to
+# be picked up. A turn that raises lets go at once, so a redelivery is processed; one that ends
+# marks it done for a day, so a redelivery acts once.
+LEASE = 360
+DONE_FOR = 86400
+DONE = "done"
 
 
 @dataclass
@@ -43,11 +54,14 @@ class Inbound:
     has_files: bool = False
     address: str = ""  # where replies go (email)
     subject: str = ""
+    refs: str = ""  # the Message-IDs an email answers (In-Reply-To, References)
+    unproven: str = ""  # why the channel could not prove the sender ("" when it did): email's verdict
+    claim: str = ""  # this delivery's hold on its dedupe key, taken by the webhook
 
     def __post_init__(self) -> None:
-        # U+0000 cannot be stored in PostgreSQL text: drop it from whatever a chat service sends.
-        for name in ("thread_key", "sender", "text", "event_id", "address", "subject"):
-            setattr(self, name, str(getattr(self, name)).replace("\x00", ""))
+        # NUL and lone surrogates cannot be stored: drop / replace them in whatever a chat service sends.
+        for name in ("thread_key", "sender", "text", "event_id", "address", "subject", "refs", "unproven", "claim"):
+            setattr(self, name, scrub(str(getattr(self, name))))
 
 
 class Connector:
@@ -59,6 +73,15 @@ class Connector:
     def send(self, thread: ConnectorThread, text: str) -> None:
         raise NotImplementedError
 
+    def send_card(self, thread: ConnectorThread, approval: Approval, text: str) -> None:
+        """Post a card that a reply may answer (email marks it with the card's own Message-ID)."""
+        self.send(thread, text)
+
+    def answers(self, inbound: Inbound, approval: Approval) -> bool:
+        """Whether this message proves it answers this card. Slack and Telegram verify the sender
+        themselves, and that is the proof; email must show more (email.Email.answers)."""
+        return True
+
     @property
     def confirms_by_reply(self) -> bool:
         return self.name in current_app.config["CONNECTORS_CONFIRM_BY_REPLY"]
@@ -69,8 +92,55 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else value if isinstance(value, str) else ""
 
 
-def wait_key(connector: str, thread_key: str) -> str:
-    return f"awaiting_confirm:{connector}:{thread_key}"
+def wait_key(connector: str, thread_key: str, user_id: int) -> str:
+    """A wait belongs to one person in one thread: nobody else's message can find it."""
+    return f"awaiting_confirm:{connector}:{thread_key}:{user_id}"
+
+
+def seen_key(inbound: Inbound) -> str:
+    return f"seen:{inbound.connector}:{inbound.event_id}"
+
+
+def within_window(stamp: str, now: float | None = None) -> bool:
+    """A signed webhook's timestamp: ASCII digits (int() takes "²" and "٣" too), within WINDOW."""
+    return (stamp.isascii() and stamp.isdigit() and len(stamp) <= 12
+            and abs((now or time.time()) - int(stamp)) <= WINDOW)
+
+
+def claim(inbound: Inbound) -> bool:
+    """At the webhook: hold this delivery while its turn is queued (LEASE). False when it is held
+    already or done: a redelivery, acknowledged and not queued again."""
+    token = secrets.token_hex(8)
+    if not redis_client.client.set(seen_key(inbound), token, nx=True, ex=LEASE):
+        return False
+    inbound.claim = token
+    return True
+
+
+def _hold(inbound: Inbound) -> bool:
+    """In the job: whether this delivery is still ours (renewed for the run), or free again after
+    its lease ran out (taken). Another holder, or done: a duplicate."""
+    redis = redis_client.client
+    key = seen_key(inbound)
+    if inbound.claim and _text(redis.get(key)) == inbound.claim:
+        return bool(redis.set(key, inbound.claim, xx=True, ex=LEASE))
+    inbound.claim = secrets.token_hex(8)
+    return bool(redis.set(key, inbound.claim, nx=True, ex=LEASE))
+
+
+def _done(inbound: Inbound) -> None:
+    """The turn's work is committed: a redelivery from now on acts once (is dropped)."""
+    redis_client.client.set(seen_key(inbound), DONE, ex=DONE_FOR)
+
+
+def release(inbound: Inbound) -> None:
+    """The turn raised before its work was committed: let a redelivery process it."""
+    try:
+        redis = redis_client.client
+        if _text(redis.get(seen_key(inbound))) == inbound.claim:
+            redis.delete(seen_key(inbound))
+    except RedisError:
+        pass  # the lease runs out on its own
 
 
 def first_line(text: str) -> str:
@@ -83,27 +153,62 @@ def first_line(text: str) -> str:
 
 
 def receive(connector: Connector, inbound: Inbound) -> str:
-    """Handle one inbound message; returns what happened (for logs and tests)."""
-    redis = redis_client.client
+    """Handle one inbound message once; returns what happened (for logs and tests)."""
+    if inbound.unproven:
+        return _refuse_sender(inbound)
     try:
-        if not redis.set(f"seen:{inbound.connector}:{inbound.event_id}", 1, nx=True, ex=86400):
+        if not _hold(inbound):
             return "duplicate"
-        identity = _identity(inbound)
-        if identity is None:
-            _send_raw(connector, inbound, UNKNOWN)
-            return "unknown sender"
-        thread = _thread(inbound, identity)
-        waiting = _text(redis.get(wait_key(inbound.connector, inbound.thread_key)))
-        if waiting:
-            outcome = _reply(connector, inbound, thread, waiting, identity)
-            if outcome is not None:
-                return outcome
-        return _converse(connector, inbound, thread, identity)
+        outcome = _receive(connector, inbound)
     except RedisError as error:
         log.warning("redis unavailable for %s: %s", inbound.connector, error)
         db.session.rollback()
         _send_raw(connector, inbound, RETRY.format(link=_latest_link(inbound)))
         return "redis down"
+    except Exception:
+        release(inbound)
+        raise
+    _done(inbound)
+    return outcome
+
+
+def _refuse_sender(inbound: Inbound) -> str:
+    """A message whose sender the channel could not prove is from nobody: no turn, no answer to a
+    card, and no reply (a forged From would turn it into mail to someone who never wrote). Kept in
+    the audit log of the person it named, without its words."""
+    try:
+        if not _hold(inbound):
+            return "duplicate"
+    except RedisError:
+        pass  # not deduplicated, only recorded: nothing else happens either way
+    identity = _identity(inbound)
+    log.warning("%s message refused, sender %r not proven: %r", inbound.connector, inbound.sender, inbound.unproven)
+    audit.record_now("connector.refused", "unauthenticated_sender",
+                     tenant_id=identity.user.tenant_id if identity else None, user_id=None,
+                     detail=f"from {inbound.sender}: {inbound.unproven}", channel=inbound.connector)
+    try:
+        _done(inbound)  # a redelivery is not recorded again
+    except RedisError:
+        pass  # the webhook's hold runs out on its own
+    return "refused: unproven sender"
+
+
+def _receive(connector: Connector, inbound: Inbound) -> str:
+    """The sender's own wait, if this message proves it answers it; otherwise a conversation turn,
+    which may not replace a wait it did not prove it may answer."""
+    identity = _identity(inbound)
+    if identity is None:
+        _send_raw(connector, inbound, UNKNOWN)
+        return "unknown sender"
+    thread = _thread(inbound, identity)
+    waiting = _text(redis_client.client.get(wait_key(inbound.connector, inbound.thread_key, identity.user_id)))
+    approval = db.session.get(Approval, waiting) if waiting else None
+    proven = approval is None or connector.answers(inbound, approval)
+    if approval is not None and proven:
+        outcome = _reply(connector, inbound, thread, approval, identity)
+        if outcome is not None:
+            return outcome
+    return _converse(connector, inbound, thread, identity, supersede=proven)
 
 
 def _identity(inbound: Inbound) -> ConnectorIdentity | None:
@@ -128,35 +233,50 @@ def _thread(inbound: Inbound, identity: ConnectorIdentity) -> ConnectorThread:
     return thread
 
 
-def _reply(connector: Connector, inbound: Inbound, thread: ConnectorThread, approval_id: str,
+def _reply(connector: Connector, inbound: Inbound, thread: ConnectorThread, approval: Approval,
            identity: ConnectorIdentity) -> str | None:
-    """A message on a thread with a waiting card: only its person's reply counts; a file alone
-    keeps the wait open; "yes" confirms through approvals, anything else declines."""
-    approval = db.session.get(Approval, approval_id)
-    if approval is None or approval.user_id != identity.user_id:
-        return None  # someone else's message in the thread: an ordinary one
+    """The person's proven reply to their waiting card: a file alone keeps the wait open; "yes"
+    confirms through approvals, anything else declines."""
+    if approval.user_id != identity.user_id:
+        return None  # (a wait key names its person; this is only a second look)
     if not first_line(inbound.text):
         return "file only: still waiting" if inbound.has_files else None
-    redis = redis_client.client
-    if not redis.delete(wait_key(inbound.connector, inbound.thread_key)):
+    key = wait_key(inbound.connector, inbound.thread_key, identity.user_id)
+    if not redis_client.client.delete(key):
         return None  # another delivery consumed it first
     decision = "confirm" if first_line(inbound.text).lower() == "yes" else "decline"
     binding = f"{inbound.connector}:{inbound.thread_key}"
-    token = approvals.sign(approval, binding)
     actor = Actor(user=identity.user, binding=binding, channel=inbound.connector)
+    approval_id = approval.id
     try:
-        decided, added = agent.answer(approval.id, token, actor, decision)
+        decided, added = agent.answer(approval_id, approvals.sign(approval, binding), actor, decision)
         status = decided.status
     except CountersignError as error:
         db.session.rollback()
         current = db.session.get(Approval, approval_id)
         status, added = (current.status if current else "expired"), []
         if status == "pending":
+            _done(inbound)
             connector.send(thread, error.message)
             return "refused"
+    except Exception:
+        _rewait(key, approval_id)  # nothing was decided: the card still waits for its answer
+        raise
+    _done(inbound)
     connector.send(thread, _outcome(status, approval_id))
     _post(connector, thread, added)
     return f"{decision}: {status}"
+
+
+def _rewait(key: str, approval_id: str) -> None:
+    """Put back a wait consumed by a reply whose answer then raised (the card is still pending)."""
+    db.session.rollback()
+    try:
+        approval = db.session.get(Approval, approval_id)
+        if approval is not None and approval.status == "pending":
+            redis_client.client.set(key, approval_id, nx=True, ex=_wait_ttl(approval))
+    except Exception:  # the database or Redis is what failed: the web card still works
+        log.warning("could not reopen the wait for %s", approval_id, exc_info=True)
 
 
 def _outcome(status: str, approval_id: str) -> str:
@@ -168,39 +288,62 @@ def _outcome(status: str, approval_id: str) -> str:
     return OUTCOMES.get(status, f"{status.capitalize()} — nothing was done.")
 
 
-def _converse(connector: Connector, inbound: Inbound, thread: ConnectorThread, identity: ConnectorIdentity) -> str:
+def _converse(connector: Connector, inbound: Inbound, thread: ConnectorThread, identity: ConnectorIdentity,
+              supersede: bool = True) -> str:
     if not inbound.text.strip():
         return "nothing to say"
     conversation = db.session.get(Conversation, thread.conversation_id)
     assert conversation is not None
-    added = agent.send_message(conversation, identity.user, inbound.text[:4000], channel=inbound.connector)
-    _post(connector, thread, added[1:])
+    try:  # over the length limit: refused whole, and the thread is told the limit
+        text = check_message(inbound.text, current_app.config["MESSAGE_MAX_CHARS"])
+    except CountersignError as error:
+        connector.send(thread, error.message)
+        _done(inbound)
+        return f"refused: {type(error).__name__}"
+    added = agent.send_message(conversation, identity.user, text, channel=inbound.connector)
+    _done(inbound)
+    _post(connector, thread, added[1:], supersede)
     return "message"
 
 
-def _post(connector: Connector, thread: ConnectorThread, messages: list[Message]) -> None:
+def _post(connector: Connector, thread: ConnectorThread, messages: list[Message], supersede: bool = True) -> None:
     for message in messages:
         if message.approval is not None:
-            post_card(connector, thread, message.approval)
+            post_card(connector, thread, message.approval, supersede)
         elif message.text:
             connector.send(thread, message.text)
 
 
-def post_card(connector: Connector, thread: ConnectorThread, approval: Approval) -> None:
+def _wait_ttl(approval: Approval) -> int:
+    """A wait lasts CONNECTOR_CONFIRM_TTL, never beyond the card's own life."""
+    remaining = int((approval.expires_at - utcnow()).total_seconds())
+    return max(1, min(remaining, int(current_app.config["CONNECTOR_CONFIRM_TTL"])))
+
+
+def post_card(connector: Connector, thread: ConnectorThread, approval: Approval, supersede: bool = True) -> None:
     """Ask in the thread, or, where this connector may not take "yes" (or it is a form), link
-    to the card in the web app: nothing risky runs unasked (fail closed)."""
+    to the card in the web app: nothing risky runs unasked (fail closed). The card is posted
+    before its wait opens, so nothing unseen can be confirmed. Without `supersede` (a message
+    that did not prove it answers the person's waiting card), an open wait stays and the new
+    card gets a link."""
+    link = LINK.format(url=approvals.card_url(approval.id))
     if approval.type != "confirm" or not connector.confirms_by_reply:
-        connector.send(thread, f"Please answer this in Countersign: {approvals.card_url(approval.id)}")
+        connector.send(thread, link)
         return
     redis = redis_client.client
-    key = wait_key(connector.name, thread.thread_key)
-    remaining = int((approval.expires_at - utcnow()).total_seconds())
-    ttl = max(1, min(remaining, int(current_app.config["CONNECTOR_CONFIRM_TTL"])))
-    previous = _text(redis.set(key, approval.id, ex=ttl, get=True))
+    key = wait_key(connector.name, thread.thread_key, thread.user_id)
+    if not supersede and _text(redis.get(key)) not in ("", approval.id):
+        connector.send(thread, link)
+        return
+    rows = "".join(f"\n{row['label']}: {row['value']}" for row in approval.rows)
+    connector.send_card(thread, approval, f"⚠️ {approval.reason} Reply 'Yes' to confirm.{rows}")
+    if not supersede:
+        if not redis.set(key, approval.id, ex=_wait_ttl(approval), nx=True):
+            connector.send(thread, link)  # a wait opened meanwhile: this card is answered on the web
+        return
+    previous = _text(redis.set(key, approval.id, ex=_wait_ttl(approval), get=True))
     if previous and previous != approval.id:
         agent.supersede(previous, connector.name)
-    rows = "".join(f"\n{row['label']}: {row['value']}" for row in approval.rows)
-    connector.send(thread, f"⚠️ {approval.reason} Reply 'Yes' to confirm.{rows}")
 
 
 def _latest_link(inbound: Inbound) -> str:

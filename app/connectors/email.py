@@ -1,56 +1,237 @@
-"""Email: an inbound-mail webhook (JSON, HMAC-signed by the provider) and replies over SMTP that
-keep the thread (In-Reply-To / References)."""
+"""Email: an inbound-mail webhook (JSON, HMAC-signed by the provider over a timestamp and the body)
+and replies over SMTP that keep the thread (In-Reply-To / References).
+
+A From: header proves nothing. An email is from its person only when the provider's authentication
+verdict (SPF/DKIM/DMARC, inside the signed body) passes for the From's domain (sender_problem()); one
+that does not, or has no verdict while EMAIL_REQUIRE_AUTH is on, reaches nobody and is answered by
+nobody (base.receive). A reply answers a card only when it also carries what only the card's own
+email holds: its Message-ID, `<card.{HMAC(SECRET_KEY, approval id)}@{MAIL_FROM's domain}>`, in
+In-Reply-To or References. Anything less is an ordinary message (DESIGN §3.3)."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import re
+from dataclasses import dataclass
 from email.message import EmailMessage
+from email.utils import getaddresses, make_msgid, parseaddr
 from typing import Any
 
 from flask import current_app
 
-from app.connectors.base import Connector, Inbound
+from app.connectors.base import Connector, Inbound, within_window
 from app.mail import smtp_send
-from app.models import ConnectorThread
+from app.models import Approval, ConnectorThread
 
-ADDRESS = re.compile(r"<([^>]+)>")
+ADDRESS = re.compile(r"[^\s<>@]{1,64}@[^\s<>@]{1,255}")
+MESSAGE_IDS = re.compile(r"<([^<>\s]+)>")
+RESULT = re.compile(r"\s*([a-z0-9-]+)\s*=\s*([a-z]+)(?=\s|$)", re.IGNORECASE)
+PROPERTY = re.compile(r'(?<![^\s])([a-z0-9._-]+)\s*=\s*((?:"(?:[^"\\]|\\.)*"|[^\s"])+)', re.IGNORECASE)
+# Authentication-Results as tokens: a quoted string, a (comment), a run of plain text, or one
+# character none of those took (";", or a quote or parenthesis left open, nested or stray).
+TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\((?:[^()\\]|\\.)*\)|[^"();]+|.', re.DOTALL)
+# Which property of each method's result names the domain it vouches for (RFC 8601 §2.7).
+IDENTITY = {"dmarc": ("header.from",), "dkim": ("header.d", "header.i"), "spf": ("smtp.mailfrom", "smtp.helo")}
+RESULTS_MAX = 8000  # one Authentication-Results header is a few hundred characters
+CARD_SALT = "countersign.email-card:"
 
 
 class Email(Connector):
     name = "email"
 
     def send(self, thread: ConnectorThread, text: str) -> None:
-        message = EmailMessage()
-        message["From"] = current_app.config["MAIL_FROM"]
-        message["To"] = thread.address
-        subject = thread.subject or "Countersign"
-        message["Subject"] = subject if subject.lower().startswith("re:") else f"Re: {subject}"
-        message["In-Reply-To"] = thread.thread_key
-        message["References"] = thread.thread_key
-        message.set_content(text)
-        smtp_send(message)
+        smtp_send(_message(thread, text, make_msgid(domain=_domain())))
+
+    def send_card(self, thread: ConnectorThread, approval: Approval, text: str) -> None:
+        """The card's email carries its own Message-ID: a reply to it is the proof (answers())."""
+        smtp_send(_message(thread, text, card_message_id(approval.id)))
+
+    def answers(self, inbound: Inbound, approval: Approval) -> bool:
+        """A reply to this card's own email, from a sender the provider proved."""
+        if inbound.unproven:
+            return False  # (base.receive refuses such mail before this; only a second look)
+        local_parts = {found.partition("@")[0].lower() for found in MESSAGE_IDS.findall(inbound.refs)}
+        wanted = [f"card.{card_token(approval.id, key)}" for key in _keys()]
+        return any(hmac.compare_digest(part, want) for part in local_parts for want in wanted)
 
 
-def verified(headers: Any, body: bytes) -> bool:
-    """X-Countersign-Signature: sha256=<hex HMAC of the raw body with EMAIL_WEBHOOK_SECRET>."""
+def _message(thread: ConnectorThread, text: str, message_id: str) -> EmailMessage:
+    message = EmailMessage()
+    message["From"] = current_app.config["MAIL_FROM"]
+    message["To"] = thread.address
+    subject = " ".join((thread.subject or "Countersign").split())  # no CR/LF reaches a header
+    message["Subject"] = subject if subject.lower().startswith("re:") else f"Re: {subject}"
+    message["Message-ID"] = message_id
+    message["In-Reply-To"] = thread.thread_key
+    message["References"] = thread.thread_key
+    message.set_content(text)  # text/plain: nothing in it is markup
+    return message
+
+
+def _keys() -> list[str]:
+    return [current_app.config["SECRET_KEY"], *current_app.config.get("SECRET_KEY_FALLBACKS", [])]
+
+
+def _domain() -> str:
+    return parseaddr(current_app.config["MAIL_FROM"])[1].rpartition("@")[2] or "countersign.invalid"
+
+
+def card_token(approval_id: str, key: str) -> str:
+    """The card's unguessable handle: only its email, sent to its person, carries it."""
+    return hmac.new(key.encode(), (CARD_SALT + approval_id).encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def card_message_id(approval_id: str) -> str:
+    return f"<card.{card_token(approval_id, current_app.config['SECRET_KEY'])}@{_domain()}>"
+
+
+def verified(headers: Any, body: bytes, now: float | None = None) -> tuple[bool, str]:
+    """X-Countersign-Timestamp: <unix seconds>, within five minutes, and X-Countersign-Signature:
+    sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>" with EMAIL_WEBHOOK_SECRET>; (ok, why not)."""
     secret = current_app.config["EMAIL_WEBHOOK_SECRET"] or ""
+    stamp = headers.get("X-Countersign-Timestamp", "")
     given = headers.get("X-Countersign-Signature", "")
-    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    return bool(secret) and hmac.compare_digest(expected.encode(), given.encode())
+    if not secret or not stamp:
+        return False, "missing signature or timestamp"
+    if not within_window(stamp, now):
+        return False, "stale or malformed timestamp"
+    expected = "sha256=" + hmac.new(secret.encode(), f"{stamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected.encode(), given.encode()), "bad signature"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One authentication result from the provider: its method, its result, and the domain it
+    vouches for ("" when the provider named none)."""
+
+    method: str
+    result: str
+    domain: str = ""
+
+
+UNREADABLE = Verdict("authentication", "unreadable")
+UNNAMED = "<no domain>"  # a domain property with no domain in it: aligned with nothing
+
+
+def sender_problem(mail: dict[str, Any], address: str) -> str:
+    """Why the provider's verdict does not prove this From address ("" when it does). No verdict at
+    all is a problem while EMAIL_REQUIRE_AUTH is on (the default); off, it is none, and a reply's
+    card Message-ID is then its only proof."""
+    found = verdicts(mail)
+    if found is None:
+        return "no authentication verdict" if current_app.config["EMAIL_REQUIRE_AUTH"] else ""
+    return judge(found, _norm(address.rpartition("@")[2]))
+
+
+def verdicts(mail: dict[str, Any]) -> list[Verdict] | None:
+    """The provider's verdicts, from "auth": {"spf", "dkim", "dmarc"} (results only) and from
+    "authentication_results" (its own receiving server's Authentication-Results header, RFC 8601:
+    a string or a list of them). None when it gave neither."""
+    auth, results = mail.get("auth"), mail.get("authentication_results")
+    if auth is None and results is None:
+        return None
+    found: list[Verdict] = []
+    if auth is not None:
+        given = [(m, auth[m]) for m in IDENTITY if m in auth] if isinstance(auth, dict) else []
+        found += [Verdict(m, str(result).strip().lower()[:40]) for m, result in given] or [UNREADABLE]
+    if results is not None:
+        found += _from_results(results)
+    return found
+
+
+def judge(found: list[Verdict], domain: str) -> str:
+    """A DMARC verdict, where given, decides: it is about the From's domain by definition, so it must
+    be a pass, and where it names its domain, name the From's (another means the provider read
+    another From). Without one, every SPF and DKIM verdict must pass, and one must be for the From's
+    domain or a parent of it, or name no domain (the provider's word for this message)."""
+    if UNREADABLE in found:
+        return "unreadable authentication verdict"
+    dmarc = [v for v in found if v.method == "dmarc"]
+    for verdict in dmarc or found:
+        if verdict.result != "pass":
+            return f"{verdict.method}={verdict.result}"
+        if verdict.method == "dmarc" and verdict.domain and verdict.domain != domain:
+            return f"dmarc=pass for {verdict.domain}, not {domain}"
+    if dmarc or any(not v.domain or _aligned(v.domain, domain) for v in found):
+        return ""
+    return f"no passing verdict for {domain}"
+
+
+def _aligned(vouched: str, domain: str) -> bool:
+    """The From's domain is the vouched one or under it: whoever signs for a domain holds its DNS,
+    and so its subdomains'. (A signature for a subdomain does not vouch for its parent.)"""
+    return domain == vouched or domain.endswith("." + vouched)
+
+
+def _from_results(results: Any) -> list[Verdict]:
+    """Each `; method=result ptype.property=value …` of the header(s); other methods (arc, iprev …)
+    are not about the sender and are skipped. Unreadable: anything that hides part of the text."""
+    if isinstance(results, list) and all(isinstance(r, str) for r in results):
+        results = ";".join(results)
+    parts = _segments(results) if isinstance(results, str) and len(results) <= RESULTS_MAX else None
+    found = [v for v in map(_resinfo, parts or []) if v is not None]
+    return found or [UNREADABLE]
+
+
+def _segments(text: str) -> list[str] | None:
+    """Split on ";" outside quoted strings, without (comments); None when a quote or comment is
+    left open or nested: nothing it would hide may count, or go unseen."""
+    parts: list[str] = []
+    current: list[str] = []
+    for token in (found.group() for found in TOKEN.finditer(text)):  # lazily: stop at the first open one
+        if token == ";":
+            parts.append("".join(current))
+            current = []
+        elif token in ('"', "(", ")"):
+            return None
+        else:
+            current.append(" " if token.startswith("(") else token)  # a comment is a space
+    return [*parts, "".join(current)]
+
+
+def _resinfo(part: str) -> Verdict | None:
+    """`method=result` and the domain its identity property names (dkim: header.d, header.i; spf:
+    smtp.mailfrom, smtp.helo; dmarc: header.from)."""
+    head = RESULT.match(part)
+    if head is None or head.group(1).lower() not in IDENTITY:
+        return None
+    method = head.group(1).lower()
+    properties = {name.lower(): value for name, value in PROPERTY.findall(part[head.end():])}
+    named = [properties[key] for key in IDENTITY[method] if key in properties]
+    return Verdict(method, head.group(2).lower(), _named_domain(named[0]) if named else "")
+
+
+def _named_domain(value: str) -> str:
+    """The domain a property names: after its last "@" (an address), else the whole (a domain)."""
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        value = value[1:-1]
+    return _norm(value.rpartition("@")[2]) or UNNAMED
+
+
+def _norm(domain: str) -> str:
+    """Compared as written, case-insensitively, without a final dot (no IDNA mapping: an
+    internationalised domain must be named the same way in the verdict and in From)."""
+    return domain.strip().lower().rstrip(".")
 
 
 def parse(mail: dict[str, Any]) -> Inbound | None:
-    """The thread is the first Message-ID of References, else In-Reply-To, else this message's."""
-    sender = str(mail.get("from") or "")
-    found = ADDRESS.search(sender)
-    address = (found.group(1) if found else sender).strip().lower()
-    message_id = str(mail.get("message_id") or "")
-    references = str(mail.get("references") or "").split()
-    root = references[0] if references else (mail.get("in_reply_to") or message_id)
-    if not address or not root:
+    """One sender address, or none. The thread is the first Message-ID of References, else
+    In-Reply-To, else this message's; the delivery is this Message-ID (else the body's digest)."""
+    senders = [a.strip().lower() for _, a in getaddresses([str(mail.get("from") or "")]) if "@" in a]
+    if len(senders) != 1 or not ADDRESS.fullmatch(senders[0]):
         return None
-    return Inbound(connector="email", thread_key=str(root), sender=address, text=str(mail.get("text") or ""),
-                   event_id=message_id or str(root), has_files=bool(mail.get("attachments")),
-                   address=address, subject=str(mail.get("subject") or ""))
+    address = senders[0]
+    message_id = str(mail.get("message_id") or "")
+    in_reply_to = str(mail.get("in_reply_to") or "")
+    references = str(mail.get("references") or "").split()
+    root = references[0] if references else (in_reply_to or message_id)
+    if not root or len(root) > 500:
+        return None
+    text = str(mail.get("text") or "")
+    subject = " ".join(str(mail.get("subject") or "").split())[:300]  # no CR/LF reaches a header
+    digest = hashlib.sha256("\n".join([address, root, subject, text]).encode("utf-8", "surrogatepass")).hexdigest()
+    return Inbound(connector="email", thread_key=root, sender=address, text=text,
+                   event_id=message_id or f"sha256:{digest}", has_files=bool(mail.get("attachments")),
+                   address=address, subject=subject,
+                   refs=" ".join([in_reply_to, *references]), unproven=sender_problem(mail, address))

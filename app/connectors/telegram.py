@@ -16,6 +16,7 @@ class Telegram(Connector):
     name = "telegram"
 
     def send(self, thread: ConnectorThread, text: str) -> None:
+        """Plain text, on purpose: no parse_mode, so nothing in a card or a reply is markup."""
         chat, _, topic = thread.thread_key.partition(":")
         payload: dict[str, Any] = {"chat_id": int(chat) if chat.lstrip("-").isdigit() else chat, "text": text}
         if topic:
@@ -32,15 +33,20 @@ def verified(headers: Any) -> bool:
 
 
 def parse(update: dict[str, Any]) -> Inbound | None:
-    """An update with a message (text, or a caption, or a file/sticker alone)."""
-    message = update.get("message") or update.get("edited_message")
+    """A person's new message (text, or a caption, or a file/sticker alone). Not an edit (an edited
+    old message is not a reply to a card), not a bot's, not one sent as a chat or channel
+    (sender_chat: an anonymous admin, a linked channel), whose `from` names nobody."""
+    message = update.get("message")
     if not isinstance(message, dict) or not all(isinstance(message.get(k), dict) and "id" in message[k]
                                                 for k in ("chat", "from")):
         return None  # not a person's message in a chat (or not shaped like Telegram's)
+    if message["from"].get("is_bot") or message.get("sender_chat") is not None:
+        return None
     thread = str(message["chat"]["id"])
-    if message.get("message_thread_id"):
+    if isinstance(message.get("message_thread_id"), int) and message["message_thread_id"]:
         thread += f":{message['message_thread_id']}"
     files = any(k in message for k in ("document", "photo", "sticker", "voice", "video", "audio", "animation"))
     return Inbound(connector="telegram", thread_key=thread, sender=str(message["from"]["id"]),
-                   text=message.get("text") or message.get("caption") or "",
-                   event_id=str(update.get("update_id")), has_files=files)
+                   text=str(message.get("text") or message.get("caption") or ""),
+                   event_id=f"{message['chat']['id']}:{message.get('message_id', update.get('update_id'))}",
+                   has_files=files)

@@ -88,7 +88,7 @@ class Action:
     @classmethod
     def needs_card(cls, input: Any) -> bool:
         """A card for DESTRUCTIVE/EXTERNAL actions, and for operations in requires_approval."""
-        return cls.kind.needs_card or getattr(input, "operation", None) in cls.requires_approval
+        return cls.kind.needs_card or operation_of(input) in cls.requires_approval
 
     @classmethod
     def may_need_card(cls) -> bool:
@@ -99,14 +99,20 @@ class Action:
         return True
 
     def approval_reason(self, ctx: ActionContext, input: Any) -> str:
-        """The card's sentence. For an operation in requires_approval, its filled template;
-        DESTRUCTIVE and EXTERNAL actions must override it."""
-        template = self.requires_approval.get(getattr(input, "operation", None) or "")
+        """The card's sentence. For an operation in requires_approval, its template filled from
+        approval_values(); DESTRUCTIVE and EXTERNAL actions must override it."""
+        template = self.requires_approval.get(operation_of(input))
         if template is None:
             if self.reason:
                 return self.reason
             raise NotImplementedError
-        return template.format(**{k: _plain(v) for k, v in input.model_dump().items()})
+        return fill(self, template, ctx, input)
+
+    def approval_values(self, ctx: ActionContext, input: Any) -> dict[str, Any]:
+        """The value of each template placeholder, RESOLVED from the validated input: what will
+        really be acted on (the canonical path, the record's title), never the model's string.
+        A placeholder naming a closed choice (a Literal or Enum field) need not be given."""
+        return {}
 
     def ask(self, ctx: ActionContext, given: dict[str, Any]) -> dict[str, Any]:
         """Shape the form for a call that left fields out: {"message", "fields", "defaults"}.
@@ -126,8 +132,53 @@ class Action:
         return inspect.cleandoc(cls.__doc__ or cls.name)
 
 
+def operation_of(input: Any) -> str:
+    """The call's operation as the requires_approval map spells it (an Enum member by its value)."""
+    return _plain(getattr(input, "operation", None))
+
+
 def _plain(value: Any) -> str:
+    if isinstance(value, enum.Enum):
+        value = value.value
     return "" if value is None else str(value)
+
+
+def fill(action: Action, template: str, ctx: ActionContext, input: Any) -> str:
+    """A requires_approval template filled from approval_values() and the closed-choice fields:
+    a placeholder with neither is the action's bug, and fails rather than print the raw argument."""
+    from app.copilot.schema import choices
+
+    model: type[BaseModel] = type(input)
+    values = {name: _plain(getattr(input, name, None)) for name in placeholders(template)
+              if choices(model, name) is not None}
+    values.update({name: _plain(value) for name, value in action.approval_values(ctx, input).items()})
+    missing = [name for name in placeholders(template) if name not in values]
+    if missing:
+        raise ActionDeclarationError(
+            f"{action.source}: {type(action).__name__}: approval_values() gave no value for "
+            f"{', '.join('{' + m + '}' for m in missing)}. Fix: return it, resolved from your own records")
+    return template.format(**values)
+
+
+class _Partial:
+    """A call's values before they are complete: a field not given reads as None."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.__dict__.update(values)
+
+    def __getattr__(self, name: str) -> Any:
+        return None
+
+
+def needs_card_with(action: type[Action], values: dict[str, Any]) -> bool:
+    """Would a call with these values (some perhaps missing) need a card? needs_card() stays the
+    single source; when it cannot tell from incomplete values, the answer is yes."""
+    defaults = {name: field.get_default(call_default_factory=True)
+                for name, field in action.Input.model_fields.items() if not field.is_required()}
+    try:
+        return bool(action.needs_card(_Partial({**defaults, **values})))
+    except Exception:  # a needs_card() that cannot read partial values: assume it needs a card
+        return True
 
 
 def placeholders(template: str) -> list[str]:
@@ -208,17 +259,8 @@ def register(registry: Registry, action: type[Action], module: ModuleType) -> No
         fail("Input is not a pydantic model", "declare `class Input(BaseModel): ...` inside it", "Input")
     if not isinstance(action.kind, Kind):
         fail(f"kind {action.kind!r} is not a Kind", "set kind = Kind.READ/WRITE/DESTRUCTIVE/EXTERNAL")
-    fields = set(input_model.model_fields)  # type: ignore[union-attr]
     if action.requires_approval:
-        if "operation" not in fields:
-            fail("requires_approval maps operations, but Input has no `operation` field",
-                 "add `operation: Literal[...]` to Input", "requires_approval")
-        for operation, template in action.requires_approval.items():
-            unknown = [p for p in placeholders(template) if p not in fields]
-            if unknown:
-                fail(f"the {operation!r} template names {', '.join('{' + u + '}' for u in unknown)}, "
-                     f"which Input does not have (fields: {', '.join(sorted(fields))})",
-                     "use only Input's field names as placeholders", "requires_approval")
+        _check_operations(action, fail)
     if action.may_need_card():
         what = f"a {action.kind.value} action" if action.kind.needs_card else "an action with requires_approval"
         if not action.toolsets:
@@ -232,19 +274,57 @@ def register(registry: Registry, action: type[Action], module: ModuleType) -> No
                 "set reason = \"…?\" or define approval_reason(self, ctx, input) returning the question",
             )
     if action.ask_for_missing and not action.kind.needs_card:
-        from app.copilot.schema import elicitation, secret_fields
+        from app.copilot.schema import choices, elicitation, secret_fields
 
         secrets = secret_fields(action.Input)
         if secrets:
             fail(f"ask_for_missing is set, but {', '.join(secrets)} is a secret, which a form never asks for",
                  "remove ask_for_missing, or take the secret from settings instead of the person", "ask_for_missing")
         elicitation(action.Input, "", where=f"{where}:{_line_of(action, 'Input')}")  # NotAForm names the field
+        if action.requires_approval and not any(
+            not needs_card_with(action, {"operation": o}) for o in choices(action.Input, "operation") or ()
+        ):
+            fail("ask_for_missing is set, but every operation needs a card, and a form never chooses one",
+                 "remove ask_for_missing", "ask_for_missing")
     if action.handle is Action.handle:
         fail("it has no handle()", "define handle(self, ctx, input)")
     if action.name in registry.actions:
         fail(f"the name {action.name!r} is taken by {registry.actions[action.name].source}",
              "rename the class or set name = '...'")
     registry.actions[action.name] = action
+
+
+def _check_operations(action: type[Action], fail: Any) -> None:
+    """A requires_approval map must be unmissable: `operation` a closed choice that has every
+    mapped operation (a free string could spell "delete" another way and skip its card), and
+    each template placeholder a field that is a closed choice or resolved by approval_values()."""
+    from app.copilot.schema import choices
+
+    fields = set(action.Input.model_fields)
+    if "operation" not in fields:
+        fail("requires_approval maps operations, but Input has no `operation` field",
+             "add `operation: Literal[...]` to Input", "requires_approval")
+    options = choices(action.Input, "operation")
+    if options is None:
+        fail("requires_approval maps operations, but `operation` is not a closed choice, so another "
+             "spelling of an operation would skip its card", "declare `operation: Literal[...]`", "requires_approval")
+    strays = [op for op in action.requires_approval if op not in (options or ())]
+    if strays:
+        fail(f"requires_approval names {', '.join(map(repr, strays))}, which `operation` does not allow "
+             f"(it allows {', '.join(map(repr, options or ()))}), so that card would never be asked for",
+             "use the operation names of Input's Literal", "requires_approval")
+    for operation, template in action.requires_approval.items():
+        unknown = [p for p in placeholders(template) if p not in fields]
+        if unknown:
+            fail(f"the {operation!r} template names {', '.join('{' + u + '}' for u in unknown)}, "
+                 f"which Input does not have (fields: {', '.join(sorted(fields))})",
+                 "use only Input's field names as placeholders", "requires_approval")
+        free = [p for p in placeholders(template) if choices(action.Input, p) is None]
+        if free and action.approval_values is Action.approval_values:
+            fail(f"the {operation!r} template would print the model's own text for "
+                 f"{', '.join('{' + f + '}' for f in free)} on the card",
+                 f"define approval_values(self, ctx, input) returning {{{free[0]!r}: <the resolved value, "
+                 "from your own records>}", "requires_approval")
 
 
 def _line_of(cls: type, attribute: str | None = None) -> int | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,14 +33,14 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models import Model
-from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolDefinition
 from pydantic_ai.usage import UsageLimits
 
 from app.copilot import approvals, audit
-from app.copilot.actions import Action, ActionContext, Registry
+from app.copilot.actions import Action, ActionContext, Registry, needs_card_with
 from app.copilot.llm import make_model
 from app.copilot.schema import missing_fields, secret_fields, tool_schema
-from app.errors import CountersignError, Expired, NotFound, TooManyPending
+from app.errors import CountersignError, Expired, FormNeedsCard, NotFound, TooManyPending
 from app.extensions import db
 from app.models import Approval, Conversation, Message, Run, User
 
@@ -58,13 +59,33 @@ WAITING = "Waiting for the person's answer on a card. It has not run."
 
 @dataclass
 class Turn:
-    """What a tool call needs during one pass of the agent: the deps of the run."""
+    """What a tool call needs during one pass of the agent: the deps of the run. `allowed` names
+    the actions this run's credential reaches (None: every tool the agent has)."""
 
     ctx: ActionContext
     run: Run
     registry: Registry
     step: int
     created: list[Approval] = field(default_factory=list)
+    allowed: frozenset[str] | None = None
+
+    def reaches(self, name: str) -> bool:
+        return self.allowed is None or name in self.allowed
+
+
+def narrow(*toolsets: Sequence[str] | None) -> tuple[str, ...] | None:
+    """The toolsets every one of these allows (None allows all): a run never reaches more than
+    any credential or conversation it comes from."""
+    out: set[str] | None = None
+    for names in toolsets:
+        if names is not None:
+            out = set(names) if out is None else out & set(names)
+    return None if out is None else tuple(sorted(out))
+
+
+def split_toolsets(stored: str | None) -> tuple[str, ...] | None:
+    """A stored comma list as toolsets; NULL means the app's (no limit of its own)."""
+    return None if stored is None else tuple(t for t in stored.split(",") if t)
 
 
 class Engine:
@@ -87,6 +108,11 @@ class Engine:
     def use_model(self, model: Model) -> None:
         """Swap the model (tests queue a scripted one)."""
         self._fixed = model
+
+    def reachable(self, toolsets: Sequence[str] | None) -> frozenset[str]:
+        """The names of the actions a credential limited to `toolsets` reaches (None: all the
+        app's COUNTERSIGN_TOOLSETS); never more than the app's."""
+        return frozenset(a.name for a in self.registry.exposed(list(narrow(self.toolsets, toolsets) or ())))
 
     def model(self) -> Model:
         """The model for one run. A provider's model is made per run: its HTTP client belongs to
@@ -123,12 +149,23 @@ def _tool(action: type[Action]) -> Tool[Turn]:
         json_schema=tool_schema(action.Input), takes_ctx=True,
     )
     tool.metadata = {"examples": list(action.examples), "kind": action.kind.value}
+    tool.prepare = _offer_if_reached
     return tool
 
 
+def _offer_if_reached(ctx: RunContext[Turn], tool_def: ToolDefinition) -> ToolDefinition | None:
+    """Offer the model only the tools the run's credential reaches (its toolsets)."""
+    return tool_def if ctx.deps.reaches(tool_def.name) else None
+
+
 def call_action(turn: Turn, action: type[Action], arguments: dict[str, Any], tool_call_id: str) -> str:
-    """DESIGN §3: validate, authorize, then run now, or pause on a card."""
+    """DESIGN §3: validate, authorize, then run now, or pause on a card. An action outside the
+    credential's toolsets is refused first (the model was not offered it either)."""
     ctx = turn.ctx
+    if not turn.reaches(action.name):
+        audit.record("action.refused", "outside_toolsets", tenant_id=ctx.tenant.id, user_id=ctx.user.id,
+                     detail=action.name, channel=ctx.channel)
+        return f"Refused: {action.name} is not in this credential's toolsets. Nothing was shown or done."
     missing = missing_fields(action.Input, arguments)
     if missing:
         return _ask_or_refuse(turn, action, arguments, missing, tool_call_id)
@@ -169,8 +206,8 @@ def call_action(turn: Turn, action: type[Action], arguments: dict[str, Any], too
 def _ask_or_refuse(turn: Turn, action: type[Action], arguments: dict[str, Any], missing: list[str],
                    tool_call_id: str) -> str:
     """A READ/WRITE action that may ask gets a form; anything else is refused, naming the fields.
-    A form never asks for a secret."""
-    if action.kind.needs_card or arguments.get("operation") in action.requires_approval or not action.ask_for_missing:
+    A form never asks for a secret, and never for a call that needs a card (needs_card() decides)."""
+    if action.kind.needs_card or not action.ask_for_missing or needs_card_with(action, arguments):
         return f"Refused: {action.name} needs {', '.join(missing)}. Nothing was done."
     secret = [name for name in missing if name in secret_fields(action.Input)]
     if secret:
@@ -181,6 +218,9 @@ def _ask_or_refuse(turn: Turn, action: type[Action], arguments: dict[str, Any], 
                                          tool_call_id=tool_call_id, step=turn.step)
     except TooManyPending:
         return "Refused: too many requests already wait for the person's answer. Nothing was shown."
+    except FormNeedsCard:
+        return (f"Refused: {action.name} needs {', '.join(missing)}, and every choice left would need a card, "
+                "which a form never gives. Nothing was done.")
     turn.created.append(approval)
     raise CallDeferred(metadata={"approval_id": approval.id}, kind="question")
 
@@ -201,18 +241,27 @@ def context_for(user: User, channel: str) -> ActionContext:
     return ActionContext(user=user, tenant=user.tenant, db=db.session, channel=channel)
 
 
-def send_message(conversation: Conversation, user: User, text: str, channel: str = "web") -> list[Message]:
-    """The person says something: save it, run the agent, return the messages it added."""
+def _person(user: User, channel: str) -> approvals.Actor:
+    """The person themself on a channel (the browser, a verified chat thread): no limit of its own."""
+    return approvals.Actor(user=user, binding=channel, channel=channel)
+
+
+def send_message(conversation: Conversation, user: User, text: str, channel: str = "web",
+                 actor: approvals.Actor | None = None) -> list[Message]:
+    """The person says something: save it, run the agent, return the messages it added. `actor`
+    is the credential it came through (an API token's scope and toolsets bind the run)."""
     first = Message(conversation_id=conversation.id, role="user", text=text)
     db.session.add(first)
     if conversation.title == "New conversation":
         conversation.title = text.strip()[:60] or conversation.title
     db.session.commit()  # the person's words are kept whatever the model does next
-    return [first, *_turn(conversation, user, text, channel)]
+    return [first, *_turn(conversation, actor or _person(user, channel), text)]
 
 
-def retry(conversation: Conversation, user: User, channel: str = "web") -> list[Message]:
-    """Run the last turn again after the model failed, with the person's saved message."""
+def retry(conversation: Conversation, user: User, channel: str = "web",
+          actor: approvals.Actor | None = None) -> list[Message]:
+    """Run the last turn again after the model failed, with the person's saved message, bound
+    by the credential that asks for the retry."""
     last = db.session.scalar(
         sa.select(Message).where(Message.conversation_id == conversation.id).order_by(Message.id.desc()).limit(1)
     )
@@ -226,11 +275,25 @@ def retry(conversation: Conversation, user: User, channel: str = "web") -> list[
         return []
     last.role = "notice"  # the failed turn's note stays, without its Retry button
     db.session.commit()
-    return _turn(conversation, user, asked, channel)
+    return _turn(conversation, actor or _person(user, channel), asked)
 
 
-def _turn(conversation: Conversation, user: User, text: str, channel: str) -> list[Message]:
-    """Run the agent on the person's text, after whatever the model already remembers."""
+def _conversation_toolsets(conversation_id: int) -> tuple[str, ...] | None:
+    """The toolsets the conversation's latest run was limited to (None: none of its own)."""
+    stored = db.session.scalar(
+        sa.select(Run.toolsets).where(Run.conversation_id == conversation_id).order_by(Run.id.desc()).limit(1)
+    )
+    return split_toolsets(stored)
+
+
+def _joined(toolsets: tuple[str, ...] | None) -> str | None:
+    return None if toolsets is None else ",".join(toolsets)
+
+
+def _turn(conversation: Conversation, actor: approvals.Actor, text: str) -> list[Message]:
+    """Run the agent on the person's text, after whatever the model already remembers. The run
+    reaches what both the credential and the conversation's last run reach: a conversation an
+    agent token started stays within that token's toolsets, also when the person writes in it."""
     paused = db.session.scalar(
         sa.select(Run).where(Run.conversation_id == conversation.id, Run.status == "paused")
         .order_by(Run.id.desc()).limit(1)
@@ -245,10 +308,12 @@ def _turn(conversation: Conversation, user: User, text: str, channel: str) -> li
     else:
         history = _load(conversation.history)
         prompt = text
-    run = Run(conversation_id=conversation.id, status="running")
+    toolsets = narrow(actor.toolsets, _conversation_toolsets(conversation.id))
+    run = Run(conversation_id=conversation.id, status="running", via=actor.credential, agent=actor.agent,
+              toolsets=_joined(toolsets))
     db.session.add(run)
     db.session.flush()
-    return _drive(run, user, channel, history, prompt=prompt)
+    return _drive(run, actor.user, actor.channel, history, prompt=prompt)
 
 
 def _step_approvals(run: Run) -> list[Approval]:
@@ -260,9 +325,11 @@ def _step_approvals(run: Run) -> list[Approval]:
 
 def _drive(run: Run, user: User, channel: str, history: list[ModelMessage], *,
            prompt: str | None = None, results: DeferredToolResults | None = None) -> list[Message]:
-    """One pass of the agent until it answers or pauses; saves the run either way."""
+    """One pass of the agent until it answers or pauses; saves the run either way. The run's own
+    toolsets bind it, whoever's answer resumed it."""
     eng = engine()
-    turn = Turn(ctx=context_for(user, channel), run=run, registry=eng.registry, step=run.step + 1)
+    turn = Turn(ctx=context_for(user, channel), run=run, registry=eng.registry, step=run.step + 1,
+                allowed=eng.reachable(split_toolsets(run.toolsets)))
     conversation_id = run.conversation_id
     started = time.perf_counter()
     try:
@@ -312,9 +379,10 @@ def _last_text(messages: list[ModelMessage]) -> str:
 def _fail(run: Run, conversation_id: int, exc: Exception, started: float) -> list[Message]:
     """The model failed: undo the half-done turn, keep the person's message, say so plainly."""
     log.warning("agent run %s failed: %s: %s", run.id, type(exc).__name__, exc)
+    bound = {"via": run.via, "agent": run.agent, "toolsets": run.toolsets}  # the retry stays within them
     db.session.rollback()
     failed = Run(conversation_id=conversation_id, status="failed", error=f"{type(exc).__name__}: {exc}"[:1000],
-                 duration_ms=int((time.perf_counter() - started) * 1000))
+                 duration_ms=int((time.perf_counter() - started) * 1000), **bound)
     db.session.add(failed)
     notice = Message(conversation_id=conversation_id, role="error", text=failure_message(exc))
     db.session.add(notice)
@@ -393,20 +461,22 @@ def answer_form(approval_id: str, token: str, actor: approvals.Actor,
     return approval, resume_if_ready(approval.run_id, actor.user, actor.channel)
 
 
-def revoke(approval_id: str, admin: User) -> Approval:
-    """An admin revokes a pending approval; the waiting run is told."""
-    approval = approvals.revoke(approval_id, admin)
+def revoke(approval_id: str, admin: User, by_agent: bool = False) -> Approval:
+    """An admin revokes a pending approval; the waiting run is told. An agent credential may not."""
+    approval = approvals.revoke(approval_id, admin, by_agent=by_agent)
     resume_if_ready(approval.run_id, approval.user, "admin")
     return approval
 
 
-def call_direct(user: User, action_name: str, arguments: dict[str, Any], channel: str,
-                toolsets: list[str]) -> tuple[str, Approval | None]:
+def call_direct(actor: approvals.Actor, action_name: str, arguments: dict[str, Any]) -> tuple[str, Approval | None]:
     """A client that is its own agent (MCP) calls one action: the same validation, authorize,
-    forms and cards as the agent loop; (what to answer, the approval it now waits on, if any).
-    The call is a Run of status 'external' in the person's conversation for that channel."""
+    forms and cards as the agent loop, within the credential's toolsets; (what to answer, the
+    approval it now waits on, if any). The call is a Run of status 'external' in the person's
+    conversation for that channel, remembering the credential."""
+    user, channel = actor.user, actor.channel
+    allowed = engine().reachable(actor.toolsets)
     action = engine().registry.get(action_name)
-    if action is None or action not in engine().registry.exposed(toolsets):
+    if action is None or action.name not in allowed:
         return f"Unknown tool {action_name!r}.", None
     title = f"{channel} client"
     conversation = db.session.scalar(sa.select(Conversation).where(
@@ -415,10 +485,11 @@ def call_direct(user: User, action_name: str, arguments: dict[str, Any], channel
         conversation = Conversation(tenant_id=user.tenant_id, user_id=user.id, title=title)
         db.session.add(conversation)
         db.session.flush()
-    run = Run(conversation_id=conversation.id, status="external")
+    run = Run(conversation_id=conversation.id, status="external", via=actor.credential, agent=actor.agent,
+              toolsets=_joined(actor.toolsets))
     db.session.add(run)
     db.session.flush()
-    turn = Turn(ctx=context_for(user, channel), run=run, registry=engine().registry, step=1)
+    turn = Turn(ctx=context_for(user, channel), run=run, registry=engine().registry, step=1, allowed=allowed)
     try:
         said = call_action(turn, action, dict(arguments), f"{channel}-{run.id}")
     except CallDeferred:

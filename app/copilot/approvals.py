@@ -19,17 +19,21 @@ from itsdangerous.encoding import base64_decode, base64_encode
 from pydantic import BaseModel, ValidationError
 from werkzeug.datastructures import MultiDict
 
-from app.copilot import audit
-from app.copilot.actions import Action, ActionContext, Registry
+from app.copilot import audit, lookalike
+from app.copilot.actions import Action, ActionContext, Registry, needs_card_with
 from app.copilot.schema import elicitation, wtform_class
 from app.errors import (
+    AgentCannotAnswer,
     AlreadyDecided,
     BadToken,
     BadValues,
     CountersignError,
     Expired,
     FormInvalid,
+    FormNeedsCard,
     NotFound,
+    OutsideToolsets,
+    PartlyDone,
     TooManyPending,
     WrongPerson,
 )
@@ -39,6 +43,7 @@ from app.models import Approval, Run, User, utcnow
 log = logging.getLogger(__name__)
 
 TOKEN_SALT = "countersign.approval-token"
+WARNING = "Warning"  # the card row that says what on it could pass for something else
 FINAL = {"done", "declined", "cancelled", "changed", "refused", "expired", "revoked", "failed", "interrupted",
          "superseded"}
 
@@ -78,11 +83,36 @@ class Card:
 
 @dataclass(frozen=True)
 class Actor:
-    """Who answers: the person, the session (or token) they answer from, and the channel."""
+    """Who acts: the person, the session (or token) their card tokens are bound to, the channel,
+    whether the credential acts for an agent (then it never answers: DESIGN §6.8), and the
+    toolsets it is limited to (None: the app's)."""
 
     user: User
     binding: str
     channel: str = "web"
+    agent: bool = False
+    toolsets: tuple[str, ...] | None = None
+
+    @property
+    def credential(self) -> str:
+        """The credential as a card remembers it: "web", "api:pat:3", "mcp:pat:3", "telegram", …
+        (never a session id)."""
+        kind, _, ident = self.binding.partition(":")
+        if kind == "pat":
+            return f"{self.channel}:pat:{ident}"
+        if kind == "web" and self.channel != "web":
+            return f"{self.channel}:session"
+        return self.channel
+
+
+def reaches(toolsets: tuple[str, ...] | None, action_name: str) -> bool:
+    """Whether a credential limited to these toolsets (None: the app's) reaches this action."""
+    return action_name in current_app.extensions["countersign"].reachable(toolsets)
+
+
+def may_answer(actor: Actor, approval: Approval) -> bool:
+    """Whether this credential may be given a token for this card (verify() checks it again)."""
+    return not actor.agent and (actor.toolsets is None or reaches(actor.toolsets, approval.action))
 
 
 def visible(value: Any) -> str:
@@ -97,10 +127,14 @@ def visible(value: Any) -> str:
 
 
 def build_card(action: type[Action], ctx: ActionContext, input: BaseModel) -> Card:
-    """Ask the action (never the model) for the sentence and the rows."""
+    """Ask the action (never the model) for the sentence and the rows. A word on the card that
+    mixes scripts (a Cyrillic "а" in "pаypal") adds a Warning row saying so, on every card."""
     instance = action()
     reason = visible(instance.approval_reason(ctx, input))
-    summary = instance.approval_summary(ctx, input) or {}
+    summary = {str(k): str(v) for k, v in (instance.approval_summary(ctx, input) or {}).items()}
+    odd = [w for text in (reason, *summary.values()) for w in lookalike.warnings(text) if w not in summary.get(WARNING, "")]
+    if odd:
+        summary[WARNING] = " ".join(filter(None, [summary.get(WARNING, ""), *dict.fromkeys(odd)]))
     rows = [{"label": visible(k), "value": visible(v)} for k, v in summary.items()]
     return Card(action=action.name, reason=reason, rows=rows)
 
@@ -150,7 +184,8 @@ def _new(ctx: ActionContext, run: Run, action: type[Action], **fields: Any) -> A
     now = utcnow()
     approval = Approval(
         tenant_id=ctx.tenant.id, user_id=ctx.user.id, run_id=run.id, conversation_id=run.conversation_id,
-        action=action.name, status="pending", created_at=now, expires_at=now + timedelta(seconds=ttl()), **fields,
+        action=action.name, status="pending", created_at=now, expires_at=now + timedelta(seconds=ttl()),
+        requested_via=run.via or ctx.channel, requested_by_agent=bool(run.agent), **fields,
     )
     db.session.add(approval)
     db.session.flush()
@@ -185,21 +220,41 @@ def create_form(
     tool_call_id: str,
     step: int,
 ) -> Approval:
-    """A pending form for a READ/WRITE call that left fields out; the model's values pre-fill it."""
+    """A pending form for a READ/WRITE call that left fields out; the model's values pre-fill it.
+    FormNeedsCard when the call, or every choice the form could offer, needs a card."""
     _check_cap(ctx, run, action)
     shape = action().ask(ctx, dict(given)) or {}
     known = set(action.Input.model_fields)
     given = {k: v for k, v in given.items() if k in known}
-    form = elicitation(
+    if action.kind.needs_card or needs_card_with(action, given):
+        raise FormNeedsCard()
+    form = _card_free(action, given, elicitation(
         action.Input,
         shape.get("message") or f"A few details for {action.name.replace('_', ' ')}.",
         fields=shape.get("fields"),
         defaults={**given, **shape.get("defaults", {})},
         where=action.source,
-    )
+    ))
     digest = hashlib.sha256(json.dumps(form, sort_keys=True, default=str).encode()).hexdigest()
     return _new(ctx, run, action, tool_call_id=tool_call_id, step=step, type="form", arguments=given,
                 reason=form["message"], rows=[], digest=digest, form=form)
+
+
+def _card_free(action: type[Action], given: dict[str, Any], form: dict[str, Any]) -> dict[str, Any]:
+    """The form offers no choice that would need a card (DESIGN §6.6): each option is put to
+    needs_card(), the one source. A required field left with no option: FormNeedsCard."""
+    schema = form["requestedSchema"]
+    for name, prop in list(schema["properties"].items()):
+        if "oneOf" not in prop:
+            continue
+        prop["oneOf"] = [o for o in prop["oneOf"] if not needs_card_with(action, {**given, name: o["const"]})]
+        if prop.get("default") not in [o["const"] for o in prop["oneOf"]]:
+            prop.pop("default", None)
+        if not prop["oneOf"]:
+            if name in schema["required"]:
+                raise FormNeedsCard()
+            del schema["properties"][name]
+    return form
 
 
 def model_line(approval: Approval) -> str:
@@ -207,7 +262,10 @@ def model_line(approval: Approval) -> str:
     if approval.status == "done":
         return (approval.result or "Done.") if approval.type == "form" else f"Done. {approval.result or ''}".strip()
     if approval.status == "failed":
-        return f"Failed: {approval.result or 'the action raised an error'}. Nothing else was done."
+        result = approval.result or "the action raised an error"
+        if result.startswith(PartlyDone.prefix):  # it says itself what was and was not done
+            return f"Failed. {result}"
+        return f"Failed: {result}. Nothing else was done."
     return MODEL_LINES.get(approval.status, f"Outcome: {approval.status}.")
 
 
@@ -234,9 +292,13 @@ def _canonical(token: str) -> bool:
 
 
 def verify(approval_id: str, token: str, actor: Actor) -> Approval:
-    """Every check before a claim: the token's signature first (a forged or mangled token is
-    refused before the approval is even read), then tenant, token age, person and session.
-    Raises BadToken, NotFound, Expired or WrongPerson (each audited)."""
+    """Every check before a claim. An agent credential is refused before anything is read: it
+    answers nothing, whatever token it holds. Then the token's signature (a forged or mangled
+    token is refused before the approval is even read), tenant, token age, person and session,
+    and the credential's toolsets. Raises AgentCannotAnswer, BadToken, NotFound, Expired,
+    WrongPerson or OutsideToolsets (each audited)."""
+    if actor.agent:
+        raise _refuse(AgentCannotAnswer(), "agent_credential", actor, None, approval_id)
     signer = serializer()
     if not _canonical(token):
         raise _refuse(BadToken(), "bad_token", actor, None, approval_id)
@@ -260,6 +322,8 @@ def verify(approval_id: str, token: str, actor: Actor) -> Approval:
         or payload.get("b") != actor.binding
     ):
         raise _refuse(WrongPerson(), "wrong_person_or_session", actor, approval, approval_id)
+    if actor.toolsets is not None and not reaches(actor.toolsets, approval.action):
+        raise _refuse(OutsideToolsets(), "outside_toolsets", actor, approval, approval_id)
     return approval
 
 
@@ -306,6 +370,8 @@ def submit(approval_id: str, token: str, actor: Actor, values: Mapping[str, Any]
     if action is None:
         raise BadValues("This action no longer exists.")
     input, filled = validate_form(approval.form["requestedSchema"], action, approval.arguments, values)
+    if action.needs_card(input):  # whatever field made it so, on any channel: a form never gives a card
+        raise _refuse(FormNeedsCard(), "form_needs_card", actor, approval, approval_id)
     if not _claim(approval, "running", now, actor):
         db.session.rollback()
         raise _refuse(AlreadyDecided(), "lost_claim", actor, approval, approval_id)
@@ -419,8 +485,12 @@ def _run_claimed(approval: Approval, actor: Actor, registry: Registry) -> Approv
 
 
 def short(exc: Exception) -> str:
+    """A failure as the model and the card tell it: one line, never a server path (an OSError's
+    file names are left out); a PartlyDone keeps its whole account of what was and wasn't done."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text[:200]
+    return text[:1000 if isinstance(exc, PartlyDone) else 200]
 
 
 def _finish(approval: Approval, status: str, actor: Actor, result: str | None = None, detail: str = "") -> Approval:
@@ -442,11 +512,14 @@ def _finish(approval: Approval, status: str, actor: Actor, result: str | None = 
     return approval
 
 
-def revoke(approval_id: str, admin: User, channel: str = "admin") -> Approval:
+def revoke(approval_id: str, admin: User, channel: str = "admin", by_agent: bool = False) -> Approval:
     """An admin ends a pending approval of their tenant as `revoked`; nothing runs.
+    AgentCannotAnswer for an agent credential (it decides no card, not even as an admin's),
     NotFound outside the admin's tenant, WrongPerson for a non-admin, AlreadyDecided if answered."""
+    actor = Actor(user=admin, binding="admin", channel=channel, agent=by_agent)
+    if by_agent:
+        raise _refuse(AgentCannotAnswer(), "revoke_agent_credential", actor, None, approval_id)
     approval = db.session.get(Approval, approval_id)
-    actor = Actor(user=admin, binding="admin", channel=channel)
     if approval is None or approval.tenant_id != admin.tenant_id:
         raise _refuse(NotFound(), "revoke_not_found", actor, None, approval_id)
     if not admin.is_admin:

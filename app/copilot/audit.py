@@ -1,37 +1,99 @@
-"""The audit log: one row per decision and per refused attempt, never a value. Rows form a
-hash chain per tenant, so an edited, removed or reordered row is found by `verify()`."""
+"""The audit log: one row per decision and per refused attempt, never a value. Rows form a chain
+per tenant, each link an HMAC with AUDIT_KEY (a setting, never in the database), so someone who can
+write the database still cannot edit, remove, reorder or re-link rows, or move the head, unseen."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import hmac
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
+from flask import current_app
 from sqlalchemy.dialects import postgresql, sqlite
 
 from app.extensions import db
-from app.models import AuditEvent, AuditHead, utcnow
+from app.models import AuditEvent, AuditHead, AuditMark, utcnow
+
+HEAD_RECREATED = "audit.head_recreated"
+CHECKPOINT_PREFIX = "countersign-audit-checkpoint/1"
+SWEEP_ROWS = 2000  # older rows re-checked per incremental verify, in rounds over the whole chain
+_ROW = tuple(AuditEvent.__table__.c)  # rows are read as plain tuples: a long walk fills no identity map
 
 
-def canonical(row: AuditEvent) -> str:
-    """The row's content as hashed: every field but id and the hashes, in a fixed form."""
+@dataclass(frozen=True)
+class Keyring:
+    """The key new links are made with (by id) and every key an old link may have been made with."""
+
+    current: str
+    keys: Mapping[str, bytes]
+
+
+def key_id(key: bytes) -> str:
+    """A short public name for a key (an HMAC of a label: it tells nothing of the key)."""
+    return hmac.new(key, b"countersign audit key id", hashlib.sha256).hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=8)
+def _keyring(current: str, fallbacks: tuple[str, ...]) -> Keyring:
+    keys = {key_id(k.encode()): k.encode() for k in (*fallbacks, current)}
+    return Keyring(key_id(current.encode()), keys)
+
+
+def keyring() -> Keyring:
+    """AUDIT_KEY makes new links; AUDIT_KEY_FALLBACKS still verify the rows made before a rotation."""
+    config = current_app.config
+    return _keyring(config["AUDIT_KEY"], tuple(config.get("AUDIT_KEY_FALLBACKS") or ()))
+
+
+def mac(key: bytes, kind: str, *parts: object) -> str:
+    """HMAC-SHA256 over a label (row, head, mark) and the parts, JSON-encoded so no two inputs read alike."""
+    message = json.dumps([kind, *parts], separators=(",", ":"))
+    return hmac.new(key, message.encode(), hashlib.sha256).hexdigest()
+
+
+def canonical(row: Any) -> str:
+    """The row's content as MACed: every field but id and the hashes, in a fixed form."""
     created: datetime = row.created_at
     if created.tzinfo is None:
         created = created.replace(tzinfo=UTC)
     content = {
         "chain": row.chain, "seq": row.seq, "tenant_id": row.tenant_id, "user_id": row.user_id,
-        "approval_id": row.approval_id, "event": row.event, "outcome": row.outcome,
-        "detail": row.detail, "channel": row.channel, "created_at": created.astimezone(UTC).isoformat(),
+        "approval_id": row.approval_id, "event": row.event, "outcome": row.outcome, "detail": row.detail,
+        "channel": row.channel, "created_at": created.astimezone(UTC).isoformat(), "key_id": row.key_id,
     }
-    return json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(content, sort_keys=True, separators=(",", ":"))
 
 
-def link(prev_hash: str, row: AuditEvent) -> str:
-    return hashlib.sha256((prev_hash + canonical(row)).encode()).hexdigest()
+def link(key: bytes, prev_hash: str, row: Any) -> str:
+    return mac(key, "row", prev_hash, canonical(row))
 
+
+@dataclass(frozen=True)
+class Position:
+    """A point in a chain: its row `seq` (0 before the first) and that row's hash."""
+
+    chain: int
+    seq: int
+    hash: str
+
+
+def _head_mac(key: bytes, at: Position) -> str:
+    return mac(key, "head", at.chain, at.seq, at.hash)
+
+
+def _signed_by(ring: Keyring, key_id_: str, expected: str, make: Any, *parts: Any) -> bool:
+    """Did the key named `key_id_` (one of ours) make `expected` = make(key, *parts)?"""
+    key = ring.keys.get(key_id_)
+    return key is not None and hmac.compare_digest(make(key, *parts), expected)
+
+
+# --- writing -------------------------------------------------------------------------------------
 
 def record(
     event: str,
@@ -44,33 +106,83 @@ def record(
     channel: str = "",
 ) -> AuditEvent:
     """Add an audit row, chained to its tenant's last one, to the current transaction.
-    Taking the chain's head row first makes concurrent writers of one tenant wait their turn."""
-    chain = tenant_id or 0
-    head = _take_head(chain)
-    row = AuditEvent(
-        event=event, outcome=outcome, tenant_id=tenant_id, user_id=user_id, approval_id=approval_id,
-        detail=detail[:500], channel=channel, created_at=utcnow(), chain=chain, seq=head.seq + 1,
-        prev_hash=head.hash,
-    )
-    row.hash = link(head.hash, row)
+    Taking the chain's head row first makes concurrent writers of one tenant wait their turn; a
+    missing, rewound or forged head is rebuilt from the chain's last row, in a row of its own."""
+    ring = keyring()
+    head, repaired = _take_head(tenant_id or 0, ring)
+    if repaired:
+        said = _append(ring, head, event=HEAD_RECREATED, outcome="recreated", tenant_id=tenant_id,
+                       user_id=None, approval_id=None, detail=repaired, channel="audit")
+        head = Position(said.chain, said.seq, said.hash)
+    return _append(ring, head, event=event, outcome=outcome, tenant_id=tenant_id, user_id=user_id,
+                   approval_id=approval_id, detail=detail[:500], channel=channel)
+
+
+def _append(ring: Keyring, head: Position, **fields: Any) -> AuditEvent:
+    """Add the row after `head`, linked with the current key, and move the head (with its MAC) to it."""
+    row = AuditEvent(chain=head.chain, seq=head.seq + 1, prev_hash=head.hash, key_id=ring.current,
+                     created_at=utcnow(), **fields)
+    row.hash = link(ring.keys[ring.current], head.hash, row)
     db.session.add(row)
-    db.session.execute(
-        sa.update(AuditHead).where(AuditHead.chain == chain).values(seq=row.seq, hash=row.hash)
-    )
+    _set_head(ring, Position(head.chain, row.seq, row.hash))
     return row
 
 
-def _take_head(chain: int) -> AuditHead:
-    """Lock and read the chain's head (created on first use)."""
-    bumped = db.session.execute(
+def _set_head(ring: Keyring, at: Position) -> None:
+    db.session.execute(sa.update(AuditHead).where(AuditHead.chain == at.chain).values(
+        seq=at.seq, hash=at.hash, key_id=ring.current, mac=_head_mac(ring.keys[ring.current], at)))
+
+
+def _take_head(chain: int, ring: Keyring) -> tuple[Position, str]:
+    """Lock and read the chain's head; with it, why it had to be rebuilt ("" when it did not).
+    The chain's last seq comes back in the same statement: a head behind it would make every
+    later insert collide."""
+    last = sa.select(sa.func.max(AuditEvent.seq)).where(AuditEvent.chain == chain).scalar_subquery()
+    got = db.session.execute(
         sa.update(AuditHead).where(AuditHead.chain == chain).values(seq=AuditHead.seq)
-        .returning(AuditHead.seq, AuditHead.hash)
+        .returning(AuditHead.seq, AuditHead.hash, AuditHead.key_id, AuditHead.mac, last)
     ).first()
-    if bumped is None:
-        insert = postgresql.insert if db.session.get_bind().dialect.name == "postgresql" else sqlite.insert
-        db.session.execute(insert(AuditHead).values(chain=chain, seq=0, hash="").on_conflict_do_nothing())
-        return _take_head(chain)
-    return AuditHead(chain=chain, seq=bumped[0], hash=bumped[1])
+    if got is None:
+        return _recreate_head(chain, ring)
+    head = Position(chain, got[0], got[1])
+    if (got[4] or 0) > head.seq:
+        return _rebuild_head(chain, ring, f"the head named row {head.seq} but the chain went on to row {got[4]}")
+    if not _signed_by(ring, got[2], got[3], _head_mac, head):
+        return _rebuild_head(chain, ring, "the head's MAC did not verify")
+    return head, ""
+
+
+def _recreate_head(chain: int, ring: Keyring) -> tuple[Position, str]:
+    """No head row: a new chain, or a deleted head, which is rebuilt from the chain's last row."""
+    start, note = _last_row(chain, ring)
+    created = db.session.execute(_insert(AuditHead).values(  # None: another writer recreated it just now
+        chain=chain, seq=start.seq, hash=start.hash, key_id=ring.current,
+        mac=_head_mac(ring.keys[ring.current], start)).on_conflict_do_nothing().returning(AuditHead.chain)).first()
+    head, repaired = _take_head(chain, ring)
+    if created is not None and start.seq and not repaired:
+        repaired = f"the head row was missing; {note}"
+    return head, repaired
+
+
+def _insert(model: Any) -> Any:
+    """An INSERT that can say ON CONFLICT, in the database's own dialect."""
+    return (postgresql if db.session.get_bind().dialect.name == "postgresql" else sqlite).insert(model)
+
+
+def _rebuild_head(chain: int, ring: Keyring, why: str) -> tuple[Position, str]:
+    start, note = _last_row(chain, ring)
+    _set_head(ring, start)
+    return start, f"{why}; {note}"
+
+
+def _last_row(chain: int, ring: Keyring) -> tuple[Position, str]:
+    """The chain's last row as a head, and a note saying whether that row itself verifies."""
+    row = db.session.execute(sa.select(*_ROW).where(AuditEvent.chain == chain)
+                             .order_by(AuditEvent.seq.desc()).limit(1)).first()
+    if row is None:
+        return Position(chain, 0, ""), "the chain is empty"
+    sound = not _row_problem(ring, row, row.seq, row.prev_hash)
+    return Position(chain, row.seq, row.hash), f"rebuilt from row {row.seq}" + ("" if sound else ", which does not verify")
 
 
 def record_now(event: str, outcome: str, **fields: Any) -> None:
@@ -81,45 +193,238 @@ def record_now(event: str, outcome: str, **fields: Any) -> None:
     db.session.commit()
 
 
+# --- verifying -----------------------------------------------------------------------------------
+
 @dataclass(frozen=True)
 class Verdict:
     ok: bool
     rows: int
     broken_id: int | None = None
     reason: str = ""
+    recreated: int = 0  # heads rebuilt (HEAD_RECREATED rows): only a checkpoint rules out a cut end there
 
     def __str__(self) -> str:
-        if self.ok:
-            return f"audit chain verifies: {self.rows} rows"
-        return f"audit chain broken at row {self.broken_id}: {self.reason}"
+        if not self.ok:
+            where = f" at row {self.broken_id}" if self.broken_id is not None else ""
+            return f"audit chain broken{where}: {self.reason}"
+        note = (f" (its head was rebuilt {self.recreated} time(s): see the {HEAD_RECREATED} rows, and verify "
+                "--against a checkpoint to rule out rows cut from the end)") if self.recreated else ""
+        return f"audit chain verifies: {self.rows} rows{note}"
+
+
+@dataclass
+class _Walk:
+    """How far a walk along one chain has got: the last good row (seq, hash, id), rows read."""
+
+    chain: int
+    seq: int = 0
+    hash: str = ""
+    row_id: int | None = None
+    rows: int = 0
+
+    def broken(self, row_id: int | None, reason: str) -> Verdict:
+        return Verdict(False, self.rows, row_id, reason)
+
+
+def _row_problem(ring: Keyring, row: Any, seq: int, prev: str) -> str:
+    """Why `row` is not the sound row `seq` after a row hashed `prev` ("" when it is)."""
+    if row.seq != seq:
+        return f"sequence {row.seq}, expected {seq} (a row was removed or inserted)"
+    if row.prev_hash != prev:
+        return "does not link to the row before it"
+    if row.key_id not in ring.keys:
+        return f"made with key {row.key_id or '(none)'}, which is neither AUDIT_KEY nor in AUDIT_KEY_FALLBACKS"
+    if not hmac.compare_digest(link(ring.keys[row.key_id], prev, row), row.hash):
+        return "its content was changed (or it was linked with another key)"
+    return ""
+
+
+def _walk(ring: Keyring, at: _Walk, until: int | None = None, batch: int = 5000) -> Verdict | None:
+    """Check the rows after `at` in order (up to seq `until`), moving `at` along;
+    the first row that fails makes the Verdict."""
+    while until is None or at.seq < until:
+        query = sa.select(*_ROW).where(AuditEvent.chain == at.chain, AuditEvent.seq > at.seq)
+        if until is not None:
+            query = query.where(AuditEvent.seq <= until)
+        rows = db.session.execute(query.order_by(AuditEvent.seq).limit(batch)).all()
+        if not rows:
+            return None
+        for row in rows:
+            at.rows += 1
+            problem = _row_problem(ring, row, at.seq + 1, at.hash)
+            if problem:
+                return at.broken(row.id, problem)
+            at.seq, at.hash, at.row_id = row.seq, row.hash, row.id
+    return None
+
+
+def _check_head(ring: Keyring, at: _Walk) -> Verdict | None:
+    """The head must be signed and sit exactly on the walk's last row. Rows committed while
+    walking move the head on: walk them too, and look again."""
+    while True:
+        got = db.session.execute(sa.select(AuditHead.seq, AuditHead.hash, AuditHead.key_id, AuditHead.mac)
+                                 .where(AuditHead.chain == at.chain)).first()
+        if got is None:
+            return at.broken(at.row_id, f"the head row of chain {at.chain} is missing") if at.seq else None
+        head = Position(at.chain, got.seq, got.hash)
+        if not _signed_by(ring, got.key_id, got.mac, _head_mac, head):
+            return at.broken(at.row_id, "the head's MAC does not verify (the head was moved or forged)")
+        if head.seq < at.seq:
+            return at.broken(at.row_id, f"the head names row {head.seq}, behind the chain's last row (rewound)")
+        if head.seq == at.seq:
+            return None if hmac.compare_digest(head.hash, at.hash) else at.broken(
+                at.row_id, "the head does not match the chain's last row")
+        before = at.seq
+        bad = _walk(ring, at, until=head.seq)
+        if bad or at.seq == before:
+            return bad or at.broken(at.row_id, f"rows after row {at.seq} were removed (the head names row {head.seq})")
+
+
+def _chains() -> list[int]:
+    """Every chain with a row, a head or a mark: a chain deleted whole still has its mark."""
+    events = db.session.scalars(sa.select(AuditEvent.chain).distinct())
+    return sorted({*events, *db.session.scalars(sa.select(AuditHead.chain)), *db.session.scalars(sa.select(AuditMark.chain))})
 
 
 def verify(chain: int | None = None, batch: int = 5000) -> Verdict:
-    """Walk the chain(s) in order and name the first row whose link does not hold."""
-    chains = [chain] if chain is not None else list(db.session.scalars(
-        sa.select(AuditEvent.chain).distinct().order_by(AuditEvent.chain)))
+    """Walk the chain(s) in full and name the first row, or the head, that does not hold; then
+    hold each chain to its signed mark, which the admin page leaves as a checkpoint of its own."""
+    ring = keyring()
     total = 0
-    for key in chains:
-        prev, expected_seq, last_id = "", 1, 0
-        while True:
-            rows = db.session.scalars(
-                sa.select(AuditEvent).where(AuditEvent.chain == key, AuditEvent.seq >= expected_seq)
-                .order_by(AuditEvent.seq).limit(batch)
-            ).all()
-            if not rows:
-                break
-            for row in rows:
-                total += 1
-                if row.seq != expected_seq:
-                    return Verdict(False, total, row.id, f"sequence {row.seq}, expected {expected_seq} "
-                                   "(a row was removed or inserted)")
-                if row.prev_hash != prev:
-                    return Verdict(False, total, row.id, "does not link to the row before it")
-                if link(prev, row) != row.hash:
-                    return Verdict(False, total, row.id, "its content was changed")
-                prev, expected_seq, last_id = row.hash, expected_seq + 1, row.id
-            db.session.expunge_all()
-        head = db.session.get(AuditHead, key)
-        if head is not None and (head.seq != expected_seq - 1 or head.hash != prev):
-            return Verdict(False, total, last_id or None, "rows after it were removed")
-    return Verdict(True, total)
+    for key in [chain] if chain is not None else _chains():
+        at = _Walk(key)
+        mark = _signed_mark(ring, key)
+        bad = _walk(ring, at, batch=batch) or _check_head(ring, at) or (mark and _still_holds(at, mark))
+        total += at.rows
+        if bad:
+            return replace(bad, rows=total)
+    recreated = sa.select(sa.func.count()).select_from(AuditEvent).where(AuditEvent.event == HEAD_RECREATED)
+    if chain is not None:
+        recreated = recreated.where(AuditEvent.chain == chain)
+    return Verdict(True, total, recreated=db.session.scalar(recreated) or 0)
+
+
+def verify_since_mark(chain: int) -> Verdict:
+    """What the admin page shows, without walking the whole chain on every view: from the last
+    verified point (a keyed mark), check its row, the rows since and the head, plus the next
+    SWEEP_ROWS older rows in a round that covers the whole chain over successive views. Anything
+    wrong, the mark included, falls back to a full walk, which names the first broken row.
+    Commits the new mark (call it with nothing else pending)."""
+    ring = keyring()
+    mark = _signed_mark(ring, chain)
+    at = _resume(ring, mark) if mark else None
+    swept: int | None = None
+    if at is not None and mark is not None and not (_walk(ring, at) or _check_head(ring, at)):
+        swept = _sweep(ring, chain, mark.swept, mark.seq)
+    if at is None or swept is None:
+        at = _Walk(chain)
+        bad = _walk(ring, at) or _check_head(ring, at) or (mark and _still_holds(at, mark))
+        if bad:
+            return bad
+        swept = 0
+    _save_mark(ring, at, swept)
+    return Verdict(True, at.seq)
+
+
+def _mark_mac(key: bytes, chain: int, seq: int, hash_: str, swept: int) -> str:
+    return mac(key, "mark", chain, seq, hash_, swept)
+
+
+def _signed_mark(ring: Keyring, chain: int) -> Any:
+    """The chain's mark if one of our keys signed it (else None: a mark is only a cache)."""
+    mark = db.session.execute(sa.select(AuditMark.__table__).where(AuditMark.chain == chain)).first()
+    if mark is None or not _signed_by(ring, mark.key_id, mark.mac, _mark_mac, chain, mark.seq, mark.hash, mark.swept):
+        return None
+    return mark
+
+
+def _resume(ring: Keyring, mark: Any) -> _Walk | None:
+    """Where the mark says verification stopped, if its row still reads the same."""
+    if mark.seq == 0:
+        return _Walk(mark.chain)
+    row = db.session.execute(sa.select(*_ROW).where(AuditEvent.chain == mark.chain, AuditEvent.seq == mark.seq)).first()
+    if row is None or row.hash != mark.hash or _row_problem(ring, row, mark.seq, row.prev_hash):
+        return None
+    return _Walk(mark.chain, row.seq, row.hash, row.id)
+
+
+def _still_holds(at: _Walk, mark: Any) -> Verdict | None:
+    """A sound chain that no longer reaches, or no longer holds, the row it was once verified up
+    to was cut back or rewritten (with its head moved to match)."""
+    if at.seq < mark.seq:
+        return at.broken(at.row_id, f"chain {at.chain} ends at row {at.seq}, but it was verified up to row "
+                         f"{mark.seq} before: rows were cut from its end")
+    row = db.session.execute(sa.select(AuditEvent.id, AuditEvent.hash).where(
+        AuditEvent.chain == mark.chain, AuditEvent.seq == mark.seq)).first()
+    if mark.seq and (row is None or not hmac.compare_digest(row.hash, mark.hash)):
+        return at.broken(row.id if row else None, f"row {mark.seq} differs from when it was verified: "
+                         "the chain was rewritten since")
+    return None
+
+
+def _sweep(ring: Keyring, chain: int, start: int, end: int) -> int | None:
+    """Re-check rows start+1 … start+SWEEP_ROWS (not past `end`); where the next round starts, or None if one fails."""
+    stop = min(start + SWEEP_ROWS, end)
+    if start >= stop:
+        return 0
+    prev = "" if start == 0 else db.session.scalar(
+        sa.select(AuditEvent.hash).where(AuditEvent.chain == chain, AuditEvent.seq == start))
+    if prev is None:
+        return None
+    at = _Walk(chain, start, prev)
+    if _walk(ring, at, until=stop) or at.seq != stop:
+        return None
+    return 0 if stop >= end else stop
+
+
+def _save_mark(ring: Keyring, at: _Walk, swept: int) -> None:
+    values: dict[str, Any] = {"chain": at.chain, "seq": at.seq, "hash": at.hash, "swept": swept, "key_id": ring.current,
+                              "mac": _mark_mac(ring.keys[ring.current], at.chain, at.seq, at.hash, swept)}
+    statement = _insert(AuditMark).values(**values)
+    db.session.execute(statement.on_conflict_do_update(
+        index_elements=[AuditMark.chain], set_={k: statement.excluded[k] for k in values if k != "chain"}))
+    db.session.commit()
+
+
+# --- checkpoints ---------------------------------------------------------------------------------
+
+def checkpoint() -> str:
+    """Every chain's head (chain:seq:hash:mac) on one line, to keep where the database's writers
+    cannot reach; `verify_against()` later proves the chains still hold those rows."""
+    heads = db.session.execute(sa.select(AuditHead.chain, AuditHead.seq, AuditHead.hash, AuditHead.mac)
+                               .order_by(AuditHead.chain)).all()
+    return " ".join([CHECKPOINT_PREFIX, *(f"{h.chain}:{h.seq}:{h.hash}:{h.mac}" for h in heads)])
+
+
+def _parse_checkpoint(line: str) -> list[tuple[Position, str]]:
+    prefix, *entries = line.split()
+    if prefix != CHECKPOINT_PREFIX:
+        raise ValueError(f"it does not start with {CHECKPOINT_PREFIX}")
+    parsed = []
+    for entry in entries:
+        chain, seq, digest, signature = entry.split(":")
+        parsed.append((Position(int(chain), int(seq), digest), signature))
+    return parsed
+
+
+def verify_against(line: str) -> Verdict:
+    """Does every chain still hold the row a checkpoint names, with that hash? A chain cut back
+    (even with its head moved consistently) or rewritten since the checkpoint fails here."""
+    try:
+        entries = _parse_checkpoint(line)
+    except ValueError as error:
+        return Verdict(False, 0, None, f"not a checkpoint `audit checkpoint` printed ({error})")
+    keys = keyring().keys.values()
+    for at, signature in entries:
+        if not any(hmac.compare_digest(_head_mac(key, at), signature) for key in keys):
+            return Verdict(False, 0, None, f"the checkpoint's entry for chain {at.chain} does not verify "
+                           "with any configured key (mistyped, forged, or its key was dropped)")
+        row = db.session.execute(sa.select(AuditEvent.id, AuditEvent.hash).where(
+            AuditEvent.chain == at.chain, AuditEvent.seq == at.seq)).first()
+        if at.seq and row is None:
+            return Verdict(False, 0, None, f"chain {at.chain} no longer has row {at.seq}, which the checkpoint "
+                           "names: rows were cut from it since")
+        if row is not None and not hmac.compare_digest(row.hash, at.hash):
+            return Verdict(False, 0, row.id, f"row {at.seq} of chain {at.chain} differs from the checkpoint: "
+                           "the chain was rewritten since")
+    return Verdict(True, len(entries))

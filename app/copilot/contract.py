@@ -1,23 +1,51 @@
 """The contract every risky action gets checked for (`flask --app wsgi actions check`, and the
 kit's `actions_contract_test()`): its handle() does not run before a confirm, its card holds none
-of the model's argument strings (but those it declares in `shows` or its templates name), another
-person cannot confirm it, and a declined card runs nothing."""
+of the model's argument strings (but those it declares in `shows`; a template's placeholders are
+filled from approval_values(), which must resolve them, not hand them back), another person cannot
+confirm it, and a declined card runs nothing."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 from app.copilot.actions import Action, placeholders
 from app.copilot.llm import parse_slash
+from app.copilot.schema import choices
+from app.errors import CountersignError
 
 MARK = "zq"  # string arguments get a marker appended, so an echo is found even for short words
 
 
 def allowed_on_card(action: type[Action]) -> set[str]:
+    """The fields whose values the card may show as given: those the action declares in `shows`,
+    and template placeholders that are closed choices (the developer's words, not the model's)."""
     names = set(action.shows)
     for template in action.requires_approval.values():
-        names.update(placeholders(template))
+        names.update(p for p in placeholders(template) if choices(action.Input, p) is not None)
     return names
+
+
+def resolved(action: type[Action]) -> set[str]:
+    """The template placeholders approval_values() must resolve."""
+    return {p for t in action.requires_approval.values() for p in placeholders(t)} - allowed_on_card(action)
+
+
+def values_echo(kit: Any, action: type[Action], marked: dict[str, Any]) -> list[str]:
+    """approval_values() given the marked arguments must not hand them back (NotFound is fine: it
+    looked the value up and found nothing)."""
+    from app.copilot.agent import context_for
+
+    with kit.app.app_context():
+        try:
+            input = action.Input.model_validate(marked)
+            values = action().approval_values(context_for(kit._user(), "test"), input)
+        except (CountersignError, ValidationError):
+            return []
+    return [f"{action.name}: approval_values() hands back the model's {key!r} ({value!r}) instead of resolving it"
+            for key, value in marked.items()
+            if key in resolved(action) and isinstance(value, str) and any(value in str(v) for v in values.values())]
 
 
 def sample(action: type[Action]) -> dict[str, Any] | None:
@@ -44,9 +72,10 @@ def check_action(kit: Any, name: str, person: str = "alice@example.com",
         if arguments is None:
             return [f"{name}: cannot be checked: add an example like '/{name} field=value' to `examples` "
                     "that works on the seeded demo data"]
-    marked = {k: f"{v}{MARK}" if isinstance(v, str) and k not in allowed_on_card(action) else v
+    marked = {k: f"{v}{MARK}" if isinstance(v, str) and k not in allowed_on_card(action)
+              and choices(action.Input, k) is None else v  # a closed choice holds no model text
               for k, v in arguments.items()}
-    problems: list[str] = []
+    problems: list[str] = values_echo(kit, action, marked)
     kit.model.enqueue(tool_call(name, **marked))
     kit.chat(f"check {name}")
     try:
@@ -58,7 +87,7 @@ def check_action(kit: Any, name: str, person: str = "alice@example.com",
             card = kit.pending()
         except LookupError:
             return [f"{name}: no card was shown for {arguments!r} (does its example work on the seeded data for {person}?)"]
-        marked = arguments
+        marked = {k: v for k, v in arguments.items() if k not in resolved(action)}  # values_echo() checked those
     if kit.calls(action):
         problems.append(f"{name}: handle() ran before the card was confirmed")
     shown = " ".join([card.reason, *card.rows.keys(), *map(str, card.rows.values())])

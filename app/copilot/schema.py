@@ -3,6 +3,7 @@ MCP's form-elicitation object (flat primitives only), from which the browser for
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -66,6 +67,19 @@ def _unwrap(prop: dict[str, Any], model: type[BaseModel], name: str, defs: dict[
             rest = {k: v for k, v in prop.items() if k != "anyOf"}
             return {**_unwrap(real[0], model, name, defs), **rest}
     return prop
+
+
+@functools.cache
+def choices(model: type[BaseModel], name: str) -> tuple[str, ...] | None:
+    """The values a field may take when it is a closed set of strings (a Literal or an Enum), else
+    None. Such a value is the developer's word, never the model's text."""
+    schema = model.model_json_schema()
+    prop = schema.get("properties", {}).get(name)
+    if prop is None:
+        return None
+    prop = _unwrap(prop, model, name, schema.get("$defs", {}))
+    values = prop.get("enum") or ([prop["const"]] if "const" in prop else None)
+    return tuple(values) if values and all(isinstance(v, str) for v in values) else None
 
 
 def form_property(name: str, prop: dict[str, Any], where: str) -> dict[str, Any]:

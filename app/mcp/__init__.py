@@ -1,7 +1,9 @@
 """Countersign over MCP (streamable HTTP, protocol 2026-07-28): the actions in the token's
 toolsets as tools; a missing field is a form elicitation, a card is a URL elicitation to the
 card's page, both as an InputRequiredResult whose sealed request state names the approval.
-Every answer goes through copilot.approvals, like the browser's."""
+An agent-scoped token (the default) never answers: its forms are URL elicitations too, filled
+by the person on the card's page, and its declines decide nothing. Every answer goes through
+copilot.approvals, like the browser's."""
 
 from __future__ import annotations
 
@@ -109,16 +111,15 @@ def _in_app(flask_app: Flask, fn: Any, *args: Any) -> Any:
     return anyio.to_thread.run_sync(run)
 
 
-def _token_scope(token_id: int) -> tuple[Any, list[str]]:
-    from flask import current_app
-
+def _actor(token_id: int) -> Any:
+    """Who calls: the token's person, bound to "pat:<id>", with its scope and toolsets."""
+    from app.auth import token_actor
     from app.extensions import db
     from app.models import ApiToken
 
     token = db.session.get(ApiToken, token_id)
     assert token is not None
-    toolsets = [t for t in (token.toolsets or "").split(",") if t] or list(current_app.config["COUNTERSIGN_TOOLSETS"])
-    return token, toolsets
+    return token_actor(token, "mcp")
 
 
 def _list_tools(flask_app: Flask) -> Any:
@@ -131,11 +132,11 @@ def _tools(token_id: int) -> types.ListToolsResult:
     from app.copilot.agent import engine
     from app.copilot.schema import tool_schema
 
-    _, toolsets = _token_scope(token_id)
+    reach = engine().reachable(_actor(token_id).toolsets)  # the same set call_direct allows
     return types.ListToolsResult(tools=[
         types.Tool(name=a.name, description=a.description(), input_schema=tool_schema(a.Input),
                    annotations=ANNOTATIONS[a.kind.value])
-        for a in engine().registry.exposed(toolsets)
+        for a in engine().registry.exposed() if a.name in reach
     ])
 
 
@@ -155,15 +156,15 @@ def _call_tool(flask_app: Flask) -> Any:
             elicitation = caps.elicitation
             can_url = elicitation is not None and elicitation.url is not None
             can_form = elicitation is not None and (elicitation.form is not None or elicitation.url is None)
-        if result.kind == "confirm" and not can_url:
-            return _text(f"Pending: the person must confirm this in Countersign: {result.url}")
-        if result.kind == "form" and not can_form:
+        if result.by_url and not can_url:
+            return _text(result.pending())
+        if not result.by_url and not can_form:
             return await _in_app(flask_app, _answer, token, result.approval_id, types.ElicitResult(action="decline"))
         if ctx.protocol_version >= MODERN:
             return result.input_required()
         # Handshake-era clients: a classic elicitation/create inside this call.
         try:
-            if result.kind == "form":
+            if not result.by_url:
                 answer = await ctx.session.elicit_form(result.message, result.schema,
                                                        related_request_id=ctx.request_id)
             else:
@@ -178,16 +179,22 @@ def _call_tool(flask_app: Flask) -> Any:
 
 @dataclass
 class Ask:
-    """The call waits on the person: a form (form elicitation) or a card (URL elicitation)."""
+    """The call waits on the person: a form the client fills (form elicitation, client tokens
+    only), or a card or form the person answers on its page (URL elicitation)."""
 
     approval_id: str
     kind: str
     message: str
     schema: dict[str, Any]
     url: str
+    by_url: bool = True
+
+    def pending(self) -> str:
+        verb = "confirm this" if self.kind == "confirm" else "fill this in"
+        return f"Pending: the person must {verb} in Countersign: {self.url}"
 
     def input_required(self) -> types.InputRequiredResult:
-        if self.kind == "form":
+        if not self.by_url:
             request = types.ElicitRequest(params=types.ElicitRequestFormParams(
                 message=self.message, requested_schema=self.schema))
         else:
@@ -205,41 +212,72 @@ def _call(token_id: int, params: types.CallToolRequestParams) -> Any:
     from app.copilot import agent
     from app.copilot.approvals import card_url
 
-    token, toolsets = _token_scope(token_id)
     if params.request_state:
-        return _retry(token, params)
-    said, approval = agent.call_direct(token.user, params.name, params.arguments or {}, "mcp", toolsets)
+        return _retry(token_id, params)
+    refused = _refused(token_id, params.arguments or {})
+    if refused is not None:
+        return refused
+    actor = _actor(token_id)
+    said, approval = agent.call_direct(actor, params.name, params.arguments or {})
     if approval is None:
         return _text(said, error=said.startswith(("Unknown tool", "Invalid arguments")))
     if approval.type == "form" and approval.form is not None:
         form = approval.form
-        return Ask(approval.id, "form", form["message"], form["requestedSchema"], card_url(approval.id))
+        if actor.agent:  # the person fills it on the card's page; the agent never sees the values
+            return Ask(approval.id, "form", f"{form['message']} Fill it in Countersign.", {}, card_url(approval.id))
+        return Ask(approval.id, "form", form["message"], form["requestedSchema"], card_url(approval.id), by_url=False)
     return Ask(approval.id, "confirm", f"{approval.reason} Confirm it in Countersign.", {}, card_url(approval.id))
 
 
-def _retry(token: Any, params: types.CallToolRequestParams) -> Any:
+def _refused(token_id: int, arguments: dict[str, Any]) -> types.CallToolResult | None:
+    """A new call over the token's rate limit, or with a value no database here can store (NUL,
+    a lone surrogate, NaN): a tool error the model can read, before anything runs or is stored.
+    The retries of a waiting call are not counted: a client asks again until the person answers."""
+    from app.copilot.text import seconds, value_problem
+    from app.extensions import seconds_over_limit
+
+    wait = seconds_over_limit("RATELIMIT_MCP_CALLS_PER_TOKEN", f"token:{token_id}")
+    if wait:
+        return _text(f"Too many tool calls with this token. Try again in {seconds(wait)}.", error=True)
+    problem = value_problem(arguments)
+    return _text(f"Invalid arguments: {problem}", error=True) if problem else None
+
+
+def _retry(token_id: int, params: types.CallToolRequestParams) -> Any:
     """The client came back with the sealed state (bound to its token by the SDK's boundary)."""
     try:
         approval_id = json.loads(params.request_state or "{}")["approval"]
     except (ValueError, KeyError, TypeError):
         return _text("This request state is not valid.", error=True)
     answer = (params.input_responses or {}).get("answer")
-    return _answer(token.id, approval_id, answer if isinstance(answer, types.ElicitResult) else None)
+    return _answer(token_id, approval_id, answer if isinstance(answer, types.ElicitResult) else None)
 
 
 def _answer(token_id: int, approval_id: str, answer: types.ElicitResult | None, legacy: bool = False) -> Any:
-    """Answer a form through copilot.approvals, or report a card's outcome (or that it waits)."""
+    """Answer a form through copilot.approvals, or report a card's outcome (or that it waits).
+    An agent token's answer is refused there (and audited): the approval keeps waiting."""
     from app.copilot import agent, approvals
-    from app.copilot.approvals import Actor
+    from app.copilot.text import value_problem
     from app.errors import CountersignError
     from app.extensions import db
     from app.models import Approval
 
-    token, _ = _token_scope(token_id)
+    actor = _actor(token_id)
     approval = db.session.get(Approval, approval_id)
-    if approval is None or approval.user_id != token.user_id:
+    if approval is None or approval.user_id != actor.user.id:
         return _text("This request state is not valid.", error=True)
-    actor = Actor(user=token.user, binding=f"pat:{token.id}", channel="mcp")
+    problem = value_problem(answer.content) if answer is not None and answer.content else None
+    if problem:  # a client's form values are stored by handle(): refused before, the form still waits
+        return _text(f"Invalid values: {problem} Nothing was done.", error=True)
+    if actor.agent and approval.status == "pending" and answer is not None:
+        if answer.action != "accept" or answer.content:  # an answer, not "I opened the link"
+            try:
+                agent.answer(approval.id, "", actor, "decline")  # refused first thing, audited
+            except CountersignError:
+                db.session.rollback()
+            return _text(f"Pending: only the person can answer this, in Countersign: "
+                         f"{approvals.card_url(approval.id)} Nothing was decided.")
+        answer = None
     if approval.status == "pending" and answer is not None:
         signed = approvals.sign(approval, actor.binding)
         try:

@@ -5,15 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from flask import Blueprint, make_response, redirect, render_template, request, url_for
+from flask import Blueprint, current_app, make_response, redirect, render_template, request, url_for
 from flask_login import login_required
 
 from app.auth import current_actor
 from app.copilot import agent, approvals
 from app.copilot.approvals import Actor
 from app.copilot.schema import wtform_class
+from app.copilot.text import check_message
 from app.errors import CountersignError, FormInvalid, NotFound, WrongPerson
-from app.extensions import db, limiter
+from app.extensions import db, limit_per_person_and_address, limiter
 from app.models import Approval, Conversation, Message, User, utcnow
 
 bp = Blueprint("web", __name__)
@@ -50,6 +51,7 @@ def card_context(approval: Approval, actor: Actor, error: str | None = None,
     mine = approval.user_id == actor.user.id
     pending = approval.status == "pending" and approval.expires_at > utcnow()
     seconds_left = max(0, int((approval.expires_at - utcnow()).total_seconds()))
+    answerable = mine and pending and approvals.may_answer(actor, approval)
     form = None
     if approval.type == "form" and approval.form and pending:
         form_class = wtform_class(approval.form["requestedSchema"])
@@ -61,7 +63,7 @@ def card_context(approval: Approval, actor: Actor, error: str | None = None,
         "form": form,
         "filled": _filled_names(approval),
         "approval": approval,
-        "token": approvals.sign(approval, actor.binding) if mine and pending else None,
+        "token": approvals.sign(approval, actor.binding) if answerable else None,
         "pending": pending,
         "seconds_left": seconds_left,
         "outcome": None if pending else outcome_label(approval),
@@ -151,15 +153,17 @@ def chat(conversation_id: int) -> Any:
 
 @bp.post("/c/<id:conversation_id>/messages")
 @login_required
-@limiter.limit("60 per minute")
+@limit_per_person_and_address("MESSAGES")
 def post_message(conversation_id: int) -> Any:
-    """The person's message: the reply (and any card) swaps in under the chat."""
+    """The person's message: the reply (and any card) swaps in under the chat. Over the length
+    limit it is refused whole, saying the limit (the composer keeps the text to shorten)."""
     actor = current_actor()
     conversation = own_conversation(conversation_id, actor.user)
     text = (request.form.get("text") or "").strip()
     if not text:
         return ("", 204)
-    added = agent.send_message(conversation, actor.user, text[:4000], channel="web")
+    text = check_message(text, current_app.config["MESSAGE_MAX_CHARS"])
+    added = agent.send_message(conversation, actor.user, text, channel="web")
     return messages_or_page(added, actor, conversation.id)
 
 
@@ -210,7 +214,7 @@ def _own_approval(approval_id: str, actor: Actor) -> Approval:
 
 @bp.post("/approvals/<approval_id>/<any(confirm, decline, cancel, submit):decision>")
 @login_required
-@limiter.limit("30 per minute")
+@limit_per_person_and_address("ANSWERS")
 def answer(approval_id: str, decision: str) -> Any:
     """Confirm or Decline: returns the same card in its new state, then the model's reply."""
     actor = current_actor()

@@ -130,7 +130,7 @@ def test_a_worker_killed_inside_handle_ends_interrupted_and_never_reruns(app, da
            # the worker gunicorn starts in place of the dead one sweeps what it left claimed
            "SWEEP_ON_START": "1", "APPROVALS_INTERRUPTED_AFTER": "0"}
     with app.app_context():
-        token = create_token(db.session.scalar(sa.select(User).where(User.email == "alice@example.com")))
+        token = create_token(db.session.scalar(sa.select(User).where(User.email == "alice@example.com")), scope="client")
     with gunicorn_hosts(env, workers=1, app="tests.adversarial.blocking_wsgi:app") as (port,):
         _, convo = call(port, "POST", "/api/conversations", token)
         _, turn = call(port, "POST", f"/api/conversations/{convo['id']}/messages", token,

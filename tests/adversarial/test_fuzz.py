@@ -39,7 +39,7 @@ def app_config():
 
 def token_of(app, email: str) -> str:
     with app.app_context():
-        return create_token(db.session.scalar(sa.select(User).where(User.email == email)))
+        return create_token(db.session.scalar(sa.select(User).where(User.email == email)), scope="client")
 
 
 # --- schemathesis: every operation of the published API ------------------------------------------
@@ -94,7 +94,8 @@ def signed(path: str, body: bytes, headers: dict[str, str], sign: bool) -> dict[
             "X-Telegram-Bot-Api-Secret-Token": secret if sign else "wrong",
             "X-Slack-Request-Timestamp": stamp,
             "X-Slack-Signature": "v0=" + hmac.new(key, f"v0:{stamp}:".encode() + body, hashlib.sha256).hexdigest(),
-            "X-Countersign-Signature": "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest()}
+            "X-Countersign-Timestamp": stamp,
+            "X-Countersign-Signature": "sha256=" + hmac.new(key, f"{stamp}.".encode() + body, hashlib.sha256).hexdigest()}
 
 
 @pytest.fixture

@@ -108,7 +108,7 @@ def test_a_flipped_byte_anywhere_is_refused_before_the_approval_or_redis_is_aske
 
     with app.app_context():
         token_header = {"Authorization": "Bearer " + create_token(
-            db.session.scalar(sa.select(User).where(User.email == "alice@example.com")))}
+            db.session.scalar(sa.select(User).where(User.email == "alice@example.com")), scope="client")}
     client = app.test_client()
     convo = client.post("/api/conversations", json={}, headers=token_header).get_json()["id"]
     prompt = client.post(f"/api/conversations/{convo}/messages", json={"text": f"/delete_post post={posts['Spring meetup']}"},

@@ -27,7 +27,7 @@ def hosts(app, database_url):
 def test_a_card_made_on_one_host_is_confirmed_once_across_both(app, hosts, posts):
     a, b = hosts
     with app.app_context():
-        token = create_token(db.session.scalar(sa.select(User).where(User.email == "alice@example.com")))
+        token = create_token(db.session.scalar(sa.select(User).where(User.email == "alice@example.com")), scope="client")
     _, convo = call(a, "POST", "/api/conversations", token)
     _, turn = call(a, "POST", f"/api/conversations/{convo['id']}/messages", token,
                    {"text": f"/delete_post post={posts['Spring meetup']}"})

@@ -1,0 +1,629 @@
+"""Chat connectors as an attacker meets them (issue 13, points 3, 4, 14 and Slack markup): a forged
+email From: (answering a card, or starting a turn, or drawing a reply to someone who never wrote),
+a replayed signed body, someone else in a shared thread, a redelivery after a failed turn, markup
+in card text, and edited, bot and channel messages. Real webhooks in, real HTTP and
+SMTP out, as tests/test_connectors.py does."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import sqlalchemy as sa
+from rq import Queue
+
+from app.extensions import db, redis_client
+from app.models import Approval, Message, Post, User
+from tests.fake_chat import EMAIL_SECRET, Chat, FakeChatApi, FakeSmtp, connector_config, email_headers, slack_headers
+
+PROMPT = "Reply 'Yes' to confirm."
+
+
+@pytest.fixture(scope="module")
+def services():
+    api, smtp = FakeChatApi(), FakeSmtp()
+    yield api, smtp
+    api.close()
+    smtp.close()
+
+
+@pytest.fixture
+def app_config(services):
+    return connector_config(*services)
+
+
+@pytest.fixture
+def email(app, services):
+    return Chat(app, "email", services)
+
+
+@pytest.fixture(params=["telegram", "slack", "email"])
+def chat(request, app, services):
+    return Chat(app, request.param, services)
+
+
+def statuses(app):
+    with app.app_context():
+        return [a.status for a in db.session.scalars(sa.select(Approval).order_by(Approval.created_at))]
+
+
+def ask_delete(chat, posts, title="Spring meetup", who="alice"):
+    chat.say(f"/delete_post post={posts[title]}", who=who)
+    assert PROMPT in chat.sent()[-1]
+
+
+def card_email(services, to="alice@example.com"):
+    """The newest card email the fake SMTP server got for that person."""
+    cards = [m for m in services[1].inbox.messages if m["To"] == to and "⚠️" in m.get_payload()]
+    return cards[-1]
+
+
+def answer_card(services, to="alice@example.com"):
+    """The threading headers of a reply to that card email, as the person's mail client writes them."""
+    card = card_email(services, to)
+    return {"in_reply_to": card["Message-ID"], "references": f"{card['References']} {card['Message-ID']}"}
+
+
+def user_messages(app, text):
+    with app.app_context():
+        return db.session.scalar(sa.select(sa.func.count()).select_from(Message).where(
+            Message.role == "user", Message.text == text))
+
+
+# --- 1. Email confirms only a reply to the card's own email ----------------------------------------
+
+def test_the_issue_payload_two_forged_emails_run_nothing(app, email, posts, handle_calls, services):
+    """A signed body with a forged From: asks, a second answers "yes" in the same thread (whose root
+    the forger chose). The card's email went to the real alice; the forger never held its id."""
+    forged = {"in_reply_to": "<attacker-root@evil.example>", "references": "<attacker-root@evil.example>"}
+    email.say(f"/delete_post post={posts['Spring meetup']}", redeliver="<attacker-root@evil.example>")
+    card = card_email(services)
+    with app.app_context():
+        approval_id = db.session.scalar(sa.select(Approval.id))
+    assert card["To"] == "alice@example.com" and approval_id not in card["Message-ID"]  # not derivable from the id
+    email.say("yes", **forged)
+    assert handle_calls["n"] == 0
+    assert statuses(app) == ["pending"]
+
+
+@pytest.mark.parametrize("reply", ["yes", "no"])
+def test_forged_email_without_the_card_id_neither_confirms_nor_declines(app, email, posts, handle_calls, reply,
+                                                                        services):
+    ask_delete(email, posts)
+    root = email.roots["main"]
+    email.say(reply, in_reply_to=root, references=root)  # knows the thread, not the card's Message-ID
+    email.say(reply, in_reply_to="<card.00000000000000000000000000000000@countersign.example>",
+              references=f"{root} <card.00000000000000000000000000000000@countersign.example>")  # guessed
+    assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
+    email.say("yes", **answer_card(services))  # alice's own reply to her card's email: still her wait
+    assert handle_calls["n"] == 1 and statuses(app) == ["done"]
+
+
+def test_forged_email_cannot_supersede_the_waiting_card(app, email, posts, handle_calls, services):
+    ask_delete(email, posts, "Spring meetup")
+    root = email.roots["main"]
+    email.say(f"/delete_post post={posts['Launch notes']}", in_reply_to=root, references=root)
+    assert email.sent()[-1].startswith("Please answer this in Countersign: https://countersign.example/approvals/")
+    assert statuses(app) == ["pending", "pending"]  # the first card was not superseded
+    email.say("yes", **answer_card(services))  # alice answers the card email she holds: the first one
+    with app.app_context():
+        done = db.session.scalar(sa.select(Approval).where(Approval.status == "done"))
+        assert done.rows[0]["value"] == "Spring meetup"
+    assert handle_calls["n"] == 1
+
+
+def test_another_persons_card_id_does_not_answer_alices_card(app, email, posts, handle_calls, services):
+    ask_delete(email, posts, "Spring meetup")
+    with app.app_context():
+        bob = db.session.scalar(sa.select(User).where(User.email == "bob@example.com"))
+        db.session.add(Post(tenant_id=bob.tenant_id, author_id=bob.id, title="Bob's post", status="draft"))
+        db.session.commit()
+        bobs = db.session.scalar(sa.select(Post.id).where(Post.title == "Bob's post"))
+    email.say(f"/delete_post post={bobs}", who="bob", thread="bob")
+    bobs_card = card_email(services, "bob@example.com")["Message-ID"]
+    root = email.roots["main"]
+    email.say("yes", in_reply_to=bobs_card, references=f"{root} {bobs_card}")  # as alice, with bob's id
+    assert handle_calls["n"] == 0 and statuses(app) == ["pending", "pending"]
+
+
+@pytest.mark.parametrize("verdict", [
+    {"auth": {"spf": "pass", "dkim": "pass", "dmarc": "fail"}},
+    {"auth": {"dkim": "none"}, "authentication_results": None},  # the only verdict: no DKIM, no DMARC
+    {"auth": {}},
+    {"auth": "pass"},
+    {"authentication_results": "mx.example; spf=pass smtp.mailfrom=example.com; dmarc=fail header.from=example.com"},
+    {"authentication_results": "mx.example; none"},
+], ids=["dmarc-fail", "dkim-none", "empty", "not-an-object", "header-dmarc-fail", "header-unreadable"])
+def test_a_failing_provider_verdict_is_never_a_confirm(app, email, posts, handle_calls, verdict, services):
+    ask_delete(email, posts)
+    email.say("yes", **verdict)  # carries the card's Message-ID, but the provider says the sender is not proven
+    assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
+    email.say("yes", **answer_card(services))
+    assert handle_calls["n"] == 1
+
+
+def test_a_passing_provider_verdict_with_the_card_id_confirms(app, email, posts, handle_calls):
+    ask_delete(email, posts)
+    email.say("yes", auth={"spf": "pass", "dkim": "pass", "dmarc": "pass"},
+              authentication_results="mx.example; spf=pass; dkim=pass header.d=example.com; dmarc=pass")
+    assert handle_calls["n"] == 1 and statuses(app) == ["done"]
+
+
+def test_a_from_header_naming_two_senders_is_ignored(app, email):
+    email.say("/list_posts", **{"from": "Alice <alice@example.com>, Bob <bob@example.com>"})
+    assert email.sent() == [] and user_messages(app, "/list_posts") == 0
+
+
+# --- 2. A signed email body acts once: a timestamp inside the signature, dedupe past the window ----
+
+@pytest.mark.parametrize("offset", [-301, 301])
+def test_a_signed_email_outside_the_five_minute_window_is_refused(app, email, offset):
+    body, _ = email.webhook("/list_posts")
+    response = app.test_client().post(email.url, data=body, headers=email_headers(body, int(time.time()) + offset))
+    assert response.status_code == 401
+    assert user_messages(app, "/list_posts") == 0
+
+
+def test_an_email_signed_over_the_body_alone_is_refused(app, email):
+    import hashlib
+    import hmac
+
+    body, _ = email.webhook("/list_posts")
+    signature = "sha256=" + hmac.new(EMAIL_SECRET.encode(), body.encode(), hashlib.sha256).hexdigest()
+    for headers in ({"X-Countersign-Signature": signature},
+                    {"X-Countersign-Signature": signature, "X-Countersign-Timestamp": str(int(time.time()))}):
+        assert app.test_client().post(email.url, data=body, headers=headers).status_code == 401
+
+
+def test_a_replayed_signed_email_acts_once(app, email, posts):
+    body, headers = email.webhook(f"/delete_post post={posts['Spring meetup']}")
+    for _ in range(3):
+        assert app.test_client().post(email.url, data=body, headers=headers).status_code == 200
+    email.work()
+    assert statuses(app) == ["pending"]
+
+
+@pytest.mark.parametrize("stamp", ["²", "+1700000000", "0x10", "1e9", "9" * 40])
+def test_odd_webhook_timestamps_are_401_not_500(app, email, stamp):
+    body = json.dumps({"type": "event_callback"})
+    client = app.test_client()
+    slack = {**slack_headers(body), "X-Slack-Request-Timestamp": stamp}
+    assert client.post("/connectors/slack/events", data=body, headers=slack).status_code == 401
+    mail = {**email_headers(body), "X-Countersign-Timestamp": stamp}
+    assert client.post(email.url, data=body, headers=mail).status_code == 401
+
+
+# --- 3. Waits belong to one person ------------------------------------------------------------------
+
+@pytest.fixture
+def carols_post(app):
+    with app.app_context():
+        carol = db.session.scalar(sa.select(User).where(User.email == "carol@example.com"))
+        post = Post(tenant_id=carol.tenant_id, author_id=carol.id, title="Globex plans", status="draft")
+        db.session.add(post)
+        db.session.commit()
+        return post.id
+
+
+def test_another_tenants_person_in_the_thread_cannot_supersede_or_answer(app, chat, posts, carols_post, handle_calls):
+    ask_delete(chat, posts, "Spring meetup")
+    chat.say(f"/delete_post post={carols_post}", who="carol")  # her own card, in the same thread
+    assert PROMPT in chat.sent()[-1]
+    assert statuses(app) == ["pending", "pending"]  # alice's card still waits: not superseded
+    chat.say("yes", who="carol")
+    with app.app_context():
+        rows = {a.rows[0]["value"]: a.status for a in db.session.scalars(sa.select(Approval))}
+    assert rows == {"Spring meetup": "pending", "Globex plans": "done"}
+    chat.say("yes")  # alice's wait was never touched
+    assert statuses(app) == ["done", "done"] and handle_calls["n"] == 2
+
+
+def test_someone_elses_no_in_the_thread_declines_nothing(app, chat, posts, handle_calls):
+    ask_delete(chat, posts)
+    chat.say("no", who="bob")
+    assert statuses(app) == ["pending"]
+    chat.say("yes")
+    assert handle_calls["n"] == 1
+
+
+def test_with_redis_down_someone_else_in_the_thread_gets_no_link_to_alices_card(app, services, posts,
+                                                                               handle_calls, tmp_path):
+    import redis
+
+    from tests.services import PrivateRedis
+
+    server = PrivateRedis(tmp_path)
+    try:
+        app.extensions["redis"] = redis.Redis.from_url(server.url, socket_timeout=2, socket_connect_timeout=2)
+        chat = Chat(app, "telegram", services)
+        ask_delete(chat, posts)
+        server.stop()
+        chat.say("yes", who="bob")
+        assert chat.sent()[-1] == ("I couldn't check your confirmation — try again in a moment, or use the link: "
+                                   "https://countersign.example")  # bob's own (none), never alice's card
+        assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
+    finally:
+        if server.proc and server.proc.poll() is None:
+            server.stop()
+
+
+# --- 4. Seen only once the turn is done; one turn per delivery ---------------------------------------
+
+def test_a_delivery_whose_turn_raised_is_processed_when_redelivered(app, chat, monkeypatch):
+    from app.copilot import agent
+
+    real, calls = agent.send_message, {"n": 0}
+
+    def flaky(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("the database went away mid-turn")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(agent, "send_message", flaky)
+    redeliver = {"telegram": 880_001, "slack": "EvFLAKY", "email": "<flaky@example.com>"}[chat.name]
+    chat.say("/list_posts", redeliver=redeliver)
+    assert calls["n"] == 1 and chat.sent() == []  # the turn raised: nothing said, nothing stored
+    chat.say("/list_posts", redeliver=redeliver)  # the provider delivers it again
+    assert calls["n"] == 2 and user_messages(app, "/list_posts") == 1
+    assert "Spring meetup" in chat.sent()[-1]
+    chat.say("/list_posts", redeliver=redeliver)  # done now: a third delivery acts once
+    assert calls["n"] == 2
+
+
+def test_two_deliveries_before_any_worker_runs_queue_one_turn(app, chat):
+    body, headers = chat.webhook("/list_posts")
+    client = app.test_client()
+    for _ in range(2):
+        assert client.post(chat.url, data=body, headers=headers).status_code == 200
+    with app.app_context():
+        assert len(Queue("countersign", connection=redis_client.client)) == 1
+    chat.work()
+    assert user_messages(app, "/list_posts") == 1
+
+
+def test_a_delivery_whose_hold_ran_out_while_queued_still_runs_once(app, chat):
+    body, headers = chat.webhook("/list_posts")
+    client = app.test_client()
+    client.post(chat.url, data=body, headers=headers)
+    with app.app_context():
+        redis = redis_client.client
+        [key] = redis.keys("seen:*")
+        redis.delete(key)  # the lease ran out before a worker picked the job up
+    client.post(chat.url, data=body, headers=headers)  # the provider's retry takes a new hold
+    with app.app_context():
+        assert len(Queue("countersign", connection=redis_client.client)) == 2
+    chat.work()
+    assert user_messages(app, "/list_posts") == 1
+
+
+def test_a_yes_whose_answer_raised_reopens_the_wait(app, chat, posts, handle_calls, monkeypatch):
+    from app.copilot import agent
+
+    ask_delete(chat, posts)
+    real, calls = agent.answer, {"n": 0}
+
+    def flaky(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("the database went away mid-answer")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(agent, "answer", flaky)
+    redeliver = {"telegram": 880_101, "slack": "EvYES", "email": "<yes@example.com>"}[chat.name]
+    chat.say("yes", redeliver=redeliver)
+    assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
+    chat.say("yes", redeliver=redeliver)
+    assert handle_calls["n"] == 1 and statuses(app) == ["done"]
+
+
+# --- 5. Card text is shown literally on every platform ------------------------------------------------
+
+MARKUP = "<!channel> see <http://evil.example|bank.com> & ask <@U999>"
+
+
+def test_slack_posts_card_rows_outcomes_and_model_text_escaped(app, services, add_post, model, handle_calls):
+    from app.copilot.testing import text
+
+    chat = Chat(app, "slack", services)
+    post = add_post(MARKUP)
+    chat.say(f"/delete_post post={post}")
+    model.enqueue(text(f"Done. {MARKUP}"))
+    chat.say("yes")
+    posted = [p["text"] for p in services[0].posts]
+    escaped = "&lt;!channel&gt; see &lt;http://evil.example|bank.com&gt; &amp; ask &lt;@U999&gt;"
+    card, outcome, said = posted[-3:]
+    assert f"Post: {escaped}" in card and f"Deleted “{escaped}”." == outcome and said == f"Done. {escaped}"
+    assert not any("<" in p or ">" in p for p in posted)
+    assert all(p["unfurl_links"] is False for p in services[0].posts)
+
+
+def test_telegram_posts_plain_text_without_a_parse_mode(app, services, add_post):
+    chat = Chat(app, "telegram", services)
+    post = add_post("<b>*bold*</b> [bank](http://evil.example)")
+    chat.say(f"/delete_post post={post}")
+    [card] = [p for p in services[0].posts if PROMPT in p["text"]]
+    assert "parse_mode" not in card and "Post: <b>*bold*</b> [bank](http://evil.example)" in card["text"]
+
+
+def test_email_posts_plain_text_and_a_broken_subject_line_cannot_add_headers(app, email, posts, services):
+    email.say(f"/delete_post post={posts['Spring meetup']}", subject="Cleanup\r\nBcc: eve@evil.example")
+    sent = card_email(services)
+    assert sent.get_content_type() == "text/plain"
+    assert sent["Bcc"] is None and sent["Subject"] == "Re: Cleanup Bcc: eve@evil.example"
+
+
+# --- 6. Only a person's own new message counts ---------------------------------------------------------
+
+@pytest.mark.parametrize("extra", [
+    {"subtype": "message_changed", "message": {"user": "U111", "text": "yes"}},
+    {"bot_id": "B1"},
+    {"subtype": "bot_message"},
+    {"user": None},
+], ids=["edited", "bot", "bot-subtype", "no-user"])
+def test_slack_edits_bots_and_senderless_events_are_not_answers(app, services, posts, handle_calls, extra):
+    chat = Chat(app, "slack", services)
+    ask_delete(chat, posts)
+    chat.say("yes", **extra)
+    assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
+
+
+def test_slack_the_same_message_under_another_event_id_acts_once(app, services, posts):
+    chat = Chat(app, "slack", services)
+    for event_id in ("EvOne", "EvTwo"):  # e.g. a message and its copy for a second installation
+        chat.say(f"/delete_post post={posts['Spring meetup']}", redeliver=event_id, ts="1700000001.000200")
+    assert statuses(app) == ["pending"]
+
+
+@pytest.mark.parametrize("change", ["edited", "bot", "sender_chat"])
+def test_telegram_edits_bots_and_chat_senders_are_not_answers(app, services, posts, handle_calls, change):
+    chat = Chat(app, "telegram", services)
+    ask_delete(chat, posts)
+    extra = {"bot": {"from": {"id": 111, "is_bot": True, "first_name": "relay"}},
+             "sender_chat": {"sender_chat": {"id": -1001, "type": "supergroup"}}}.get(change, {})
+    body, headers = chat.webhook("yes", **extra)
+    if change == "edited":
+        update = json.loads(body)
+        update["edited_message"] = update.pop("message")  # alice edits an old message to "yes"
+        body = json.dumps(update)
+    assert app.test_client().post(chat.url, data=body, headers=headers).status_code == 200
+    chat.work()
+    assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
+
+
+# --- 7. An email whose sender the provider did not prove is from nobody ---------------------------------
+# (follow-up on point 3) A forged From: that answers no card used to start a turn as the person (READ
+# and WRITE actions ran; the answers went to the real person), and replies to unknown senders went
+# to whatever From: said (backscatter). Now such mail runs nothing, answers nothing, mails nobody.
+
+CANARY = "/list_posts canary-words-7f3a"
+FOREIGN = ("mx.countersign.example; spf=pass smtp.mailfrom=eve@evil.example; dkim=pass header.d=evil.example; "
+           "dmarc=pass header.from=evil.example")  # all true, for the forger's own domain
+
+
+def refusals(app):
+    """The audit rows of refused senders: (tenant, user, detail, channel)."""
+    from app.models import AuditEvent
+
+    with app.app_context():
+        rows = db.session.scalars(sa.select(AuditEvent).where(
+            AuditEvent.event == "connector.refused", AuditEvent.outcome == "unauthenticated_sender"))
+        return [(r.tenant_id, r.user_id, r.detail, r.channel) for r in rows]
+
+
+def tenant_of(app, address):
+    with app.app_context():
+        return db.session.scalar(sa.select(User.tenant_id).where(User.email == address))
+
+
+def nothing_happened(app, services, mails_before=0):
+    """No turn (no conversation, no message), and no mail to anyone."""
+    from app.models import Conversation
+
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Conversation)) == 0
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Message)) == 0
+    assert len(services[1].inbox.messages) == mails_before
+
+
+FAILING = {
+    "dmarc-fail": {"authentication_results": "mx; spf=pass smtp.mailfrom=alice@example.com; dmarc=fail header.from=example.com"},
+    "spf-softfail": {"authentication_results": "mx; spf=softfail smtp.mailfrom=alice@example.com"},
+    "dkim-none-object": {"auth": {"dkim": "none"}, "authentication_results": None},
+    "object-dmarc-fail": {"auth": {"spf": "pass", "dkim": "pass", "dmarc": "fail"}},
+    "unreadable": {"authentication_results": "mx.example; none"},
+    "not-text": {"authentication_results": {"dmarc": "pass"}},
+}
+
+
+@pytest.mark.parametrize("require_auth", [True, False], ids=["default", "opted-out"])
+@pytest.mark.parametrize("verdict", FAILING.values(), ids=FAILING.keys())
+def test_a_forged_from_with_a_failing_verdict_runs_no_turn_and_mails_no_one(app, email, services, verdict,
+                                                                             require_auth):
+    app.config["EMAIL_REQUIRE_AUTH"] = require_auth
+    response = email.say(CANARY, **verdict)  # say() asserts the webhook answered 200: no retry
+    assert response.status_code == 200
+    nothing_happened(app, services)
+    [(tenant, user, detail, channel)] = refusals(app)
+    assert (tenant, user, channel) == (tenant_of(app, "alice@example.com"), None, "email")
+    assert detail.startswith("from alice@example.com: ") and "canary" not in detail
+
+
+@pytest.mark.parametrize("action", ["/list_posts", "/draft_post title=Forged body=x",
+                                    "/publish_post post={draft}", "/manage_files operation=list"])
+def test_a_missing_verdict_runs_nothing_by_default(app, email, services, posts, action):
+    email.say(action.format(draft=posts["Spring meetup"]), authentication_results=None)
+    nothing_happened(app, services)
+    assert [detail for _, _, detail, _ in refusals(app)] == ["from alice@example.com: no authentication verdict"]
+    with app.app_context():
+        assert db.session.get(Post, posts["Spring meetup"]).status == "draft"
+
+
+def test_a_missing_verdict_with_email_require_auth_off_is_an_ordinary_message(app, email, services, posts,
+                                                                              handle_calls):
+    app.config["EMAIL_REQUIRE_AUTH"] = False  # a provider that gives no verdict, knowingly
+    email.say("/list_posts", authentication_results=None)
+    assert user_messages(app, "/list_posts") == 1 and "Spring meetup" in email.sent()[-1]
+    email.say(f"/delete_post post={posts['Spring meetup']}", authentication_results=None)
+    email.say("yes", authentication_results=None, **answer_card(services))  # the card's Message-ID: its proof
+    assert handle_calls["n"] == 1 and refusals(app) == []
+
+
+@pytest.mark.parametrize("results", [
+    FOREIGN,
+    "mx; spf=pass smtp.mailfrom=eve@evil.example; dkim=pass header.d=evil.example",
+    "mx; dkim=pass header.d=example.com.evil.example",
+    "mx; dkim=pass header.d=ample.com; spf=pass smtp.mailfrom=x@ample.com",
+    "mx; dkim=pass header.i=@evil.example",
+    "mx; spf=pass smtp.mailfrom=<>",
+    "mx; dmarc=pass (header.from=example.com) header.from=evil.example",
+    'mx; spf=pass smtp.mailfrom="x;dmarc=pass header.from=example.com"@evil.example',
+    'mx; spf=pass smtp.mailfrom="x@evil.example; dmarc=fail header.from=example.com',
+    "mx; dkim=pass header.d=example.com (; dmarc=fail header.from=example.com",
+    "mx; dkim=pass header.d=example.com (a (nested) comment); dmarc=fail header.from=example.com",
+    ["mx; dmarc=pass header.from=evil.example", "mx2; dkim=pass header.d=example.com"],
+    # The provider's comments quote the envelope sender, which the forger chooses:
+    'mx; dmarc=pass header.from=evil.example (envelope "x header.from=example.com "@evil.example)',
+    "mx; dmarc=pass header.from=evil.example (envelope (x) header.from=example.com )",
+], ids=["dmarc-for-evil", "spf-dkim-for-evil", "suffix-trick", "tail-of-the-name", "dkim-i-for-evil", "null-sender",
+        "comment-names-alice", "quoted-semicolon", "open-quote-hides-a-fail", "open-comment-hides-a-fail",
+        "nested-comment", "list-with-dmarc-for-evil", "forger-text-in-a-comment", "forger-text-in-a-nested-comment"])
+def test_a_pass_for_another_domain_does_not_prove_alice(app, email, services, posts, handle_calls, results):
+    ask_delete(email, posts)
+    sent = len(services[1].inbox.messages)
+    email.say("yes", authentication_results=results, **answer_card(services))  # even holding the card's id
+    email.say(CANARY, authentication_results=results)
+    assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
+    assert len(services[1].inbox.messages) == sent and user_messages(app, CANARY) == 0
+    assert len(refusals(app)) == 2
+    email.say("yes", **answer_card(services))  # alice's own reply, her provider's verdict passing: still her card
+    assert handle_calls["n"] == 1
+
+
+@pytest.mark.parametrize("results", [
+    "mx; dmarc=pass header.from=EXAMPLE.com.",
+    "mx; dmarc=pass",  # no domain named: the provider's word for this message's From
+    "mx; spf=fail smtp.mailfrom=list@lists.example; dkim=pass header.d=example.com; dmarc=pass header.from=example.com",
+    "mx; dkim=pass header.d=evil.example; dkim=pass header.d=example.com",  # an ESP's signature and alice's
+    "mx (the provider's own note); spf=pass (sender IP is 192.0.2.1) smtp.mailfrom=\"alice@example.com\"",
+], ids=["case-and-dot", "dmarc-without-domain", "forwarded-dmarc-decides", "second-signature-aligned",
+        "spf-quoted-with-comments"])
+def test_a_pass_for_alices_domain_proves_her(app, email, posts, handle_calls, results):
+    email.say(f"/delete_post post={posts['Spring meetup']}", authentication_results=results)
+    email.say("yes", authentication_results=results)
+    assert handle_calls["n"] == 1 and refusals(app) == []
+
+
+@pytest.mark.parametrize(("results", "sender_domain", "proven"), [
+    ("mx; dkim=pass header.d=example.com", "mail.example.com", True),  # the parent's DNS holds its subdomains
+    ("mx; dkim=pass header.d=mail.example.com", "example.com", False),  # a subdomain does not vouch for its parent
+    ("mx; spf=pass smtp.mailfrom=bounce@example.com", "mail.example.com", True),
+    ("mx; dmarc=pass header.from=example.com", "mail.example.com", False),  # DMARC names the From's own domain
+])
+def test_a_verdict_vouches_for_its_domain_and_the_domains_under_it(results, sender_domain, proven):
+    from app.connectors.email import judge, verdicts
+
+    assert (judge(verdicts({"authentication_results": results}), sender_domain) == "") is proven
+
+
+# --- 8. No backscatter: only a proven sender is ever mailed back --------------------------------------
+
+@pytest.mark.parametrize("verdict", [{"authentication_results": None}, {"authentication_results": FOREIGN},
+                                     FAILING["dmarc-fail"]], ids=["no-verdict", "for-evil", "failing"])
+def test_an_unknown_unproven_sender_gets_no_reply(app, email, services, verdict):
+    email.say("/list_posts", **{"from": "Victim <victim@example.org>", **verdict})
+    nothing_happened(app, services)
+    [(tenant, _, detail, _)] = refusals(app)
+    assert tenant is None and detail.startswith("from victim@example.org: ")
+
+
+def test_an_unknown_sender_is_told_only_when_proven(app, email, services):
+    from tests.fake_chat import passing_verdict
+
+    email.say("/list_posts", **{"from": "Stranger <stranger@example.org>", **passing_verdict("stranger@example.org")})
+    [told] = services[1].inbox.messages
+    assert told["To"] == "stranger@example.org" and "I don't know who you are" in told.get_payload()
+    app.config["EMAIL_REQUIRE_AUTH"] = False  # opted out: a sender without a verdict counts as proven
+    email.say("/list_posts", thread="other", authentication_results=None, **{"from": "other@example.org"})
+    assert [m["To"] for m in services[1].inbox.messages] == ["stranger@example.org", "other@example.org"]
+
+
+@pytest.mark.parametrize("verdict", [{"authentication_results": None}, FAILING["dmarc-fail"]],
+                         ids=["no-verdict", "failing"])
+def test_with_redis_down_an_unproven_sender_gets_no_retry_mail(app, services, posts, verdict, tmp_path):
+    import redis
+
+    from tests.services import PrivateRedis
+
+    server = PrivateRedis(tmp_path)
+    try:
+        app.extensions["redis"] = redis.Redis.from_url(server.url, socket_timeout=2, socket_connect_timeout=2)
+        email = Chat(app, "email", services)
+        server.stop()
+        email.say(CANARY, **verdict)
+        nothing_happened(app, services)
+        assert len(refusals(app)) == 1  # recorded all the same
+        email.say(CANARY, redeliver="<proven@example.com>")  # alice's own mail is told to retry
+        assert services[1].inbox.messages[-1]["To"] == "alice@example.com"
+        assert "try again in a moment" in services[1].inbox.messages[-1].get_payload()
+    finally:
+        if server.proc and server.proc.poll() is None:
+            server.stop()
+
+
+def test_a_refused_email_redelivered_after_its_hold_ran_out_is_recorded_once(app, email):
+    body, headers = email.webhook(CANARY, authentication_results=None)
+    client = app.test_client()
+    assert client.post(email.url, data=body, headers=headers).status_code == 200
+    with app.app_context():
+        redis_client.client.delete(*redis_client.client.keys("seen:*"))  # the lease ran out while queued
+    assert client.post(email.url, data=body, headers=headers).status_code == 200
+    email.work()  # two jobs for one delivery
+    assert len(refusals(app)) == 1
+
+
+# --- 9. Whatever the provider writes, a failing DMARC verdict is never outvoted -------------------------
+
+def test_no_text_before_a_failing_dmarc_verdict_makes_it_a_pass():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from app.connectors.email import judge, verdicts
+
+    pieces = st.sampled_from(["; ", "dmarc=pass ", "dkim=pass ", "header.from=example.com ", "header.d=example.com ",
+                              '"', "(", ")", "\\", "spf=pass ", "smtp.mailfrom=alice@example.com ", "mx "])
+    prefix = st.lists(pieces | st.text(max_size=8), max_size=12).map("".join)
+
+    @settings(max_examples=300, deadline=None, database=None)
+    @given(prefix=prefix, as_list=st.booleans())
+    def check(prefix, as_list):
+        tail = "mx; dmarc=fail header.from=example.com"
+        results = [prefix, tail] if as_list else f"{prefix}; {tail[4:]}"
+        found = verdicts({"authentication_results": results})
+        assert found is not None and judge(found, "example.com") != ""
+
+    check()
+
+
+def test_any_verdict_shape_is_judged_without_error(app):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from app.connectors.email import sender_problem
+
+    value = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=30),
+                         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+                         max_leaves=8)
+    auth = st.fixed_dictionaries({}, optional={"spf": value, "dkim": value, "dmarc": value}) | value
+
+    @settings(max_examples=200, deadline=None, database=None)
+    @given(auth=auth, results=value | st.text(max_size=200))
+    def check(auth, results):
+        problem = sender_problem({"auth": auth, "authentication_results": results}, "alice@example.com")
+        assert isinstance(problem, str)
+        if auth is None and results is None:
+            assert problem == "no authentication verdict"
+
+    with app.app_context():
+        check()
