@@ -26,6 +26,9 @@ def process(inbound: dict[str, Any]) -> str:
     """The job: handle one inbound message in an app context (the worker's, or a new one)."""
     from flask import has_app_context
 
+    if inbound.get("connector") == "email" and "unproven" not in inbound:
+        # Queued by a process from before senders were checked: nothing proves who sent it.
+        inbound = {**inbound, "unproven": "queued before senders were checked"}
     message = Inbound(**inbound)
     if has_app_context():
         return receive(CONNECTORS[message.connector], message)

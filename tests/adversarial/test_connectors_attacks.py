@@ -583,6 +583,19 @@ def test_a_refused_email_redelivered_after_its_hold_ran_out_is_recorded_once(app
     assert len(refusals(app)) == 1
 
 
+def test_an_email_job_queued_before_senders_were_checked_runs_nothing(app, email, services):
+    from dataclasses import asdict
+
+    from app.connectors import process
+    from app.connectors.email import parse
+
+    with app.app_context():
+        job = asdict(parse(json.loads(email.webhook("/list_posts")[0])))
+        del job["unproven"]  # what a process from before this release put on the queue
+        assert process(job) == "refused: unproven sender"
+    nothing_happened(app, services)
+
+
 # --- 9. Whatever the provider writes, a failing DMARC verdict is never outvoted -------------------------
 
 def test_no_text_before_a_failing_dmarc_verdict_makes_it_a_pass():
