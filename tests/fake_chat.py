@@ -13,6 +13,7 @@ import time
 from email import message_from_bytes
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from aiosmtpd.controller import Controller
 from rq import Queue, SimpleWorker
@@ -218,3 +219,27 @@ class Chat:
         want = {"telegram": {"main": -1001, "other": -1002}, "slack": {"main": "C1", "other": "C2"}}[self.name][thread]
         key = "chat_id" if self.name == "telegram" else "channel"
         return [p["text"] for p in self.api.posts if p.get(key) == want]
+
+
+def chat_fixtures() -> tuple[Any, Any, Any]:
+    """The connector tests' fixtures, for a test module to take as its own:
+    `services, app_config, chat = chat_fixtures()` — the fake chat API and SMTP server (one per
+    module), the settings that point the app at them, and a Chat for each connector."""
+
+    @pytest.fixture(scope="module")
+    def services() -> Any:
+        api, smtp = FakeChatApi(), FakeSmtp()
+        yield api, smtp
+        api.close()
+        smtp.close()
+
+    @pytest.fixture
+    def app_config(services: Any) -> dict[str, Any]:
+        return connector_config(*services)
+
+    @pytest.fixture(params=["telegram", "slack", "email"])
+    def chat(request: Any, app: Any, services: Any) -> Chat:
+        return Chat(app, request.param, services)
+
+    return services, app_config, chat
+

@@ -13,28 +13,13 @@ from rq import Queue
 from app.extensions import db, redis_client
 from app.models import Approval, ConnectorIdentity, Conversation, User
 from tests.conftest import make_approvals
-from tests.fake_chat import Chat, FakeChatApi, FakeSmtp, connector_config, slack_headers
+from tests.fake_chat import Chat, chat_fixtures, slack_headers
 from tests.services import PrivateRedis
 
 PROMPT = "⚠️ Delete this post? This cannot be undone. Reply 'Yes' to confirm."
 
 
-@pytest.fixture(scope="module")
-def services():
-    api, smtp = FakeChatApi(), FakeSmtp()
-    yield api, smtp
-    api.close()
-    smtp.close()
-
-
-@pytest.fixture
-def app_config(services):
-    return connector_config(*services)
-
-
-@pytest.fixture(params=["telegram", "slack", "email"])
-def chat(request, app, services):
-    return Chat(app, request.param, services)
+services, app_config, chat = chat_fixtures()
 
 
 def ask_delete(chat, posts, title="Spring meetup", thread="main"):

@@ -15,32 +15,23 @@ from rq import Queue
 
 from app.extensions import db, redis_client
 from app.models import Approval, Message, Post, User
-from tests.fake_chat import EMAIL_SECRET, Chat, FakeChatApi, FakeSmtp, connector_config, email_headers, slack_headers
+from tests.fake_chat import (
+    EMAIL_SECRET,
+    Chat,
+    chat_fixtures,
+    email_headers,
+    slack_headers,
+)
 
 PROMPT = "Reply 'Yes' to confirm."
 
 
-@pytest.fixture(scope="module")
-def services():
-    api, smtp = FakeChatApi(), FakeSmtp()
-    yield api, smtp
-    api.close()
-    smtp.close()
-
-
-@pytest.fixture
-def app_config(services):
-    return connector_config(*services)
+services, app_config, chat = chat_fixtures()
 
 
 @pytest.fixture
 def email(app, services):
     return Chat(app, "email", services)
-
-
-@pytest.fixture(params=["telegram", "slack", "email"])
-def chat(request, app, services):
-    return Chat(app, request.param, services)
 
 
 def statuses(app):

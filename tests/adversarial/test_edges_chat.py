@@ -6,31 +6,14 @@ from __future__ import annotations
 
 import re
 
-import pytest
 import sqlalchemy as sa
 
 from app.extensions import db
 from app.models import Message
 from tests.adversarial.test_edges_more import LIMIT
-from tests.fake_chat import Chat, FakeChatApi, FakeSmtp, connector_config
+from tests.fake_chat import chat_fixtures
 
-
-@pytest.fixture(scope="module")
-def services():
-    api, smtp = FakeChatApi(), FakeSmtp()
-    yield api, smtp
-    api.close()
-    smtp.close()
-
-
-@pytest.fixture
-def app_config(services):
-    return connector_config(*services)
-
-
-@pytest.fixture(params=["telegram", "slack", "email"])
-def chat(request, app, services):
-    return Chat(app, request.param, services)
+services, app_config, chat = chat_fixtures()
 
 
 def said_by_people(app):
