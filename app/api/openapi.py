@@ -15,6 +15,8 @@ def _errors(*codes: int) -> dict[str, Any]:
     text = {400: "Bad token or values", 401: "Not signed in",
             403: "Another person or session, an agent-scoped token (it never answers), or outside the token's toolsets",
             404: "Not found in your tenant", 409: "Already decided", 410: "Expired",
+            413: "Message over MESSAGE_MAX_CHARS (refused whole, never cut)",
+            429: "Too many requests; Retry-After says when to try again",
             503: "Briefly unavailable; nothing changed"}
     return {str(c): {"description": text[c], **_json(ERROR)} for c in codes}
 
@@ -30,7 +32,7 @@ def _answer(decision: str) -> dict[str, Any]:
                 "properties": {"token": {"type": "string"},
                                **({"values": {"type": "object"}} if decision == "submit" else {})}})},
             "responses": {"200": {"description": "The outcome", **_json({"$ref": "#/components/schemas/Answer"})},
-                          **_errors(400, 401, 403, 404, 409, 410, 503)},
+                          **_errors(400, 401, 403, 404, 409, 410, 429, 503)},
         }
     }
 
@@ -87,12 +89,12 @@ def document() -> dict[str, Any]:
                 "requestBody": {"required": True, **_json({"type": "object", "required": ["text"],
                                                            "properties": {"text": {"type": "string"}}})},
                 "responses": {"200": {"description": "What the agent added", **_json({"$ref": "#/components/schemas/Turn"})},
-                              **_errors(400, 401, 404)}}},
+                              **_errors(400, 401, 404, 413, 429)}}},
             "/api/conversations/{id}/retry": {"post": {
                 "summary": "Run the last turn again after the model failed", "operationId": "retryTurn",
                 "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}],
                 "responses": {"200": {"description": "What the agent added", **_json({"$ref": "#/components/schemas/Turn"})},
-                              **_errors(401, 404)}}},
+                              **_errors(401, 404, 429)}}},
             "/api/approvals": {"get": {
                 "summary": "Your approvals", "operationId": "listApprovals",
                 "parameters": [{"name": "status", "in": "query", "schema": {"type": "string", "default": "pending"}}],
