@@ -72,6 +72,16 @@ def plan(smoke: bool, pg: str | None) -> list[tuple[str, list[str], list[Figure]
         Figure("P4 chat page over the wire (gzip)", "≤ 60 KB", "KB", lambda r: r["page_bytes"]["wire"] / 1024,
                lambda v: v <= 60),
     ]))
+    for label, db in databases:  # issue 14's goal; today's figures are the baseline it starts from
+        rows.append(("slow_model.py", [*(["--smoke"] if small else []), *db], [
+            Figure(f"L1 turn end p99, {'20' if small else '200'} at once ({label})", "≤ 3.5 s", "s",
+                   lambda r: r["turn"]["p99_ms"] / 1000, lambda v: v <= 3.5),
+            Figure(f"L1 failed turns ({label})", "0", "", lambda r: r["failures"]["total"], lambda v: v == 0),
+            Figure(f"L1 GET /login p99 during ÷ idle ({label})", "≤ 3×", "×",
+                   lambda r: r["login"]["ratio_p99"] or float("inf"), lambda v: v <= 3),
+            Figure(f"L1 first words p95 ({label})", "≤ 100 ms", "ms",
+                   lambda r: (r["first_words"] or {}).get("p95_ms", float("inf")), lambda v: v <= 100),
+        ]))
     rows.append(("webhook_ack.py", ["--seconds", "2" if small else "10"], [
         Figure("P5 webhook ack p99 at 50 req/s", "≤ 300 ms", "ms", lambda r: r["webhook_ack"]["p99_ms"],
                lambda v: v <= 300),
