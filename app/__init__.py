@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from flask import Flask, g, jsonify, render_template, request
 from flask_limiter import RateLimitExceeded
 from sqlalchemy.exc import OperationalError, ProgrammingError
+from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app import config as settings
@@ -127,6 +128,13 @@ def register_errorhandlers(app: Flask) -> None:
         wait = max(1, math.ceil(current.reset_at - time.time())) if current else 60
         what = error.description if error.limit.error_message else f"Too many requests ({error.description})."
         return domain_error(TooManyAttempts(f"{what} Try again in {seconds(wait)}.", wait))
+
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException) -> Any:
+        """The API answers its 401s, 403s and 404s in its own JSON shape, as OpenAPI says."""
+        if not request.path.startswith("/api/") or error.code is None or error.code < 400:
+            return error
+        return jsonify(error=type(error).__name__, message=error.description), error.code
 
     @app.errorhandler(OperationalError)
     def database_down(error: OperationalError) -> Any:

@@ -64,6 +64,8 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         "REDIS_URL": _env("REDIS_URL"),
         "APPROVALS_TTL": _int("APPROVALS_TTL", 1800),
         "APPROVALS_MAX_PENDING_PER_RUN": _int("APPROVALS_MAX_PENDING_PER_RUN", 5),
+        # Across all of a person's runs, so an agent starting run after run cannot flood them.
+        "APPROVALS_MAX_PENDING_PER_PERSON": _int("APPROVALS_MAX_PENDING_PER_PERSON", 20),
         # A claimed approval still "running" after this long belongs to a dead process.
         "APPROVALS_INTERRUPTED_AFTER": _int("APPROVALS_INTERRUPTED_AFTER", 600),
         "COUNTERSIGN_MODEL": model,

@@ -50,7 +50,7 @@ class Expired(CountersignError):
 
 
 class TooManyPending(CountersignError):
-    """The run already holds as many pending approvals as it may."""
+    """The run, or the person across their runs, already holds as many pending approvals as allowed."""
 
     status = 429
     message = "Too many requests are waiting for an answer."

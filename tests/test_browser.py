@@ -87,8 +87,8 @@ def test_confirm_deletes_and_shows_done(app, page, server, posts, shots):
     ask(page, f"/delete_post post={posts['Spring meetup']}")
     card = page.locator(".card").last
     card.get_by_text("Delete this post? This cannot be undone.").wait_for()
-    assert card.locator("dt").all_inner_texts() == ["Post", "Status"]
-    assert card.locator("dd").all_inner_texts() == ["Spring meetup", "draft"]
+    assert card.locator("dt").all_inner_texts() == ["Post", "Id", "Status", "Created"]
+    assert card.locator("dd").all_inner_texts()[:3] == ["Spring meetup", f"#{posts['Spring meetup']}", "draft"]
     focused = page.evaluate("document.activeElement && document.activeElement.textContent")
     assert focused != "Confirm"
     page.screenshot(path=str(shots / "card-pending.png"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import sqlalchemy as sa
 
 from app.actions.delete_post import DeletePost
@@ -20,7 +22,9 @@ def rename(copilot, title, new):
 def test_delete_post(copilot):
     copilot.as_person("alice@example.com").chat("/delete_post post=1")
     card = copilot.pending()
-    assert (card.reason, card.rows) == ("Delete this post? This cannot be undone.", {"Post": "Spring meetup", "Status": "draft"})
+    assert card.reason == "Delete this post? This cannot be undone."
+    assert {k: v for k, v in card.rows.items() if k != "Created"} == {"Post": "Spring meetup", "Id": "#1", "Status": "draft"}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", card.rows["Created"])
     assert copilot.calls(DeletePost) == 0
     assert copilot.as_person("bob@example.com") and card.confirm() == "wrong_person"
     rename(copilot, "Spring meetup", "Spring meetup!")

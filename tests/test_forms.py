@@ -41,6 +41,7 @@ def test_missing_fields_give_a_form_with_the_given_ones_filled(alice):
     assert re.search(r'name="title"[^>]*value="Launch notes"', html)
     assert re.search(r'<textarea[^>]*name="body"', html)
     assert '<option value="draft">Draft</option>' in html
+    assert 'rows="None"' not in html and re.search(r'<textarea[^>]*rows="5"', html)
 
 
 def test_submit_runs_handle_and_the_model_learns_only_field_names(app, alice, model, caplog):

@@ -62,8 +62,10 @@ def test_prompt_carries_the_actions_words_and_a_token(api, posts):
     prompt = delete_card(api, posts)
     assert prompt["type"] == "confirm" and prompt["action"] == "delete_post"
     assert prompt["reason"] == "Delete this post? This cannot be undone."
-    assert prompt["rows"] == [{"label": "Post", "value": "Spring meetup"},
-                              {"label": "Status", "value": "draft"}]
+    assert prompt["rows"][:3] == [{"label": "Post", "value": "Spring meetup"},
+                                  {"label": "Id", "value": f"#{posts['Spring meetup']}"},
+                                  {"label": "Status", "value": "draft"}]
+    assert [row["label"] for row in prompt["rows"]] == ["Post", "Id", "Status", "Created"]
     assert prompt["form"] is None and prompt["token"] and prompt["expires_at"]
 
 

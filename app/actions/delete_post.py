@@ -18,7 +18,10 @@ class DeletePost(Action):
         return ctx.find(Post, input.post).author_id == ctx.user.id
 
     def approval_summary(self, ctx, input):
-        return {"Post": (post := ctx.find(Post, input.post)).title, "Status": post.status}
+        # The id and creation time tell apart two posts an agent made look alike (same title).
+        post = ctx.find(Post, input.post)
+        return {"Post": post.title, "Id": f"#{post.id}", "Status": post.status,
+                "Created": f"{post.created_at:%Y-%m-%d %H:%M} UTC"}
 
     def handle(self, ctx, input):
         ctx.db.delete(post := ctx.find(Post, input.post))

@@ -320,6 +320,16 @@ def _wait_ttl(approval: Approval) -> int:
     return max(1, min(remaining, int(current_app.config["CONNECTOR_CONFIRM_TTL"])))
 
 
+def card_text(approval: Approval) -> str:
+    """The card as one chat message. A chat message has no table, so a value's own line breaks
+    could pass for rows of their own ("To: boss@…"): the sentence is kept on one line, and every
+    further line of a value is marked as belonging to the row above."""
+    reason = " ⏎ ".join(line for line in approval.reason.splitlines() if line.strip())
+    rows = "".join(f"\n{row['label']}: " + "\n    │ ".join(row["value"].splitlines() or [""])
+                   for row in approval.rows)
+    return f"⚠️ {reason} Reply 'Yes' to confirm.{rows}"
+
+
 def post_card(connector: Connector, thread: ConnectorThread, approval: Approval, supersede: bool = True) -> None:
     """Ask in the thread, or, where this connector may not take "yes" (or it is a form), link
     to the card in the web app: nothing risky runs unasked (fail closed). The card is posted
@@ -335,8 +345,7 @@ def post_card(connector: Connector, thread: ConnectorThread, approval: Approval,
     if not supersede and _text(redis.get(key)) not in ("", approval.id):
         connector.send(thread, link)
         return
-    rows = "".join(f"\n{row['label']}: {row['value']}" for row in approval.rows)
-    connector.send_card(thread, approval, f"⚠️ {approval.reason} Reply 'Yes' to confirm.{rows}")
+    connector.send_card(thread, approval, card_text(approval))
     if not supersede:
         if not redis.set(key, approval.id, ex=_wait_ttl(approval), nx=True):
             connector.send(thread, link)  # a wait opened meanwhile: this card is answered on the web

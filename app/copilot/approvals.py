@@ -165,19 +165,20 @@ def sign(approval: Approval, binding: str) -> str:
 
 
 def _check_cap(ctx: ActionContext, run: Run, action: type[Action]) -> None:
-    """Raise TooManyPending (audited) when the run already holds its share of pending approvals."""
-    cap = int(current_app.config["APPROVALS_MAX_PENDING_PER_RUN"])
-    pending = db.session.scalar(
-        sa.select(sa.func.count())
-        .select_from(Approval)
-        .where(Approval.run_id == run.id, Approval.status == "pending")
-    )
-    if (pending or 0) >= cap:
-        audit.record(
-            "approval.create", "refused_cap", tenant_id=ctx.tenant.id, user_id=ctx.user.id,
-            detail=f"{action.name}: run {run.id} already holds {pending} pending", channel=ctx.channel,
-        )
-        raise TooManyPending()
+    """Raise TooManyPending (audited) when the run already holds its share of pending approvals,
+    or the person does across all their runs (an agent starting run after run cannot flood them)."""
+    pending = sa.select(sa.func.count()).select_from(Approval).where(Approval.status == "pending")
+    in_run = db.session.scalar(pending.where(Approval.run_id == run.id)) or 0
+    if in_run >= int(current_app.config["APPROVALS_MAX_PENDING_PER_RUN"]):
+        why = f"run {run.id} already holds {in_run} pending"
+    else:
+        mine = db.session.scalar(pending.where(Approval.user_id == ctx.user.id, Approval.expires_at > utcnow())) or 0
+        if mine < int(current_app.config["APPROVALS_MAX_PENDING_PER_PERSON"]):
+            return
+        why = f"the person already has {mine} pending"
+    audit.record("approval.create", "refused_cap", tenant_id=ctx.tenant.id, user_id=ctx.user.id,
+                 detail=f"{action.name}: {why}", channel=ctx.channel)
+    raise TooManyPending()
 
 
 def _new(ctx: ActionContext, run: Run, action: type[Action], **fields: Any) -> Approval:

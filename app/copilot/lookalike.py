@@ -65,6 +65,9 @@ def name_warnings(path: str) -> list[str]:
     edges = [part for part in path.split("/") if part != part.strip()]
     if edges:
         found.append(f"“{edges[0]}” begins or ends with a space.")
+    if unicodedata.normalize("NFC", path) != path:
+        # "café" can be spelled two ways that look the same; two such files could share a card.
+        found.append("The name is spelled in an unusual Unicode form (not NFC): another file may look the same.")
     return found
 
 

@@ -255,3 +255,11 @@ def test_the_nul_refusal_still_reads_the_same(app, api):
                            data=json.dumps({"text": "a\x00b"}).encode())
     assert response.status_code == 400
     assert response.get_json()["message"] == "Text may not contain the NUL character (U+0000)."
+
+
+def test_the_api_answers_401_and_403_in_its_own_json_shape(app, alice):
+    anonymous = app.test_client().get("/api/admin/approvals")
+    assert anonymous.status_code == 401 and anonymous.get_json()["error"] == "Unauthorized"
+    not_admin = alice.client.get("/api/admin/approvals")
+    assert not_admin.status_code == 403 and not_admin.get_json()["error"] == "Forbidden"
+    assert app.test_client().get("/api/no-such-route").get_json()["error"] == "NotFound"
