@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import unicodedata
 from typing import Any
 
 from flask import Blueprint, Response, abort, make_response, redirect, render_template, request, url_for
@@ -106,11 +107,17 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20")  #
 def _csv_safe(value: object) -> str:
     """Keep a spreadsheet from reading a cell as a formula (OWASP's CSV-injection rule, on every
     cell): a cell that starts with = + - @, a tab or a CR, or with one of = + - @ after leading
-    whitespace, gets a leading apostrophe."""
+    whitespace and invisible format characters (a BOM, zero-width spaces and joiners, which a
+    spreadsheet may drop), gets a leading apostrophe."""
     text = str(value)
-    if text[:1] in ("\t", "\r") or text.lstrip()[:1] in FORMULA_STARTS:
+    if text[:1] in ("\t", "\r") or _visible_start(text) in FORMULA_STARTS:
         return "'" + text
     return text
+
+
+def _visible_start(text: str) -> str:
+    """The first character that is neither whitespace nor invisible (a format or control character: Cf, Cc)."""
+    return next((c for c in text if not c.isspace() and unicodedata.category(c) not in ("Cf", "Cc")), "")
 
 
 from app.admin import tokens  # noqa: E402,F401  (the tokens page: its routes join this blueprint)

@@ -78,21 +78,24 @@ class LoginForm(FlaskForm):
                deduct_when=lambda response: response.status_code != 302,  # failures only
                error_message="Too many failed sign-ins from your address.")
 def login_page() -> Any:
-    """Show the sign-in form; sign in, start a fresh session and go to `next` (a path on this site
-    only) on success. Failures slow the account down (app.auth.signin) and block the address."""
+    """Show the sign-in form; sign in, start a fresh session, renew the browser's device cookie and
+    go to `next` (a path on this site only) on success. Failures block the address and slow the
+    account down, or with the account's device cookie spend one of that device's tries (app.auth.signin)."""
     form = LoginForm(formdata=request.form)  # a form post only: Flask-WTF would also read JSON, and fail on a non-object
     if form.validate_on_submit():
         email = form.email.data.strip().lower()
-        wait = signin.seconds_to_wait(email)
+        device = signin.device_try(email)  # a browser the account signed in on skips the account's wait
+        wait = 0 if device else signin.seconds_to_wait(email)
         if wait:
             flash(f"Too many failed sign-ins for this account. Try again in {seconds(wait)}.", "error")
             return render_template("auth/login.html", form=form), 429, {"Retry-After": str(wait)}
         user = db.session.scalar(sa.select(User).where(User.email == email))
         if signin.password_matches(user, form.password.data) and user is not None:
-            signin.succeeded(email)
+            signin.succeeded(email, device)
             start_session(user)
-            return redirect(safe_target(request.args.get("next")) or url_for("web.index"))
-        signin.failed(email)
+            return signin.remember_device(redirect(safe_target(request.args.get("next")) or url_for("web.index")),
+                                          email)
+        signin.failed(email, device)
         flash("That email and password do not match.", "error")
     return render_template("auth/login.html", form=form)
 

@@ -124,27 +124,35 @@ def sender_problem(mail: dict[str, Any], address: str) -> str:
     return judge(found, _norm(address.rpartition("@")[2]))
 
 
-def verdicts(mail: dict[str, Any]) -> list[Verdict] | None:
-    """The provider's verdicts, from "auth": {"spf", "dkim", "dmarc"} (results only) and from
-    "authentication_results" (its own receiving server's Authentication-Results header, RFC 8601:
-    a string or a list of them). None when it gave neither."""
+def verdicts(mail: dict[str, Any]) -> list[list[Verdict]] | None:
+    """The provider's verdicts, one list per form it gave them in: "auth": {"spf", "dkim", "dmarc"}
+    (results only, no domain) and "authentication_results" (its own receiving server's
+    Authentication-Results header, RFC 8601: a string or a list of them). None when it gave neither."""
     auth, results = mail.get("auth"), mail.get("authentication_results")
     if auth is None and results is None:
         return None
-    found: list[Verdict] = []
+    found: list[list[Verdict]] = []
     if auth is not None:
         given = [(m, auth[m]) for m in IDENTITY if m in auth] if isinstance(auth, dict) else []
-        found += [Verdict(m, str(result).strip().lower()[:40]) for m, result in given] or [UNREADABLE]
+        found.append([Verdict(m, str(result).strip().lower()[:40]) for m, result in given] or [UNREADABLE])
     if results is not None:
-        found += _from_results(results)
+        found.append(_from_results(results))
     return found
 
 
-def judge(found: list[Verdict], domain: str) -> str:
+def judge(sources: list[list[Verdict]], domain: str) -> str:
+    """Each form the provider gave must prove the From's domain on its own, and the first that does not
+    is the reason: two readings of one message that disagree prove nothing, so a pass in one never
+    covers for a failing or unaligned result in the other."""
+    return _judge_one([v for found in sources for v in found], domain)  # BREAK
+
+
+def _judge_one(found: list[Verdict], domain: str) -> str:
     """A DMARC verdict, where given, decides: it is about the From's domain by definition, so it must
     be a pass, and where it names its domain, name the From's (another means the provider read
-    another From). Without one, every SPF and DKIM verdict must pass, and one must be for the From's
-    domain or a parent of it, or name no domain (the provider's word for this message)."""
+    another From). Without one, every SPF and DKIM verdict must pass, and one must name the From's
+    domain or a parent of it: a pass that names no domain vouches for nothing (it may be for the
+    forger's own domain), so the "auth" form, which names none, proves a sender only by dmarc=pass."""
     if UNREADABLE in found:
         return "unreadable authentication verdict"
     dmarc = [v for v in found if v.method == "dmarc"]
@@ -153,7 +161,7 @@ def judge(found: list[Verdict], domain: str) -> str:
             return f"{verdict.method}={verdict.result}"
         if verdict.method == "dmarc" and verdict.domain and verdict.domain != domain:
             return f"dmarc=pass for {verdict.domain}, not {domain}"
-    if dmarc or any(not v.domain or _aligned(v.domain, domain) for v in found):
+    if dmarc or any(v.domain and _aligned(v.domain, domain) for v in found):
         return ""
     return f"no passing verdict for {domain}"
 

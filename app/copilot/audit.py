@@ -10,7 +10,7 @@ import hmac
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -18,11 +18,15 @@ from flask import current_app
 from sqlalchemy.dialects import postgresql, sqlite
 
 from app.extensions import db
-from app.models import AuditEvent, AuditHead, AuditMark, utcnow
+from app.models import Approval, AuditEvent, AuditHead, AuditMark, Tenant, utcnow
 
 HEAD_RECREATED = "audit.head_recreated"
+APPROVAL_CREATED = "approval.created"  # every approval's first row, written in the approval's own transaction
 CHECKPOINT_PREFIX = "countersign-audit-checkpoint/1"
 SWEEP_ROWS = 2000  # older rows re-checked per incremental verify, in rounds over the whole chain
+# The admin page holds to their rows the approvals made since its mark's row, and this long before it:
+# an approval is stamped before its writer waits its turn at the head (and hosts' clocks differ).
+EVIDENCE_SLACK = timedelta(hours=1)
 _ROW = tuple(AuditEvent.__table__.c)  # rows are read as plain tuples: a long walk fills no identity map
 
 
@@ -109,7 +113,7 @@ def record(
     Taking the chain's head row first makes concurrent writers of one tenant wait their turn; a
     missing, rewound or forged head is rebuilt from the chain's last row, in a row of its own."""
     ring = keyring()
-    head, repaired = _take_head(tenant_id or 0, ring)
+    head, repaired = _take_head(tenant_id or 0, ring, approval_id if event == APPROVAL_CREATED else None)
     if repaired:
         said = _append(ring, head, event=HEAD_RECREATED, outcome="recreated", tenant_id=tenant_id,
                        user_id=None, approval_id=None, detail=repaired, channel="audit")
@@ -133,17 +137,17 @@ def _set_head(ring: Keyring, at: Position) -> None:
         seq=at.seq, hash=at.hash, key_id=ring.current, mac=_head_mac(ring.keys[ring.current], at)))
 
 
-def _take_head(chain: int, ring: Keyring) -> tuple[Position, str]:
+def _take_head(chain: int, ring: Keyring, creating: str | None = None) -> tuple[Position, str]:
     """Lock and read the chain's head; with it, why it had to be rebuilt ("" when it did not).
     The chain's last seq comes back in the same statement: a head behind it would make every
-    later insert collide."""
+    later insert collide. `creating`: the approval this write is the first row of (not evidence)."""
     last = sa.select(sa.func.max(AuditEvent.seq)).where(AuditEvent.chain == chain).scalar_subquery()
     got = db.session.execute(
         sa.update(AuditHead).where(AuditHead.chain == chain).values(seq=AuditHead.seq)
         .returning(AuditHead.seq, AuditHead.hash, AuditHead.key_id, AuditHead.mac, last)
     ).first()
     if got is None:
-        return _recreate_head(chain, ring)
+        return _recreate_head(chain, ring, creating)
     head = Position(chain, got[0], got[1])
     if (got[4] or 0) > head.seq:
         return _rebuild_head(chain, ring, f"the head named row {head.seq} but the chain went on to row {got[4]}")
@@ -152,16 +156,27 @@ def _take_head(chain: int, ring: Keyring) -> tuple[Position, str]:
     return head, ""
 
 
-def _recreate_head(chain: int, ring: Keyring) -> tuple[Position, str]:
-    """No head row: a new chain, or a deleted head, which is rebuilt from the chain's last row."""
+def _recreate_head(chain: int, ring: Keyring, creating: str | None) -> tuple[Position, str]:
+    """No head row: a new chain, or a deleted head, which is rebuilt from the chain's last row.
+    An empty chain whose tenant already has approvals was deleted whole: the new one says so."""
     start, note = _last_row(chain, ring)
     created = db.session.execute(_insert(AuditHead).values(  # None: another writer recreated it just now
         chain=chain, seq=start.seq, hash=start.hash, key_id=ring.current,
         mac=_head_mac(ring.keys[ring.current], start)).on_conflict_do_nothing().returning(AuditHead.chain)).first()
     head, repaired = _take_head(chain, ring)
-    if created is not None and start.seq and not repaired:
-        repaired = f"the head row was missing; {note}"
+    if created is not None and not repaired:
+        repaired = f"the head row was missing; {note}" if start.seq else _chain_was_missing(chain, creating)
     return head, repaired
+
+
+def _chain_was_missing(chain: int, creating: str | None) -> str:
+    """Why a new chain is not a first one ("" when it is): its tenant already has approvals, each of
+    which had its row in the chain."""
+    earlier = db.session.scalar(sa.select(sa.func.count()).select_from(Approval).where(
+        Approval.tenant_id == chain, Approval.id != (creating or "")))
+    if not earlier:
+        return ""
+    return f"the chain was missing: {earlier} approval(s) of tenant {chain} have no audit rows; a new chain starts here"
 
 
 def _insert(model: Any) -> Any:
@@ -288,9 +303,13 @@ def _chains() -> list[int]:
 
 def verify(chain: int | None = None, batch: int = 5000) -> Verdict:
     """Walk the chain(s) in full and name the first row, or the head, that does not hold; then
-    hold each chain to its signed mark, which the admin page leaves as a checkpoint of its own."""
+    hold each chain to its signed mark, which the admin page leaves as a checkpoint of its own, and
+    to the approvals in the database (each has its row); rows no walk reaches are named too."""
     ring = keyring()
     total = 0
+    stray = _stray_row(chain)
+    if stray:
+        return stray
     for key in [chain] if chain is not None else _chains():
         at = _Walk(key)
         mark = _signed_mark(ring, key)
@@ -298,10 +317,52 @@ def verify(chain: int | None = None, batch: int = 5000) -> Verdict:
         total += at.rows
         if bad:
             return replace(bad, rows=total)
+    unrecorded = _unrecorded_approvals(chain)
+    if unrecorded:
+        return replace(unrecorded, rows=total)
     recreated = sa.select(sa.func.count()).select_from(AuditEvent).where(AuditEvent.event == HEAD_RECREATED)
     if chain is not None:
         recreated = recreated.where(AuditEvent.chain == chain)
     return Verdict(True, total, recreated=db.session.scalar(recreated) or 0)
+
+
+def _stray_row(chain: int | None) -> Verdict | None:
+    """A row no walk reaches, which only someone writing the database can have put there: one
+    before a chain's first row (seq < 1), or in a chain that is neither 0 (no tenant) nor a tenant's."""
+    outside = sa.or_(AuditEvent.seq < 1, sa.and_(AuditEvent.chain != 0, AuditEvent.chain.not_in(sa.select(Tenant.id))))
+    query = sa.select(AuditEvent.id, AuditEvent.chain, AuditEvent.seq).where(outside)
+    if chain is not None:
+        query = query.where(AuditEvent.chain == chain)
+    row = db.session.execute(query.order_by(AuditEvent.id).limit(1)).first()
+    if row is None:
+        return None
+    if row.seq < 1:
+        return Verdict(False, 0, row.id, f"it claims sequence {row.seq} in chain {row.chain}, but chains start "
+                       "at row 1: it was made up")
+    return Verdict(False, 0, row.id, f"it is in chain {row.chain}, which is neither 0 nor a tenant's: it was made up")
+
+
+def _unrecorded_approvals(chain: int | None, since: datetime | None = None) -> Verdict | None:
+    """Each approval is written with its APPROVAL_CREATED row in its tenant's chain, in one
+    transaction: an approval without one means rows were removed, down to a whole chain deleted
+    (and perhaps begun again). Only approvals made at or after `since`, if given."""
+    recorded = sa.exists().where(AuditEvent.approval_id == Approval.id, AuditEvent.chain == Approval.tenant_id,
+                                 AuditEvent.event == APPROVAL_CREATED)
+    query = (sa.select(Approval.tenant_id, sa.func.count(), sa.func.min(Approval.id)).where(~recorded)
+             .group_by(Approval.tenant_id).order_by(Approval.tenant_id).limit(1))
+    if chain is not None:
+        query = query.where(Approval.tenant_id == chain)
+    if since is not None:
+        query = query.where(Approval.created_at >= since)
+    found = db.session.execute(query).first()
+    if found is None:
+        return None
+    tenant, missing, first = found
+    if db.session.scalar(sa.select(AuditEvent.id).where(AuditEvent.chain == tenant).limit(1)) is None:
+        return Verdict(False, 0, None, f"the chain of tenant {tenant} is missing: {missing} approval(s) have no "
+                       "audit rows")
+    return Verdict(False, 0, None, f"{missing} approval(s) of tenant {tenant} have no {APPROVAL_CREATED} row in "
+                   f"its chain (the first: {first}): its rows were removed, or the chain deleted and begun again")
 
 
 def verify_since_mark(chain: int) -> Verdict:
@@ -309,21 +370,32 @@ def verify_since_mark(chain: int) -> Verdict:
     verified point (a keyed mark), check its row, the rows since and the head, plus the next
     SWEEP_ROWS older rows in a round that covers the whole chain over successive views. Anything
     wrong, the mark included, falls back to a full walk, which names the first broken row.
+    The tenant's approvals since the mark (all of them after a full walk) must have their rows.
     Commits the new mark (call it with nothing else pending)."""
     ring = keyring()
     mark = _signed_mark(ring, chain)
     at = _resume(ring, mark) if mark else None
     swept: int | None = None
+    since = _evidence_since(chain, mark.seq) if at is not None and mark is not None else None
     if at is not None and mark is not None and not (_walk(ring, at) or _check_head(ring, at)):
         swept = _sweep(ring, chain, mark.swept, mark.seq)
     if at is None or swept is None:
-        at = _Walk(chain)
+        at, since = _Walk(chain), None
         bad = _walk(ring, at) or _check_head(ring, at) or (mark and _still_holds(at, mark))
         if bad:
             return bad
         swept = 0
+    bad = _stray_row(chain) or _unrecorded_approvals(chain, since)
+    if bad:
+        return bad
     _save_mark(ring, at, swept)
     return Verdict(True, at.seq)
+
+
+def _evidence_since(chain: int, seq: int) -> datetime | None:
+    """From when approvals must be held to their rows: the mark's row, less EVIDENCE_SLACK (None: all)."""
+    when = db.session.scalar(sa.select(AuditEvent.created_at).where(AuditEvent.chain == chain, AuditEvent.seq == seq))
+    return when - EVIDENCE_SLACK if when is not None else None
 
 
 def _mark_mac(key: bytes, chain: int, seq: int, hash_: str, swept: int) -> str:

@@ -16,6 +16,8 @@ from typing import Any
 import anyio
 import mcp_types as types
 from flask import Flask
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.transport_security import TransportSecuritySettings
@@ -63,7 +65,10 @@ def _principal() -> str | None:
 
 
 class BearerAuth:
-    """Every request carries a personal access token (Authorization: Bearer); 401 otherwise."""
+    """Every request carries a personal access token (Authorization: Bearer); 401 otherwise.
+    The token is also the request's `user` for the SDK, which binds a handshake-era session
+    (Mcp-Session-Id) to the token whose initialize opened it: another token's POST, GET or
+    DELETE on that id is 404 "Session not found", the same answer as for an unknown id."""
 
     def __init__(self, app: ASGIApp, flask_app: Flask) -> None:
         self.app, self.flask_app = app, flask_app
@@ -82,7 +87,7 @@ class BearerAuth:
             return
         reset = current_token.set(token_id)
         try:
-            await self.app(scope, receive, send)
+            await self.app({**scope, "user": _session_owner(token_id)}, receive, send)
         finally:
             current_token.reset(reset)
 
@@ -95,6 +100,13 @@ class BearerAuth:
             result = row.id if row is not None else None
             db.session.remove()
             return result
+
+
+def _session_owner(token_id: int) -> AuthenticatedUser:
+    """The token as the SDK's principal ("pat:<id>", never the secret): the SDK records it when a
+    session opens, compares it on every later request, and forgets it when the session ends."""
+    principal = f"pat:{token_id}"
+    return AuthenticatedUser(AccessToken(token=principal, client_id=principal, scopes=[]))
 
 
 def _in_app(flask_app: Flask, fn: Any, *args: Any) -> Any:

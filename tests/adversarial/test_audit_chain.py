@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import unicodedata
 from datetime import timedelta
 from urllib.parse import quote
 
@@ -490,10 +491,111 @@ def test_the_audit_api_reports_the_same_verdict(app):
     assert reported["ok"] is False and "removed" in reported["reason"]
 
 
+# --- a chain deleted whole, and rows no walk reaches ------------------------------------------------
+
+def alices_cards(alice, posts, n=1):
+    """n pending cards of alice's: each approval is written with its approval.created row."""
+    return [alice.card(alice.say(alice.new_conversation(), f"/delete_post post={posts['Spring meetup']}"))[0]
+            for _ in range(n)]
+
+
+def delete_chain(app, chain):
+    """What an attacker who can write the database does to hide a tenant's whole history."""
+    with app.app_context():
+        for table in (AuditEvent, AuditHead, AuditMark):
+            db.session.execute(sa.delete(table).where(table.chain == chain))
+        db.session.commit()
+
+
+def test_a_tenants_whole_chain_deleted_with_its_mark_is_named_by_its_approvals(app, alice, posts):
+    cards = alices_cards(alice, posts, 2)
+    chain = tenant_id(app)
+    assert verify(app).exit_code == 0
+    delete_chain(app, chain)
+    result = verify(app)  # the red-team run: "audit chain verifies: 0 rows", exit 0
+    assert result.exit_code == 1, result.output
+    assert f"the chain of tenant {chain} is missing: {len(cards)} approval(s) have no audit rows" in result.output
+    with app.app_context():
+        assert not audit.verify(chain).ok and audit.verify(tenant_id(app, "globex")).ok
+
+
+def test_the_next_write_after_a_deleted_chain_says_so_and_verify_still_fails(app, alice, posts):
+    first = alices_cards(alice, posts)[0]
+    chain = tenant_id(app)
+    delete_chain(app, chain)
+    write_rows(app, 1)  # the next audited write begins a new chain
+    with app.app_context():
+        rows = db.session.execute(sa.select(AuditEvent.seq, AuditEvent.event, AuditEvent.detail)
+                                  .where(AuditEvent.chain == chain).order_by(AuditEvent.seq)).all()
+    assert [tuple(r) for r in rows][0] == (1, audit.HEAD_RECREATED, f"the chain was missing: 1 approval(s) of tenant "
+                                           f"{chain} have no audit rows; a new chain starts here")
+    result = verify(app)
+    assert result.exit_code == 1 and f"1 approval(s) of tenant {chain} have no approval.created row in its chain " \
+        f"(the first: {first})" in result.output, result.output
+
+
+def test_a_new_tenants_first_approval_begins_its_chain_without_a_false_alarm(app, alice, posts):
+    alices_cards(alice, posts, 2)  # the first card's own approval is not evidence of an older chain
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(AuditEvent)
+                                 .where(AuditEvent.event == audit.HEAD_RECREATED)) == 0
+    result = verify(app)
+    assert result.exit_code == 0 and "head was rebuilt" not in result.output, result.output
+
+
+def test_an_approvals_row_cut_from_the_end_with_a_replayed_head_is_named_by_cli_and_page(app, alice, posts, admin):
+    chain = write_rows(app, 2)
+    assert "The chain verifies (2 rows)" in chain_status(admin)  # the page's mark: row 2
+    old = head_row(app, chain)
+    card = alices_cards(alice, posts)[0]  # its approval.created row is row 3
+    delete_rows(app, chain, 3)
+    set_head(app, chain, **old)  # consistent and signed: the chain alone cannot tell
+    result = verify(app)
+    assert result.exit_code == 1 and f"1 approval(s) of tenant {chain} have no approval.created row in its chain " \
+        f"(the first: {card})" in result.output, result.output
+    status = chain_status(admin)  # from its mark: the approvals made since it are held to their rows
+    assert "The chain is broken" in status and f"(the first: {card})" in status, status
+
+
+MADE_UP_PLACES = [(-7, 0), (0, 0), (999, 0), (-1, 0), (0, -1), ("acme", 0), ("acme", -3), (999, 1), (-7, 1)]
+
+
+@pytest.mark.parametrize("chain, seq", MADE_UP_PLACES)
+def test_a_made_up_row_no_walk_reaches_is_named(app, chain, seq):
+    acme = write_rows(app, 2)
+    with app.app_context():  # an honest row of no tenant too: chain 0 is a real chain
+        audit.record("connector.refused", "unauthenticated_sender", tenant_id=None, user_id=None, channel="email")
+        db.session.commit()
+    assert verify(app).exit_code == 0
+    chain = acme if chain == "acme" else chain
+    with app.app_context():
+        forged = AuditEvent(chain=chain, seq=seq, tenant_id=None, user_id=None, event="approval.decided",
+                            outcome="done", detail="approved by nobody", channel="web", key_id=audit.keyring().current,
+                            created_at=audit.utcnow())
+        forged.hash = audit.link(MADE_UP, "", forged)
+        db.session.add(forged)
+        db.session.commit()
+        forged_id = forged.id
+    made_up = f"claims sequence {seq} in chain {chain}" if seq < 1 else f"in chain {chain}, which is neither 0 nor a tenant's"
+    assert_broken(app, forged_id, made_up, "made up")
+
+
+def test_a_made_up_row_before_a_tenants_chain_is_named_on_its_admin_page(app, admin):
+    chain = write_rows(app, 2)
+    assert "The chain verifies (2 rows)" in chain_status(admin)
+    with app.app_context():
+        db.session.add(AuditEvent(chain=chain, seq=0, tenant_id=chain, user_id=None, event="approval.decided",
+                                  outcome="done", detail="", channel="web", created_at=audit.utcnow()))
+        db.session.commit()
+    status = chain_status(admin)
+    assert "The chain is broken" in status and f"claims sequence 0 in chain {chain}" in status, status
+
+
 # --- the CSV export and the page, with text a member chose -----------------------------------------
 
 FORMULAS = ['=HYPERLINK("evil.example","y")', "+1+1", "-2+3", "@SUM(A1)", "\t=1+1", "\r=1+1",
-            " =1+1", "\u00a0=1+1", "\uff1d1+1"]
+            " =1+1", "\u00a0=1+1", "\uff1d1+1",
+            "\u200b=1+1", "\ufeff=1+1", "\u2060@SUM(A1)", " \u200d\u200b-1+1", "\u200e\uff0b1"]  # invisible first
 
 
 def member_chosen_ids(alice):
@@ -513,13 +615,17 @@ def test_every_csv_cell_a_member_can_reach_is_escaped(app, alice, admin):
     for row in rows[1:]:
         for cell in row:
             assert cell[:1] not in ("=", "+", "-", "@", "\t", "\r"), row
-            assert cell.lstrip()[:1] not in ("=", "+", "-", "@", "\uff1d"), row
+            visible = "".join(c for c in cell if not c.isspace() and unicodedata.category(c) != "Cf")
+            assert visible[:1] not in ("=", "+", "-", "@", "\uff1d", "\uff0b"), row
 
 
 @pytest.mark.parametrize("cell, safe", [
     ("=1+1", "'=1+1"), ("-5", "'-5"), (" @x", "' @x"), ("\t1", "'\t1"), ("\r1", "'\r1"), ("\n=1", "'\n=1"),
     ("\uff0b1", "'\uff0b1"), ("alice@example.com", "alice@example.com"), (42, "42"), ("", ""),
     ("2026-11-30T10:00:00+00:00", "2026-11-30T10:00:00+00:00"),
+    ("\u200b=1+1", "'\u200b=1+1"), ("\ufeff=1+1", "'\ufeff=1+1"), ("\u2060+1", "'\u2060+1"),
+    (" \u200b\u00a0\ufeff@x", "' \u200b\u00a0\ufeff@x"), ("\u202e-1", "'\u202e-1"), ("\x01=1", "'\x01=1"),
+    ("\u200bhello", "\u200bhello"), ("\ufeff", "\ufeff"),
 ])
 def test_csv_cells_are_escaped_by_the_owasp_rule(cell, safe):
     from app.admin import _csv_safe

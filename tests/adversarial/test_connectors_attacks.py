@@ -631,3 +631,88 @@ def test_any_verdict_shape_is_judged_without_error(app):
 
     with app.app_context():
         check()
+
+
+# --- 10. A pass that names no domain vouches for nothing (red team F2) ---------------------------------
+# The "auth" form names no domain, and its SPF/DKIM passes counted as aligned: a forger sending from
+# their own domain, honestly reported as spf/dkim=pass, ran turns and confirmed cards as alice. Only
+# DMARC is about the From by definition; and each form the provider gives must prove the sender alone.
+
+HONEST_EVIL = "mx.provider.example; spf=pass smtp.mailfrom=x@evil.example; dkim=pass header.d=evil.example"
+NAMELESS = {
+    # The red team's payloads, exactly: the dict alone, and beside the honest header for evil.example.
+    "dict-spf": {"auth": {"spf": "pass"}, "authentication_results": None},
+    "dict-dkim": {"auth": {"dkim": "pass"}, "authentication_results": None},
+    "dict-spf-dkim": {"auth": {"spf": "pass", "dkim": "pass"}, "authentication_results": None},
+    "dict-spf-beside-evil": {"auth": {"spf": "pass"}, "authentication_results": HONEST_EVIL},
+    "dict-dkim-beside-evil": {"auth": {"dkim": "pass"}, "authentication_results": HONEST_EVIL},
+    "dict-spf-dkim-beside-evil": {"auth": {"spf": "pass", "dkim": "pass"}, "authentication_results": HONEST_EVIL},
+    # Variants: the header form naming no domain, or a property that is not the identity.
+    "dict-uppercase": {"auth": {"spf": " PASS ", "dkim": "Pass"}, "authentication_results": None},
+    "header-spf": {"authentication_results": "mx; spf=pass"},
+    "header-dkim": {"authentication_results": "mx; dkim=pass"},
+    "header-spf-dkim": {"authentication_results": "mx; spf=pass; dkim=pass"},
+    "header-empty-d": {"authentication_results": "mx; dkim=pass header.d="},
+    "header-not-the-identity": {"authentication_results": "mx; dkim=pass header.b=alice@example.com"},
+    "header-nameless-beside-evil": {"authentication_results": f"mx; spf=pass; {HONEST_EVIL}"},
+    # The two forms disagree: a DMARC pass in one does not cover for the other's pass for evil.example.
+    "dict-dmarc-beside-evil": {"auth": {"dmarc": "pass"}, "authentication_results": HONEST_EVIL},
+    "header-dmarc-beside-dict-dmarc-fail": {"auth": {"dmarc": "fail"},
+                                            "authentication_results": "mx; dmarc=pass header.from=example.com"},
+    "dict-all-pass-beside-evil": {"auth": {"spf": "pass", "dkim": "pass", "dmarc": "pass"},
+                                  "authentication_results": HONEST_EVIL},
+}
+
+
+@pytest.mark.parametrize("verdict", NAMELESS.values(), ids=NAMELESS.keys())
+def test_a_pass_naming_no_domain_runs_no_turn(app, email, services, posts, verdict):
+    email.say(f"/publish_post post={posts['Spring meetup']}", **verdict)  # the red team's turn: WRITE, no card
+    nothing_happened(app, services)
+    with app.app_context():
+        assert db.session.get(Post, posts["Spring meetup"]).status == "draft"
+    [(tenant, user, detail, channel)] = refusals(app)
+    assert (tenant, user, channel) == (tenant_of(app, "alice@example.com"), None, "email")
+    assert detail.startswith("from alice@example.com: ")
+
+
+@pytest.mark.parametrize("verdict", NAMELESS.values(), ids=NAMELESS.keys())
+def test_a_pass_naming_no_domain_does_not_confirm_the_card(app, email, services, posts, handle_calls, verdict):
+    ask_delete(email, posts)
+    sent = len(services[1].inbox.messages)
+    email.say("yes", **verdict, **answer_card(services))  # holding the card's own Message-ID
+    assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
+    assert len(services[1].inbox.messages) == sent and len(refusals(app)) == 1
+    with app.app_context():
+        assert db.session.get(Post, posts["Spring meetup"]) is not None
+    email.say("yes", **answer_card(services))  # alice's own reply, her provider's verdict passing
+    assert handle_calls["n"] == 1 and statuses(app) == ["done"]
+
+
+@pytest.mark.parametrize("verdict", [
+    {"auth": {"dmarc": "pass"}, "authentication_results": None},
+    {"auth": {"spf": "fail", "dkim": "pass", "dmarc": "pass"}, "authentication_results": None},  # forwarded
+    {"auth": {"spf": "pass", "dkim": "pass", "dmarc": "pass"}},  # beside the fake's passing header for alice
+    {"authentication_results": "mx; dmarc=pass"},
+], ids=["dict-dmarc", "dict-forwarded", "dict-beside-alices-header", "header-dmarc-nameless"])
+def test_a_dmarc_pass_naming_no_domain_still_proves_alice(app, email, posts, handle_calls, verdict):
+    email.say(f"/delete_post post={posts['Spring meetup']}", **verdict)
+    email.say("yes", **verdict)
+    assert handle_calls["n"] == 1 and statuses(app) == ["done"] and refusals(app) == []
+
+
+@pytest.mark.parametrize(("mail", "problem"), [
+    ({"auth": {"spf": "pass", "dkim": "pass"}}, "no passing verdict for example.com"),
+    ({"auth": {"dmarc": "pass"}, "authentication_results": HONEST_EVIL}, "no passing verdict for example.com"),
+    ({"auth": {"spf": "pass"}, "authentication_results": "mx; dmarc=pass header.from=example.com"},
+     "no passing verdict for example.com"),  # the dict proves nothing: beside a good header, still nothing
+    ({"auth": {"dmarc": "none"}, "authentication_results": "mx; dmarc=pass header.from=example.com"}, "dmarc=none"),
+    ({"auth": {"dmarc": "pass"}, "authentication_results": "mx; dmarc=fail header.from=example.com"}, "dmarc=fail"),
+    ({"auth": {"dmarc": "pass"}, "authentication_results": "mx; dmarc=pass header.from=example.com"}, ""),
+    ({"authentication_results": "mx; spf=pass smtp.mailfrom=alice@example.com"}, ""),
+], ids=["dict-without-dmarc", "dict-dmarc-header-evil", "dict-nameless-header-good", "dict-dmarc-none",
+        "header-dmarc-fail", "both-prove", "header-spf-aligned"])
+def test_each_form_the_provider_gives_must_prove_the_sender_on_its_own(app, mail, problem):
+    from app.connectors.email import sender_problem
+
+    with app.app_context():
+        assert sender_problem(mail, "alice@example.com") == problem
