@@ -115,8 +115,9 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         "RATELIMIT_ANSWERS_PER_PERSON": _env("RATELIMIT_ANSWERS_PER_PERSON", "30 per minute"),
         "RATELIMIT_ANSWERS_PER_ADDRESS": _env("RATELIMIT_ANSWERS_PER_ADDRESS", "60 per minute"),
         "RATELIMIT_MCP_CALLS_PER_TOKEN": _env("RATELIMIT_MCP_CALLS_PER_TOKEN", "60 per minute"),
-        # Failed sign-ins block their source address; per account they only slow down (a stranger
-        # cannot lock a person out): after SIGNIN_SLOWDOWN_AFTER failures, 1 s, 2 s, 4 s … up to the cap.
+        # Failed sign-ins block their source address; per account they only slow down, and the
+        # person's known addresses and device cookies skip that (app/auth/signin.py): after
+        # SIGNIN_SLOWDOWN_AFTER failures, 1 s, 2 s, 4 s … up to the cap.
         "RATELIMIT_SIGNIN_FAILURES_PER_ADDRESS": _env("RATELIMIT_SIGNIN_FAILURES_PER_ADDRESS", "10 per minute"),
         "SIGNIN_SLOWDOWN_AFTER": _int("SIGNIN_SLOWDOWN_AFTER", 5),
         "SIGNIN_SLOWDOWN_CAP": _int("SIGNIN_SLOWDOWN_CAP", 60),

@@ -1,6 +1,7 @@
 """Rate limits live in the real Redis (REDIS_URL), shared by every process. They count each client
 by its own address (through TRUSTED_PROXIES only), each person by their token or account, and a
-stranger's failed sign-ins slow an account down without ever locking its person out."""
+stranger's failed sign-ins slow an account down without locking its person out of an address or
+a browser (device cookie) they signed in from (tests/adversarial/test_signin_lockout.py)."""
 
 from __future__ import annotations
 
@@ -82,6 +83,19 @@ def test_an_accounts_failures_slow_it_down_doubling_to_a_cap_and_never_block_it(
         assert waits == [1, 2, 4, 8, 16, 32, 60, 60, 60]
         clock.shift(60)
         assert Browser(app, "192.0.2.201").sign_in("alice@example.com", "demo").status_code == 302
+
+
+@pytest.mark.parametrize("app_config", [{"RATELIMIT_ENABLED": True, "RATELIMIT_STORAGE_URI": REDIS_URL,
+                                         "SESSION_COOKIE_SECURE": secure} for secure in (True, False)])
+def test_a_sign_in_gives_the_browser_a_device_cookie_for_the_sign_in_page_only(app):
+    """Long-lived, HttpOnly, SameSite=Lax, Secure as the session cookie is, and not the session."""
+    cookies = Browser(app, ALICE_HOME).sign_in("alice@example.com", "demo").headers.getlist("Set-Cookie")
+    (device,) = [c for c in cookies if c.startswith("countersign_device=")]
+    attributes = {a.strip().split("=")[0].lower(): a.strip() for a in device.split(";")[1:]}
+    assert attributes["path"] == "Path=/login" and attributes["samesite"] == "SameSite=Lax" and "httponly" in attributes
+    assert attributes["max-age"] == f"Max-Age={365 * 24 * 3600}"
+    assert ("secure" in attributes) is app.config["SESSION_COOKIE_SECURE"]
+    assert any(c.startswith("session=") for c in cookies)
 
 
 def test_an_unknown_email_is_slowed_down_like_a_known_one(app):
