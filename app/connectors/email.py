@@ -144,7 +144,7 @@ def judge(sources: list[list[Verdict]], domain: str) -> str:
     """Each form the provider gave must prove the From's domain on its own, and the first that does not
     is the reason: two readings of one message that disagree prove nothing, so a pass in one never
     covers for a failing or unaligned result in the other."""
-    return _judge_one([v for found in sources for v in found], domain)  # BREAK
+    return next((problem for problem in (_judge_one(found, domain) for found in sources) if problem), "")
 
 
 def _judge_one(found: list[Verdict], domain: str) -> str:
