@@ -195,16 +195,20 @@ def test_a_thousand_waiting_confirmations_hold_no_thread(app, services, handle_c
     with app.app_context():
         alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
         convo = db.session.scalar(sa.select(Conversation))
-        before = threading.active_count()
+        # The fake chat API answers each post on a short-lived thread of its own: not ours to count.
+        def ours():
+            return {t for t in threading.enumerate() if "process_request_thread" not in t.name}
+
+        before = ours()
         for i in range(1000):
             thread = ConnectorThread(connector="telegram", thread_key=str(-5000 - i), user_id=alice.id,
                                      conversation_id=convo.id)
             post_card(CONNECTORS["telegram"], thread, db.session.get(Approval, ids[i]))
         waiting = sum(1 for i in range(1000) if redis_client.client.exists(wait_key("telegram", str(-5000 - i), alice.id)))
-        after = threading.active_count()
+        after = ours()
         queued = len(Queue("countersign", connection=redis_client.client))
     assert waiting == 1000
-    assert after == before  # nothing waits in a thread: the state is in Redis and the database
+    assert after <= before  # nothing waits in a thread: the state is in Redis and the database
     assert queued == 0 and handle_calls["n"] == 0
 
 
