@@ -330,9 +330,9 @@ def _stray_row(chain: int | None) -> Verdict | None:
     """A row no walk reaches, which only someone writing the database can have put there: one
     before a chain's first row (seq < 1), or in a chain that is neither 0 (no tenant) nor a tenant's."""
     outside = sa.or_(AuditEvent.seq < 1, sa.and_(AuditEvent.chain != 0, AuditEvent.chain.not_in(sa.select(Tenant.id))))
+    if chain is not None:  # one tenant's chain (the admin page): an index range, not a scan of the chain
+        outside = sa.and_(AuditEvent.chain == chain, AuditEvent.seq < 1)
     query = sa.select(AuditEvent.id, AuditEvent.chain, AuditEvent.seq).where(outside)
-    if chain is not None:
-        query = query.where(AuditEvent.chain == chain)
     row = db.session.execute(query.order_by(AuditEvent.id).limit(1)).first()
     if row is None:
         return None

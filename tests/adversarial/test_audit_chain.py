@@ -468,7 +468,8 @@ def test_a_tenants_whole_chain_deleted_is_named_by_its_mark_and_its_checkpoint(a
     assert f"chain {chain} ends at row 0, but it was verified up to row 3 before" in chain_status(admin)
     result = verify(app)
     assert result.exit_code == 1 and f"chain {chain} ends at row 0" in result.output
-    with app.app_context():  # and with the mark gone too, the checkpoint kept elsewhere still knows
+    with app.app_context():  # with the mark gone too (and no approval to tell: write_rows makes none),
+        # only the checkpoint kept elsewhere still knows
         db.session.execute(sa.delete(AuditMark).where(AuditMark.chain == chain))
         db.session.commit()
     assert verify(app).exit_code == 0
