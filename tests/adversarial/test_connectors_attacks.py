@@ -241,10 +241,12 @@ def test_with_redis_down_someone_else_in_the_thread_gets_no_link_to_alices_card(
 
 # --- 4. Seen only once the turn is done; one turn per delivery ---------------------------------------
 
-def test_a_delivery_whose_turn_raised_is_processed_when_redelivered(app, chat, monkeypatch):
+def fail_once(monkeypatch, name):
+    """Make copilot.agent.<name> raise on its first call (the database went away mid-turn), then
+    work; returns the call count."""
     from app.copilot import agent
 
-    real, calls = agent.send_message, {"n": 0}
+    real, calls = getattr(agent, name), {"n": 0}
 
     def flaky(*args, **kwargs):
         calls["n"] += 1
@@ -252,7 +254,12 @@ def test_a_delivery_whose_turn_raised_is_processed_when_redelivered(app, chat, m
             raise RuntimeError("the database went away mid-turn")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(agent, "send_message", flaky)
+    monkeypatch.setattr(agent, name, flaky)
+    return calls
+
+
+def test_a_delivery_whose_turn_raised_is_processed_when_redelivered(app, chat, monkeypatch):
+    calls = fail_once(monkeypatch, "send_message")
     redeliver = {"telegram": 880_001, "slack": "EvFLAKY", "email": "<flaky@example.com>"}[chat.name]
     chat.say("/list_posts", redeliver=redeliver)
     assert calls["n"] == 1 and chat.sent() == []  # the turn raised: nothing said, nothing stored
@@ -290,23 +297,13 @@ def test_a_delivery_whose_hold_ran_out_while_queued_still_runs_once(app, chat):
 
 
 def test_a_yes_whose_answer_raised_reopens_the_wait(app, chat, posts, handle_calls, monkeypatch):
-    from app.copilot import agent
-
     ask_delete(chat, posts)
-    real, calls = agent.answer, {"n": 0}
-
-    def flaky(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 1:
-            raise RuntimeError("the database went away mid-answer")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(agent, "answer", flaky)
+    calls = fail_once(monkeypatch, "answer")
     redeliver = {"telegram": 880_101, "slack": "EvYES", "email": "<yes@example.com>"}[chat.name]
     chat.say("yes", redeliver=redeliver)
     assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
     chat.say("yes", redeliver=redeliver)
-    assert handle_calls["n"] == 1 and statuses(app) == ["done"]
+    assert handle_calls["n"] == 1 and statuses(app) == ["done"] and calls["n"] == 2
 
 
 # --- 5. Card text is shown literally on every platform ------------------------------------------------
