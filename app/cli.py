@@ -16,7 +16,7 @@ from werkzeug.security import generate_password_hash
 from app.copilot.agent import engine, expire_due, sweep_interrupted
 from app.copilot.schema import secret_fields, tool_schema
 from app.extensions import db
-from app.models import Post, Tenant, User
+from app.models import ROW_ID_MAX, Post, Tenant, User
 
 DEMO_PASSWORD = "demo"
 
@@ -203,7 +203,7 @@ def revoke_token_cmd(token_id: int) -> None:
     from app.auth import revoke_token
     from app.models import ApiToken
 
-    token = db.session.get(ApiToken, token_id) if 0 < token_id < 2**31 else None
+    token = db.session.get(ApiToken, token_id) if 0 < token_id <= ROW_ID_MAX else None
     if token is None:
         raise click.ClickException(f"No token {token_id}.")
     if not revoke_token(token, None, "cli"):

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from flask import Flask, request
 
-from app.copilot.text import NUL, text_problem, value_problem
+from app.copilot.text import text_problem, value_problem
 from app.errors import UnstorableText
-
-REFUSED = NUL
 
 
 def init_app(app: Flask) -> None:

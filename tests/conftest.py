@@ -189,6 +189,21 @@ class Person:
         return self.htmx_post(f"/approvals/{approval}/{decision}", token=token)
 
 
+class Browser:
+    """A sign-in form at one client address (the test client's REMOTE_ADDR)."""
+
+    def __init__(self, app, address="127.0.0.1", headers=None, query=None):
+        self.client = app.test_client()
+        self.client.environ_base["REMOTE_ADDR"] = address
+        self.headers, self.query = headers or {}, query
+        page = self.client.get("/login", query_string=query).get_data(as_text=True)
+        self.csrf = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', page).group(1)
+
+    def sign_in(self, email, password):
+        return self.client.post("/login", data={"email": email, "password": password, "csrf_token": self.csrf},
+                                headers=self.headers, query_string=self.query)
+
+
 @pytest.fixture
 def sign_in(app: Flask) -> Any:
     return lambda email, password="demo": Person(app, email, password)

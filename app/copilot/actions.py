@@ -281,8 +281,8 @@ def register(registry: Registry, action: type[Action], module: ModuleType) -> No
             fail(f"ask_for_missing is set, but {', '.join(secrets)} is a secret, which a form never asks for",
                  "remove ask_for_missing, or take the secret from settings instead of the person", "ask_for_missing")
         elicitation(action.Input, "", where=f"{where}:{_line_of(action, 'Input')}")  # NotAForm names the field
-        if action.requires_approval and not any(
-            not needs_card_with(action, {"operation": o}) for o in choices(action.Input, "operation") or ()
+        if action.requires_approval and all(
+            needs_card_with(action, {"operation": o}) for o in choices(action.Input, "operation") or ()
         ):
             fail("ask_for_missing is set, but every operation needs a card, and a form never chooses one",
                  "remove ask_for_missing", "ask_for_missing")

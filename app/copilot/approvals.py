@@ -227,7 +227,7 @@ def create_form(
     shape = action().ask(ctx, dict(given)) or {}
     known = set(action.Input.model_fields)
     given = {k: v for k, v in given.items() if k in known}
-    if action.kind.needs_card or needs_card_with(action, given):
+    if action.kind.needs_card or needs_card_with(action, given):  # the kind too, should needs_card() be overridden
         raise FormNeedsCard()
     form = _card_free(action, given, elicitation(
         action.Input,

@@ -14,7 +14,7 @@ from app.copilot.approvals import Actor
 from app.copilot.schema import wtform_class
 from app.copilot.text import check_message
 from app.errors import CountersignError, FormInvalid, NotFound, WrongPerson
-from app.extensions import db, limit_per_person_and_address, limiter
+from app.extensions import db, limit_per_person_and_address
 from app.models import Approval, Conversation, Message, User, utcnow
 
 bp = Blueprint("web", __name__)
@@ -178,7 +178,7 @@ def messages_or_page(messages: list[Message], actor: Actor, conversation_id: int
 
 @bp.post("/c/<id:conversation_id>/retry")
 @login_required
-@limiter.limit("30 per minute")
+@limit_per_person_and_address("MESSAGES")  # a retry runs a turn, as a message does
 def retry(conversation_id: int) -> Any:
     """Run the failed turn again; the failure note is replaced by its new state and the reply."""
     actor = current_actor()

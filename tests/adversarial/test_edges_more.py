@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.models import Approval, Message, Post, User
-from tests.conftest import api_headers, make_approvals
+from tests.conftest import Browser, api_headers, make_approvals
 from tests.fake_chat import email_headers, slack_headers
 
 LIMIT = "Messages are limited to 4000 characters; this one has 4001. Nothing was sent: shorten it and send it again."
@@ -20,11 +20,7 @@ LIMIT = "Messages are limited to 4000 characters; this one has 4001. Nothing was
 
 def sign_in_to(app, query, password="demo"):
     """Sign in as alice through the form at /login?<query>; the response (a redirect on success)."""
-    client = app.test_client()
-    page = client.get("/login", query_string=query).get_data(as_text=True)
-    csrf = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', page).group(1)
-    return client.post("/login", query_string=query,
-                       data={"email": "alice@example.com", "password": password, "csrf_token": csrf})
+    return Browser(app, query=query).sign_in("alice@example.com", password)
 
 
 # --- 9. next= is followed only to a path on this site -------------------------------------------------
@@ -84,9 +80,7 @@ def test_an_unknown_email_costs_one_password_hash_like_a_known_one(app, monkeypa
     with app.app_context():
         method = db.session.scalar(sa.select(User.password_hash).where(User.email == "alice@example.com")).split("$")[0]
     for email in ("alice@example.com", "nobody@example.com"):
-        client = app.test_client()
-        csrf = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', client.get("/login").get_data(as_text=True))
-        response = client.post("/login", data={"email": email, "password": "wrong", "csrf_token": csrf.group(1)})
+        response = Browser(app).sign_in(email, "wrong")
         assert response.status_code == 200 and "That email and password do not match." in response.get_data(as_text=True)
     assert hashed == [method, method] and method.startswith("scrypt:")
 

@@ -12,8 +12,7 @@ from itsdangerous import URLSafeTimedSerializer
 
 from app.auth import signin
 from app.copilot.approvals import TOKEN_SALT
-from tests.conftest import REDIS_URL
-from tests.test_rate_limits import Browser
+from tests.conftest import REDIS_URL, Browser
 
 BOB, ALICE = "bob@example.com", "alice@example.com"
 BOB_HOME, ALICE_HOME, CAFE = "198.51.100.20", "198.51.100.7", "198.51.100.77"
