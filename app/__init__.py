@@ -160,6 +160,9 @@ def register_engine(app: Flask) -> None:
         toolsets=app.config["COUNTERSIGN_TOOLSETS"],
         max_steps=app.config["COUNTERSIGN_MAX_STEPS"],
     )
+    from app.copilot import jobs
+
+    jobs.init_app(app)
 
 
 def register_commands(app: Flask) -> None:
@@ -203,14 +206,17 @@ def register_headers(app: Flask) -> None:
 
 
 def sweep_on_start(app: Flask) -> None:
-    """End approvals a dead process left claimed (never re-run them)."""
+    """End approvals a dead process left claimed (never re-run them), and passes whose worker
+    died (interrupted, with Retry)."""
     from app.copilot.agent import sweep_interrupted
+    from app.copilot.runs import sweep_dead
 
     with app.app_context():
         try:
             ended = sweep_interrupted(app.config["APPROVALS_INTERRUPTED_AFTER"])
+            dead = sweep_dead(app.config["TURN_DEAD_AFTER"])
         except (OperationalError, ProgrammingError):
             db.session.rollback()  # no tables yet: `flask db upgrade` has not run
             return
-        if ended:
-            log.warning("marked %d approval(s) interrupted at start", len(ended))
+        if ended or dead:
+            log.warning("marked %d approval(s) and %d turn(s) interrupted at start", len(ended), len(dead))

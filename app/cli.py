@@ -286,17 +286,22 @@ def connectors_link(connector: str, external_id: str, email: str) -> None:
 
 
 @click.command("worker")
-@click.option("--burst", is_flag=True, help="Work until the queue is empty, then stop.")
+@click.option("--threads", type=int, default=None,
+              help="Turns run at once (default WORKER_THREADS); each waits on the worker's event loop.")
+@click.option("--burst", is_flag=True, help="Work until the queues are empty, then stop.")
 @with_appcontext
-def worker(burst: bool) -> None:
-    """Run an RQ worker for connector turns, inside the app (needs REDIS_URL)."""
-    from rq import Queue, Worker
-
-    from app.extensions import redis_client
+def worker(threads: int | None, burst: bool) -> None:
+    """Run turns and connector deliveries from Redis (Dramatiq) until stopped (needs REDIS_URL)."""
+    from app.copilot import jobs
 
     if not current_app.config.get("REDIS_URL"):
-        raise click.ClickException("Set REDIS_URL: without it, connector turns run in a thread of the web process.")
-    Worker([Queue("countersign", connection=redis_client.client)], connection=redis_client.client).work(burst=burst)
+        raise click.ClickException("Set REDIS_URL: without it, turns run in the web process's own pool.")
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    threads = threads or current_app.config["WORKER_THREADS"]
+    if burst:
+        jobs.drain(app, threads)
+    else:
+        jobs.worker(app, threads)
 
 
 @click.command("mcp")

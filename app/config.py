@@ -135,6 +135,21 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         "SESSION_MAX_AGE": _int("SESSION_MAX_AGE", 7 * 24 * 3600),
         "SQLALCHEMY_ENGINE_OPTIONS": {},
         "SWEEP_ON_START": _bool("SWEEP_ON_START", True),
+        # Turns are jobs (app/copilot/jobs.py): `dramatiq` (a worker process; the default with
+        # REDIS_URL), `pool` (in this process; the default without) or `inline` (the test kit).
+        "TURNS_RUNNER": _env("TURNS_RUNNER", ""),
+        "TURNS_CONCURRENCY": _int("TURNS_CONCURRENCY", 64),  # passes a pool runs at once
+        "WORKER_THREADS": _int("WORKER_THREADS", 256),  # passes one worker process runs at once
+        "TURN_TIMEOUT": _int("TURN_TIMEOUT", 600),  # seconds one pass may take before the queue ends it
+        "TURN_HEARTBEAT": _int("TURN_HEARTBEAT", 10),  # seconds between a running pass's "still here"
+        "TURN_DEAD_AFTER": _int("TURN_DEAD_AFTER", 60),  # silent this long: its worker died (interrupted)
+        # A POST that starts a turn waits this long for it by default (RFC 7240 Prefer: wait=N asks less).
+        "TURN_WAIT": _int("TURN_WAIT", 25),
+        # Each conversation's live events: a Redis Stream of at most EVENTS_MAXLEN entries, gone
+        # EVENTS_TTL seconds after its last; an open stream says it is alive every EVENTS_HEARTBEAT s.
+        "EVENTS_MAXLEN": _int("EVENTS_MAXLEN", 2000),
+        "EVENTS_TTL": _int("EVENTS_TTL", 86400),
+        "EVENTS_HEARTBEAT": _int("EVENTS_HEARTBEAT", 15),
         "BENCH_PROBE": _bool("BENCH_PROBE", False),
     }
     config.update(overrides)

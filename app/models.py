@@ -157,18 +157,30 @@ class Message(Model):
     role: Mapped[str] = mapped_column(sa.String(20))  # user | assistant | notice | error | card
     text: Mapped[str] = mapped_column(sa.Text, default="")
     approval_id: Mapped[str | None] = mapped_column(sa.ForeignKey("approvals.id"))
+    # The run and pass (its step when the pass began) that wrote it; NULL for the person's words.
+    run_id: Mapped[int | None] = mapped_column(index=True)
+    step: Mapped[int | None] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     approval: Mapped[Approval | None] = relationship()
 
 
 class Run(Model):
-    """An agent turn; while paused it holds the history and waits on its approvals."""
+    """An agent turn, run by a worker in passes: queued, running, paused on its cards, or ended
+    (done, failed, stopped, interrupted; `external` for an MCP client's own call)."""
 
     __tablename__ = "runs"
+    __table_args__ = (sa.Index("ix_runs_conversation_status", "conversation_id", "status"),)
     id: Mapped[int] = mapped_column(primary_key=True)
     conversation_id: Mapped[int] = mapped_column(sa.ForeignKey("conversations.id"), index=True)
-    status: Mapped[str] = mapped_column(sa.String(20), default="running")  # running|paused|done|failed
+    status: Mapped[str] = mapped_column(sa.String(20), default="queued")
+    # What the next pass feeds the model: the person's message (`prompt`, message_id), the answers
+    # to its cards (`results`), or the history the conversation reached (`continue`).
+    next: Mapped[str] = mapped_column(sa.String(10), default="prompt", server_default="prompt")
+    message_id: Mapped[int | None] = mapped_column()
+    channel: Mapped[str] = mapped_column(sa.String(40), default="", server_default="")
+    # Passes of one conversation run one at a time, in the order they were queued.
+    queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     history: Mapped[str] = mapped_column(sa.Text, default="[]")
     step: Mapped[int] = mapped_column(default=0)
     error: Mapped[str | None] = mapped_column(sa.Text)

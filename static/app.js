@@ -17,6 +17,19 @@
     }
   });
   document.addEventListener("htmx:afterSettle", scrollToEnd);
+  document.addEventListener("htmx:sseMessage", scrollToEnd);
+
+  // A turn's live reply arrives as an out-of-band fragment that replaces its group by id; a
+  // group not on the page yet (a new turn) is added at the end of the chat instead.
+  document.addEventListener("htmx:oobErrorNoTarget", function (event) {
+    var content = event.detail.content;
+    var log = document.getElementById("messages");
+    if (log && content && content.id && content.id.indexOf("turn-") === 0) {
+      log.appendChild(content);
+      window.htmx.process(content);
+      scrollToEnd();
+    }
+  });
   document.addEventListener("DOMContentLoaded", scrollToEnd);
 
   document.addEventListener("keydown", function (event) {

@@ -88,6 +88,9 @@ def base_config(url: str, **extra: Any) -> dict[str, Any]:
         "RATELIMIT_ENABLED": False,
         "SWEEP_ON_START": False,
         "SESSION_COOKIE_SECURE": False,
+        # Turns run in the request that queues them, so a test reads the reply in the response;
+        # tests of the queue itself (tests/test_turns.py) use the pool and a real worker.
+        "TURNS_RUNNER": "inline",
         **extra,
     }
 

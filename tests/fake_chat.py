@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from aiosmtpd.controller import Controller
-from rq import Queue, SimpleWorker
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
@@ -85,12 +84,23 @@ class FakeSmtp:
         self.controller.stop()
 
 
+def queued_jobs(app: Any) -> int:
+    """Jobs waiting in the queues (deliveries and turns) for a worker."""
+    from app.copilot import jobs
+
+    broker = app.extensions["turns"].broker
+    return sum(broker.do_qsize(queue) for queue in (jobs.QUEUE, jobs.TASKS))
+
+
 def connector_config(api: FakeChatApi, smtp: FakeSmtp) -> dict[str, Any]:
     """Settings that point every connector at the fakes."""
     return {"TELEGRAM_BOT_TOKEN": "123:abc", "TELEGRAM_WEBHOOK_SECRET": TELEGRAM_SECRET,
             "TELEGRAM_API_BASE": api.base_url, "SLACK_BOT_TOKEN": "xoxb-test", "SLACK_SIGNING_SECRET": SLACK_SECRET,
             "SLACK_API_BASE": api.base_url, "EMAIL_WEBHOOK_SECRET": EMAIL_SECRET, "SMTP_URL": smtp.url,
-            "MAIL_FROM": "copilot@countersign.example", "PUBLIC_URL": "https://countersign.example"}
+            "MAIL_FROM": "copilot@countersign.example", "PUBLIC_URL": "https://countersign.example",
+            # Deliveries and turns go through the real queue (Dramatiq on the tests' Redis);
+            # Chat.work() is the worker.
+            "TURNS_RUNNER": "dramatiq"}
 
 
 def slack_headers(body: str | bytes, stamp: int | None = None, secret: str = SLACK_SECRET) -> dict[str, str]:
@@ -153,17 +163,15 @@ class Chat:
         return getattr(self, f"_{self.name}")(text, who, thread, files, redeliver, **mail)
 
     def work(self) -> None:
-        """What an RQ worker does, in-process: run the queued turns."""
+        """What the worker does, in-process: run the queued deliveries and turns until none is left."""
         import redis
 
-        from app.extensions import redis_client
+        from app.copilot import jobs
 
-        with self.app.app_context():
-            queue = Queue("countersign", connection=redis_client.client)
-            try:
-                SimpleWorker([queue], connection=redis_client.client).work(burst=True)
-            except redis.exceptions.ConnectionError:
-                pass  # Redis is down: the webhook answered inline, nothing was queued
+        try:
+            jobs.drain(self.app)
+        except redis.exceptions.ConnectionError:
+            pass  # Redis is down: the webhook answered inline, nothing was queued
 
     @property
     def url(self) -> str:

@@ -1,23 +1,42 @@
 """Local fake model servers on loopback, speaking the OpenAI Chat Completions and the
 Anthropic Messages wire formats. Each answers from a script queued by the test and records
-every request it was sent."""
+every request it was sent. A request with "stream": true is answered the way the real API
+streams (Server-Sent Events), built from the same scripted answer."""
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
 
+def words(text: str) -> list[str]:
+    """Text in word-sized pieces (each with its trailing space), so a stream really comes in parts."""
+    return re.findall(r"\s*\S+\s*|\s+", text)
+
+
+def pieces(text: str, size: int = 8) -> list[str]:
+    """A tool call's JSON arguments in fixed-size pieces, cut anywhere, the way models send them."""
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def sse(data: Any, event: str | None = None) -> str:
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {data if isinstance(data, str) else json.dumps(data)}\n\n"
+
+
 class FakeServer:
-    """A scripted HTTP server. enqueue() a dict (JSON body), or a (status, body) pair, or a
-    callable(request_json) -> Response; "hang" answers only when the server stops, so the
-    client's timeout always fires first, however busy the machine is."""
+    """A scripted HTTP server. enqueue() a dict (the JSON body of a complete answer; a streamed
+    request gets it as the equivalent event stream), or a (status, body) pair (sent as it is, as
+    JSON, streamed request or not, the way the real APIs send an error), or a
+    callable(request_json) -> Response; "hang" answers only when the server stops, before any
+    byte of an answer, so the client's timeout always fires first, however busy the machine is."""
 
     path = "/"
 
@@ -62,9 +81,16 @@ class FakeServer:
                                 content_type="application/json")
         elif callable(item):
             response = item(body)
+        elif body.get("stream") is True:
+            response = Response(self.stream(item, body), content_type="text/event-stream",
+                                headers={"Cache-Control": "no-cache"})
         else:
             response = Response(json.dumps(item), content_type="application/json")
         return response(environ, start_response)
+
+    def stream(self, answer: dict[str, Any], request: dict[str, Any]) -> Iterator[str]:
+        """The complete answer, as the events the real API streams for it."""
+        raise NotImplementedError
 
     def reply_text(self, text: str) -> dict[str, Any]:
         raise NotImplementedError
@@ -98,6 +124,37 @@ class FakeOpenAI(FakeServer):
         return self._completion({"role": "assistant", "content": text or None, "tool_calls": tool_calls},
                                 "tool_calls")
 
+    def stream(self, answer: dict[str, Any], request: dict[str, Any]) -> Iterator[str]:
+        """chat.completion.chunk objects: the role, the text in pieces, each tool call (its id and
+        name, then its arguments in pieces), the finish reason, the usage if it was asked for
+        (stream_options.include_usage), then [DONE]."""
+        with_usage = bool((request.get("stream_options") or {}).get("include_usage"))
+        choice = answer["choices"][0]
+        message = choice["message"]
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+            data = {"id": answer["id"], "object": "chat.completion.chunk", "created": answer["created"],
+                    "model": answer["model"], "system_fingerprint": None,
+                    "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+            if with_usage:
+                data["usage"] = None
+            return sse(data)
+
+        yield chunk({"role": "assistant", "content": "", "refusal": None})
+        for piece in words(message.get("content") or ""):
+            yield chunk({"content": piece})
+        for index, call in enumerate(message.get("tool_calls") or []):
+            yield chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                         "function": {"name": call["function"]["name"], "arguments": ""}}]})
+            for piece in pieces(call["function"]["arguments"]):
+                yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+        yield chunk({}, choice["finish_reason"])
+        if with_usage:
+            yield sse({"id": answer["id"], "object": "chat.completion.chunk", "created": answer["created"],
+                       "model": answer["model"], "system_fingerprint": None, "choices": [],
+                       "usage": answer["usage"]})
+        yield sse("[DONE]")
+
 
 class FakeAnthropic(FakeServer):
     """POST {base}/v1/messages."""
@@ -115,3 +172,32 @@ class FakeAnthropic(FakeServer):
         content += [{"type": "tool_use", "id": f"toolu_{i}_{len(self.script)}", "name": name, "input": args}
                     for i, (name, args) in enumerate(calls)]
         return self._message(content, "tool_use")
+
+    def stream(self, answer: dict[str, Any], request: dict[str, Any]) -> Iterator[str]:
+        """message_start (no content yet), then per block content_block_start, its deltas (text_delta
+        pieces, or input_json_delta pieces of a tool call's input) and content_block_stop, then
+        message_delta (stop reason, output usage) and message_stop; a ping as the real API sends."""
+
+        def event(kind: str, **data: Any) -> str:
+            return sse({"type": kind, **data}, event=kind)
+
+        usage = answer["usage"]
+        yield event("message_start", message={**answer, "content": [], "stop_reason": None, "stop_sequence": None,
+                                              "usage": {**usage, "output_tokens": 1}})
+        for index, block in enumerate(answer["content"]):
+            if block["type"] == "text":
+                yield event("content_block_start", index=index, content_block={"type": "text", "text": ""})
+                deltas = [{"type": "text_delta", "text": piece} for piece in words(block["text"])]
+            else:
+                yield event("content_block_start", index=index,
+                            content_block={"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}})
+                deltas = [{"type": "input_json_delta", "partial_json": piece}
+                          for piece in ["", *pieces(json.dumps(block["input"]))]]
+            if index == 0:
+                yield event("ping")
+            for delta in deltas:
+                yield event("content_block_delta", index=index, delta=delta)
+            yield event("content_block_stop", index=index)
+        yield event("message_delta", delta={"stop_reason": answer["stop_reason"], "stop_sequence": None},
+                    usage={"output_tokens": usage["output_tokens"]})
+        yield event("message_stop")

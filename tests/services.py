@@ -99,11 +99,16 @@ class PrivatePostgres:
 
 @contextmanager
 def gunicorn_hosts(env: dict[str, str], count: int = 1, workers: int = 2, app: str = "wsgi:app") -> Iterator[list[int]]:
-    """`count` gunicorn processes ("hosts"), each on its own port, serving the app with `env`."""
+    """`count` gunicorn processes ("hosts"), each on its own port, serving the app with `env`, and
+    the production shape's turn worker (`flask --app wsgi worker`) when env has a REDIS_URL."""
     ports = [free_port() for _ in range(count)]
+    bin_dir = Path(sys.executable).parent
     procs = [subprocess.Popen(
-        [str(Path(sys.executable).parent / "gunicorn"), "-w", str(workers), "-b", f"127.0.0.1:{port}", app],
+        [str(bin_dir / "gunicorn"), "-w", str(workers), "-b", f"127.0.0.1:{port}", app],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for port in ports]
+    if env.get("REDIS_URL") and env.get("TURNS_RUNNER", "dramatiq") == "dramatiq":
+        procs.append(subprocess.Popen([str(bin_dir / "flask"), "--app", "wsgi", "worker", "--threads", "8"],
+                                      cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     try:
         for port in ports:
             wait_for_port(port)

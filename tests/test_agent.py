@@ -6,9 +6,10 @@ import re
 
 import sqlalchemy as sa
 
-from app.copilot.agent import WAITING, engine
+from app.copilot.agent import engine
 from app.copilot.llm import parse_slash
 from app.copilot.testing import text, tool_call
+from app.copilot.turns import WAITING
 from app.extensions import db
 from app.models import Approval, Message, Post, Run
 

@@ -8,12 +8,11 @@ import time
 
 import pytest
 import sqlalchemy as sa
-from rq import Queue
 
 from app.extensions import db, redis_client
 from app.models import Approval, ConnectorIdentity, Conversation, User
 from tests.conftest import make_approvals
-from tests.fake_chat import Chat, chat_fixtures, slack_headers
+from tests.fake_chat import Chat, chat_fixtures, queued_jobs, slack_headers
 from tests.services import PrivateRedis
 
 PROMPT = "⚠️ Delete this post? This cannot be undone. Reply 'Yes' to confirm."
@@ -206,7 +205,7 @@ def test_a_thousand_waiting_confirmations_hold_no_thread(app, services, handle_c
             post_card(CONNECTORS["telegram"], thread, db.session.get(Approval, ids[i]))
         waiting = sum(1 for i in range(1000) if redis_client.client.exists(wait_key("telegram", str(-5000 - i), alice.id)))
         after = ours()
-        queued = len(Queue("countersign", connection=redis_client.client))
+        queued = queued_jobs(app)
     assert waiting == 1000
     assert after <= before  # nothing waits in a thread: the state is in Redis and the database
     assert queued == 0 and handle_calls["n"] == 0
@@ -218,7 +217,7 @@ def test_slack_acks_at_once_and_a_worker_runs_the_turn(app, services, posts):
     response = app.test_client().post("/connectors/slack/events", data=body, headers=headers)
     assert response.status_code == 200 and chat.sent() == []  # acknowledged; nothing done yet
     with app.app_context():
-        assert len(Queue("countersign", connection=redis_client.client)) == 1
+        assert queued_jobs(app) == 1
     chat.work()
     assert PROMPT in chat.sent()[-1]
 
@@ -226,8 +225,12 @@ def test_slack_acks_at_once_and_a_worker_runs_the_turn(app, services, posts):
 def test_without_redis_the_turn_runs_in_a_background_thread(app, services, posts):
     import fakeredis
 
+    from app.copilot import jobs
+
     app.config["REDIS_URL"] = None
+    app.config["TURNS_RUNNER"] = ""
     app.extensions["redis"] = fakeredis.FakeRedis()
+    jobs.init_app(app)  # what an app made without REDIS_URL has: the in-process pool
     chat = Chat(app, "telegram", services)
     body, headers = chat._telegram(f"/delete_post post={posts['Spring meetup']}", "alice", "main", False, None)
     assert app.test_client().post("/connectors/telegram", data=body, headers=headers).status_code == 200

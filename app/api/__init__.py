@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import sqlalchemy as sa
-from flask import Blueprint, abort, current_app, g, jsonify, request
+from flask import Blueprint, abort, current_app, g, jsonify, request, url_for
 from flask_login import current_user
 
+from app import sse
 from app.api.openapi import document
 from app.auth import bearer_token, current_actor
-from app.copilot import agent, approvals
+from app.copilot import agent, approvals, events, runs
 from app.copilot.approvals import Actor
+from app.copilot.events import Event
 from app.copilot.text import check_message
 from app.errors import BadValues, NotFound
 from app.extensions import csrf, db, limit_per_person_and_address
 from app.json_body import json_object
-from app.models import Approval, Conversation, Message
+from app.models import Approval, Conversation, Message, Run
 
 bp = Blueprint("api", __name__)
 csrf.exempt(bp)
@@ -97,12 +100,47 @@ def get_conversation(conversation_id: int) -> Any:
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
     agent.expire_due(conversation.id)
+    runs.sweep_conversation(conversation.id, current_app.config["TURN_DEAD_AFTER"])
     messages = db.session.scalars(
         sa.select(Message).where(Message.conversation_id == conversation.id).order_by(Message.id)
     )
     return jsonify(id=conversation.id, title=conversation.title,
                    messages=[message_json(m) for m in messages],
                    pending=pending_in(conversation.id, actor))
+
+
+def preference() -> tuple[bool, float]:
+    """RFC 7240 Prefer: (respond-async asked, seconds to wait at most: `wait=N`, never past
+    TURN_WAIT)."""
+    most = float(current_app.config["TURN_WAIT"])
+    tokens = [t.strip().lower() for h in request.headers.getlist("Prefer") for t in h.split(",")]
+    wait = most
+    for token in tokens:
+        name, _, value = token.partition("=")
+        if name.strip() == "wait" and value.strip().isdigit():
+            wait = min(most, float(value.strip()))
+    return "respond-async" in tokens, wait
+
+
+def events_url(conversation_id: int, after: str) -> str:
+    return url_for("api.conversation_events", conversation_id=conversation_id, after=after)
+
+
+def turn_reply(conversation_id: int, run_id: int | None, shown: list[Message], after_message: int, cursor: str,
+               actor: Actor, async_status: int = 202, **extra: Any) -> Any:
+    """After a POST that queued a pass: at once when asked (`respond-async`: 202, or 200 for an
+    answer, whose card is decided already), else wait for it (bounded) and answer 200 with what
+    is new, or 202 if it is still going."""
+    asked_async, wait = preference()
+    if run_id is not None and (asked_async or not runs.wait(conversation_id, run_id, cursor, wait)):
+        response = jsonify(run=run_id, events=events_url(conversation_id, cursor), **extra)
+        if asked_async:
+            response.headers["Preference-Applied"] = "respond-async"
+        return response, async_status if asked_async else 202
+    if run_id is not None:  # what the pass wrote (not another turn's lines written meanwhile)
+        shown = [*shown, *db.session.scalars(sa.select(Message).where(
+            Message.run_id == run_id, Message.id > after_message).order_by(Message.id))]
+    return jsonify(messages=[message_json(m) for m in shown], pending=pending_in(conversation_id, actor), **extra)
 
 
 @bp.post("/conversations/<id:conversation_id>/messages")
@@ -114,38 +152,86 @@ def post_message(conversation_id: int) -> Any:
     if not isinstance(text, str) or not text.strip():
         raise BadValues("`text` must be a non-empty string.")
     text = check_message(text, current_app.config["MESSAGE_MAX_CHARS"])  # whole, or a 4xx: never cut
-    added = agent.send_message(conversation, actor.user, text, channel=actor.channel, actor=actor)
-    return jsonify(messages=[message_json(m) for m in added],
-                   pending=pending_in(conversation.id, actor))
+    cursor = events.last_id(conversation.id)
+    said, run = agent.send_message(conversation, actor, text)
+    return turn_reply(conversation.id, run.id, [said], said.id, cursor, actor)
 
 
 @bp.post("/conversations/<id:conversation_id>/retry")
 @limit_per_person_and_address("MESSAGES")  # a retry runs a turn, as a message does
 def retry(conversation_id: int) -> Any:
-    """Run the last turn again after the model failed."""
+    """Run the last pass again after it failed or was interrupted (a second press queues nothing)."""
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
-    added = agent.retry(conversation, actor.user, channel=actor.channel, actor=actor)
-    return jsonify(messages=[message_json(m) for m in added], pending=pending_in(conversation.id, actor))
+    cursor = events.last_id(conversation.id)
+    before = newest_message_id(conversation.id)
+    run = runs.retry(conversation, actor)
+    return turn_reply(conversation.id, run.id if run else None, [], before, cursor, actor)
+
+
+@bp.post("/conversations/<id:conversation_id>/stop")
+def stop(conversation_id: int) -> Any:
+    """End the running turn at its next step; its end (`stopped`) arrives on the events."""
+    actor = current_actor("api")
+    conversation = own_conversation(conversation_id, actor)
+    run = runs.stop(conversation)
+    return jsonify(run=run.id if run else None, stopping=run is not None)
+
+
+@bp.get("/conversations/<id:conversation_id>/events")
+def conversation_events(conversation_id: int) -> Any:
+    """Server-Sent Events: `text` (the model's words as they come) and `turn` (started, and its
+    end: done, paused, failed, stopped, interrupted — with the pass's messages and the pending
+    prompts). Resume with Last-Event-ID (or ?after=)."""
+    actor = current_actor("api")
+    conversation = own_conversation(conversation_id, actor)
+    return sse.stream(conversation.id, lambda event: event_json(event, actor, conversation.id))
+
+
+def event_json(event: Event, actor: Actor, conversation_id: int) -> tuple[str, str] | None:
+    """An event as the API sends it: a turn's end carries its messages and the pending prompts."""
+    data = dict(event.data)
+    if event.type == "turn" and "messages" in data:
+        shown = db.session.scalars(sa.select(Message).where(Message.id.in_(data["messages"])).order_by(Message.id))
+        data["messages"] = [message_json(m) for m in shown]
+        data["pending"] = pending_in(conversation_id, actor)
+    return event.type, json.dumps(data)
+
+
+def card_message_id(approval: Approval) -> int:
+    """The chat line of the card: its run's continuation comes after it."""
+    return db.session.scalar(sa.select(sa.func.min(Message.id)).where(Message.approval_id == approval.id)) or 0
+
+
+def newest_message_id(conversation_id: int) -> int:
+    return db.session.scalar(sa.select(sa.func.max(Message.id)).where(Message.conversation_id == conversation_id)) or 0
 
 
 @bp.post("/approvals/<approval_id>/<any(confirm, decline, cancel, submit):decision>")
 @limit_per_person_and_address("ANSWERS")
 def answer(approval_id: str, decision: str) -> Any:
+    """The card's final state (handle() has run when confirmed); the model's continuation is
+    waited for as for a message, or follows on the events with `Prefer: respond-async`."""
     actor = current_actor("api")
     data = body()
     token = data.get("token")
     if not isinstance(token, str):
         raise BadValues("`token` must be a string.")
+    values = data.get("values")
+    if decision == "submit" and not isinstance(values, dict):
+        raise BadValues("`values` must be an object of field names to values.")
     if decision == "submit":
-        values = data.get("values")
-        if not isinstance(values, dict):
-            raise BadValues("`values` must be an object of field names to values.")
-        approval, added = agent.answer_form(approval_id, token, actor, values)
+        approval = agent.answer_form(approval_id, token, actor, values)
     else:
-        approval, added = agent.answer(approval_id, token, actor, decision)
-    return jsonify(status=approval.status, messages=[message_json(m) for m in added],
-                   pending=pending_in(approval.conversation_id, actor))
+        approval = agent.answer(approval_id, token, actor, decision)
+    # Read only after the answer (a bad token is refused before anything is looked up); the
+    # continuation's end is after this cursor if runs.wait still finds it going.
+    cursor = events.last_id(approval.conversation_id)
+    run = db.session.get(Run, approval.run_id)
+    going = run.id if run is not None and run.status in ("queued", "running") else None
+    return turn_reply(approval.conversation_id, going, [], card_message_id(approval), cursor, actor, 200,
+                      status=approval.status,
+                      result=approval.result if approval.type == "confirm" else None)
 
 
 @bp.get("/approvals")

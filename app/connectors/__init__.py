@@ -1,19 +1,22 @@
 """Chat connectors: verified webhooks in, messages out, reply-to-confirm (DESIGN §3.3).
-Webhooks answer at once; the turn runs in an RQ worker (a thread when REDIS_URL is unset)."""
+Webhooks answer at once; the delivery is a job, and so is the turn it starts (app.copilot.jobs);
+when a turn of a connector's conversation ends, its messages are posted into the thread."""
 
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import asdict
 from typing import Any
 
-from flask import Blueprint, Flask, abort, current_app, jsonify, request
+import sqlalchemy as sa
+from flask import Blueprint, abort, current_app, jsonify, request
 from redis.exceptions import RedisError
 
 from app.connectors import email, slack, telegram
-from app.connectors.base import Connector, Inbound, claim, receive, release
-from app.extensions import csrf, redis_client
+from app.connectors.base import Connector, Inbound, claim, post_messages, receive, release
+from app.copilot import jobs, turns
+from app.extensions import csrf, db
+from app.models import ConnectorThread
 
 log = logging.getLogger(__name__)
 bp = Blueprint("connectors", __name__)
@@ -23,40 +26,37 @@ CONNECTORS: dict[str, Connector] = {c.name: c for c in (telegram.Telegram(), sla
 
 
 def process(inbound: dict[str, Any]) -> str:
-    """The job: handle one inbound message in an app context (the worker's, or a new one)."""
-    from flask import has_app_context
-
+    """The job: handle one inbound message (in the job's app context)."""
     if inbound.get("connector") == "email" and "unproven" not in inbound:
         # Queued by a process from before senders were checked: nothing proves who sent it.
         inbound = {**inbound, "unproven": "queued before senders were checked"}
     message = Inbound(**inbound)
-    if has_app_context():
-        return receive(CONNECTORS[message.connector], message)
-    from app import create_app
-
-    with create_app().app_context():
-        return receive(CONNECTORS[message.connector], message)
+    return receive(CONNECTORS[message.connector], message)
 
 
 def dispatch(inbound: Inbound) -> None:
-    """Queue the turn for a worker, so the webhook can answer at once."""
-    if current_app.config.get("REDIS_URL"):
-        from rq import Queue
+    """Queue the delivery as a job, so the webhook can answer at once. No queue without Redis:
+    it is handled now, and receive() tells the person to retry what needs Redis."""
+    try:
+        jobs.call("app.connectors:process", asdict(inbound))
+    except RedisError:
+        process(asdict(inbound))
 
-        try:
-            Queue("countersign", connection=redis_client.client).enqueue(process, asdict(inbound), job_timeout=300)
-            return
-        except RedisError:
-            # No queue without Redis: answer now, and receive() tells the person to retry.
-            process(asdict(inbound))
-            return
-    app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
 
-    def run() -> None:
-        with app.app_context():
-            process(asdict(inbound))
+def post_turn(conversation_id: int, message_ids: list[int]) -> None:
+    """The job after a turn of a connector's conversation ends: post its messages in the thread."""
+    thread = db.session.scalar(sa.select(ConnectorThread).where(ConnectorThread.conversation_id == conversation_id))
+    if thread is not None and thread.connector in CONNECTORS:
+        post_messages(CONNECTORS[thread.connector], thread, message_ids)
 
-    threading.Thread(target=run, name=f"connector-{inbound.connector}", daemon=True).start()
+
+def _turn_ended(conversation_id: int, added: list[Any]) -> None:
+    """A turn listener (app.copilot.turns): queue the posting of a connector thread's reply."""
+    if added and db.session.scalar(sa.select(ConnectorThread.id).where(ConnectorThread.conversation_id == conversation_id)):
+        jobs.call("app.connectors:post_turn", conversation_id, [m.id for m in added])
+
+
+turns.LISTENERS.append(_turn_ended)
 
 
 def accept(inbound: Inbound) -> None:

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from flask import current_app
 from redis.exceptions import RedisError
 
-from app.copilot import agent, approvals, audit
+from app.copilot import agent, approvals, audit, jobs
 from app.copilot.approvals import Actor
 from app.copilot.text import check_message, scrub
 from app.errors import CountersignError
@@ -249,12 +249,11 @@ def _reply(connector: Connector, inbound: Inbound, thread: ConnectorThread, appr
     actor = Actor(user=identity.user, binding=binding, channel=inbound.connector)
     approval_id = approval.id
     try:
-        decided, added = agent.answer(approval_id, approvals.sign(approval, binding), actor, decision)
-        status = decided.status
+        status = agent.answer(approval_id, approvals.sign(approval, binding), actor, decision).status
     except CountersignError as error:
         db.session.rollback()
         current = db.session.get(Approval, approval_id)
-        status, added = (current.status if current else "expired"), []
+        status = current.status if current else "expired"
         if status == "pending":
             _done(inbound)
             connector.send(thread, error.message)
@@ -263,8 +262,7 @@ def _reply(connector: Connector, inbound: Inbound, thread: ConnectorThread, appr
         _rewait(key, approval_id)  # nothing was decided: the card still waits for its answer
         raise
     _done(inbound)
-    connector.send(thread, _outcome(status, approval_id))
-    _post(connector, thread, added)
+    connector.send(thread, _outcome(status, approval_id))  # the continuation is posted when its turn ends
     return f"{decision}: {status}"
 
 
@@ -300,10 +298,33 @@ def _converse(connector: Connector, inbound: Inbound, thread: ConnectorThread, i
         connector.send(thread, error.message)
         _done(inbound)
         return f"refused: {type(error).__name__}"
-    added = agent.send_message(conversation, identity.user, text, channel=inbound.connector)
+    actor = Actor(user=identity.user, binding=inbound.connector, channel=inbound.connector)
+    _, run = agent.send_message(conversation, actor, text, submit=False)
+    if not supersede:
+        _keep_wait(run.id)
     _done(inbound)
-    _post(connector, thread, added[1:], supersede)
+    jobs.submit(run.id)
     return "message"
+
+
+def _keep_wait(run_id: int) -> None:
+    """This turn came from a message that did not prove it answers the person's waiting card:
+    its cards must not replace that wait (post_messages reads this)."""
+    try:
+        redis_client.client.set(f"keep-wait:{run_id}", "1", ex=DONE_FOR)
+    except RedisError:
+        pass  # post_card then links the new card (its nx set fails closed)
+
+
+def post_messages(connector: Connector, thread: ConnectorThread, message_ids: list[int]) -> None:
+    """Post a turn's messages into the thread: text as text, cards as cards (or links)."""
+    messages = list(db.session.scalars(sa.select(Message).where(Message.id.in_(message_ids)).order_by(Message.id)))
+    run_ids = {m.run_id for m in messages if m.run_id is not None}
+    try:
+        keep = any(redis_client.client.exists(f"keep-wait:{r}") for r in run_ids)
+    except RedisError:
+        keep = True
+    _post(connector, thread, messages, supersede=not keep)
 
 
 def _post(connector: Connector, thread: ConnectorThread, messages: list[Message], supersede: bool = True) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,28 +15,13 @@ from flask import current_app
 from pydantic import ValidationError
 from pydantic_ai import Agent, RunContext, Tool
 from pydantic_ai.exceptions import (
-    AgentRunError,
     CallDeferred,
-    ModelAPIError,
-    ModelHTTPError,
     ModelRetry,
-    UnexpectedModelBehavior,
-    UsageLimitExceeded,
-)
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelMessagesTypeAdapter,
-    ModelRequest,
-    ModelResponse,
-    TextPart,
-    ToolReturnPart,
-    UserPromptPart,
 )
 from pydantic_ai.models import Model
-from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolDefinition
-from pydantic_ai.usage import UsageLimits
+from pydantic_ai.tools import DeferredToolRequests, ToolDefinition
 
-from app.copilot import approvals, audit
+from app.copilot import approvals, audit, runs
 from app.copilot.actions import Action, ActionContext, Registry, needs_card_with
 from app.copilot.llm import make_model
 from app.copilot.schema import missing_fields, secret_fields, tool_schema
@@ -53,8 +38,6 @@ card built from its own records, and the tool runs only if the person confirms i
 confirm, approve or decline anything yourself, and nothing you write counts as the person's
 answer. While a card waits, say that it waits for the person; never say it is done until a tool
 result says so. Report outcomes exactly as the tool results state them."""
-
-WAITING = "Waiting for the person's answer on a card. It has not run."
 
 
 @dataclass
@@ -73,19 +56,8 @@ class Turn:
         return self.allowed is None or name in self.allowed
 
 
-def narrow(*toolsets: Sequence[str] | None) -> tuple[str, ...] | None:
-    """The toolsets every one of these allows (None allows all): a run never reaches more than
-    any credential or conversation it comes from."""
-    out: set[str] | None = None
-    for names in toolsets:
-        if names is not None:
-            out = set(names) if out is None else out & set(names)
-    return None if out is None else tuple(sorted(out))
-
-
-def split_toolsets(stored: str | None) -> tuple[str, ...] | None:
-    """A stored comma list as toolsets; NULL means the app's (no limit of its own)."""
-    return None if stored is None else tuple(t for t in stored.split(",") if t)
+narrow = runs.narrow
+split_toolsets = runs.split_toolsets
 
 
 class Engine:
@@ -104,6 +76,7 @@ class Engine:
         if self._fixed is None:
             make_model(model_spec, base_url, api_key, timeout)  # a wrong COUNTERSIGN_MODEL fails at start
         self._agent: Agent[Turn, Any] | None = None
+        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Model] = weakref.WeakKeyDictionary()
 
     def use_model(self, model: Model) -> None:
         """Swap the model (tests queue a scripted one)."""
@@ -115,11 +88,16 @@ class Engine:
         return frozenset(a.name for a in self.registry.exposed(list(narrow(self.toolsets, toolsets) or ())))
 
     def model(self) -> Model:
-        """The model for one run. A provider's model is made per run: its HTTP client belongs to
-        the event loop of that run's asyncio.run()."""
+        """The model for a pass on the running event loop. A provider's model (and its HTTP
+        client, whose connections belong to one loop) is made once per loop: a worker's loop
+        runs many passes on one pool of connections."""
         if self._fixed is not None:
             return self._fixed
-        return make_model(self.model_spec, self.base_url, self.api_key, self.timeout)
+        loop = asyncio.get_running_loop()
+        made = self._per_loop.get(loop)
+        if made is None:
+            made = self._per_loop[loop] = make_model(self.model_spec, self.base_url, self.api_key, self.timeout)
+        return made
 
     @property
     def agent(self) -> Agent[Turn, Any]:
@@ -141,8 +119,18 @@ def engine() -> Engine:
 
 def _tool(action: type[Action]) -> Tool[Turn]:
     async def call(ctx: RunContext[Turn], **arguments: Any) -> str:
-        # async on purpose: it runs on the request's thread, where its DB session lives.
-        return call_action(ctx.deps, action, arguments, ctx.tool_call_id or "")
+        # async on purpose: it runs on the pass's own thread and session. Each call is a short
+        # transaction of its own, ended before the model is called again (none waits on a model).
+        try:
+            said = call_action(ctx.deps, action, arguments, ctx.tool_call_id or "")
+        except CallDeferred:
+            db.session.commit()  # the card or form it created
+            raise
+        except BaseException:
+            db.session.rollback()
+            raise
+        db.session.commit()
+        return said
 
     tool: Tool[Turn] = Tool.from_schema(
         call, name=action.name, description=action.description(),
@@ -229,216 +217,32 @@ def _errors(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors())
 
 
-def _load(history: str) -> list[ModelMessage]:
-    return list(ModelMessagesTypeAdapter.validate_json(history or "[]"))
-
-
-def _dump(messages: list[ModelMessage]) -> str:
-    return ModelMessagesTypeAdapter.dump_json(messages).decode()
-
-
 def context_for(user: User, channel: str) -> ActionContext:
     return ActionContext(user=user, tenant=user.tenant, db=db.session, channel=channel)
 
 
-def _person(user: User, channel: str) -> approvals.Actor:
+def person(user: User, channel: str) -> approvals.Actor:
     """The person themself on a channel (the browser, a verified chat thread): no limit of its own."""
     return approvals.Actor(user=user, binding=channel, channel=channel)
 
 
-def send_message(conversation: Conversation, user: User, text: str, channel: str = "web",
-                 actor: approvals.Actor | None = None) -> list[Message]:
-    """The person says something: save it, run the agent, return the messages it added. `actor`
-    is the credential it came through (an API token's scope and toolsets bind the run)."""
-    first = Message(conversation_id=conversation.id, role="user", text=text)
-    db.session.add(first)
-    if conversation.title == "New conversation":
-        conversation.title = text.strip()[:60] or conversation.title
-    db.session.commit()  # the person's words are kept whatever the model does next
-    return [first, *_turn(conversation, actor or _person(user, channel), text)]
+def send_message(conversation: Conversation, actor: approvals.Actor, text: str,
+                 submit: bool = True) -> tuple[Message, Run]:
+    """The person says something through `actor` (its scope and toolsets bind the run): the
+    message is kept and its turn queued; the turn runs in a worker (runs.start)."""
+    return runs.start(conversation, actor, text, submit)
 
 
-def retry(conversation: Conversation, user: User, channel: str = "web",
-          actor: approvals.Actor | None = None) -> list[Message]:
-    """Run the last turn again after the model failed, with the person's saved message, bound
-    by the credential that asks for the retry."""
-    last = db.session.scalar(
-        sa.select(Message).where(Message.conversation_id == conversation.id).order_by(Message.id.desc()).limit(1)
-    )
-    if last is None or last.role != "error":
-        return []
-    asked = db.session.scalar(
-        sa.select(Message.text).where(Message.conversation_id == conversation.id, Message.role == "user")
-        .order_by(Message.id.desc()).limit(1)
-    )
-    if asked is None:
-        return []
-    last.role = "notice"  # the failed turn's note stays, without its Retry button
-    db.session.commit()
-    return _turn(conversation, actor or _person(user, channel), asked)
-
-
-def _conversation_toolsets(conversation_id: int) -> tuple[str, ...] | None:
-    """The toolsets the conversation's latest run was limited to (None: none of its own)."""
-    stored = db.session.scalar(
-        sa.select(Run.toolsets).where(Run.conversation_id == conversation_id).order_by(Run.id.desc()).limit(1)
-    )
-    return split_toolsets(stored)
-
-
-def _joined(toolsets: tuple[str, ...] | None) -> str | None:
-    return None if toolsets is None else ",".join(toolsets)
-
-
-def _turn(conversation: Conversation, actor: approvals.Actor, text: str) -> list[Message]:
-    """Run the agent on the person's text, after whatever the model already remembers. The run
-    reaches what both the credential and the conversation's last run reach: a conversation an
-    agent token started stays within that token's toolsets, also when the person writes in it."""
-    paused = db.session.scalar(
-        sa.select(Run).where(Run.conversation_id == conversation.id, Run.status == "paused")
-        .order_by(Run.id.desc()).limit(1)
-    )
-    if paused is not None:
-        # The paused run's calls are unanswered; the model sees them as waiting.
-        history = _load(paused.history)
-        waiting = [ToolReturnPart(tool_name=a.action, content=WAITING, tool_call_id=a.tool_call_id)
-                   for a in _step_approvals(paused)]
-        history.append(ModelRequest(parts=[*waiting, UserPromptPart(text)]))
-        prompt: str | None = None
-    else:
-        history = _load(conversation.history)
-        prompt = text
-    toolsets = narrow(actor.toolsets, _conversation_toolsets(conversation.id))
-    run = Run(conversation_id=conversation.id, status="running", via=actor.credential, agent=actor.agent,
-              toolsets=_joined(toolsets))
-    db.session.add(run)
-    db.session.flush()
-    return _drive(run, actor.user, actor.channel, history, prompt=prompt)
-
-
-def _step_approvals(run: Run) -> list[Approval]:
-    return list(db.session.scalars(
-        sa.select(Approval).where(Approval.run_id == run.id, Approval.step == run.step)
-        .order_by(Approval.created_at)
-    ))
-
-
-def _drive(run: Run, user: User, channel: str, history: list[ModelMessage], *,
-           prompt: str | None = None, results: DeferredToolResults | None = None) -> list[Message]:
-    """One pass of the agent until it answers or pauses; saves the run either way. The run's own
-    toolsets bind it, whoever's answer resumed it."""
-    eng = engine()
-    turn = Turn(ctx=context_for(user, channel), run=run, registry=eng.registry, step=run.step + 1,
-                allowed=eng.reachable(split_toolsets(run.toolsets)))
-    conversation_id = run.conversation_id
-    started = time.perf_counter()
-    try:
-        result = asyncio.run(eng.agent.run(
-            prompt, message_history=history, deferred_tool_results=results, deps=turn,
-            model=eng.model(), usage_limits=UsageLimits(request_limit=eng.max_steps),
-        ))
-    except (AgentRunError, UsageLimitExceeded) as exc:
-        return _fail(run, conversation_id, exc, started)
-    except Exception as exc:  # a provider or an action broke mid-turn: undo the turn, say so
-        log.exception("agent run %s raised", run.id)
-        return _fail(run, conversation_id, exc, started)
-
-    usage = result.usage
-    run.requests = (run.requests or 0) + usage.requests
-    run.input_tokens = (run.input_tokens or 0) + (usage.input_tokens or 0)
-    run.output_tokens = (run.output_tokens or 0) + (usage.output_tokens or 0)
-    run.duration_ms = (run.duration_ms or 0) + int((time.perf_counter() - started) * 1000)
-    run.history = _dump(result.all_messages())
-    run.step = turn.step
-    added: list[Message] = []
-    said = _last_text(result.new_messages())
-    if isinstance(result.output, DeferredToolRequests):
-        run.status = "paused"
-        if said:
-            added.append(Message(conversation_id=conversation_id, role="assistant", text=said))
-        for approval in turn.created:
-            added.append(Message(conversation_id=conversation_id, role="card", approval_id=approval.id))
-    else:
-        run.status = "done"
-        conversation = db.session.get(Conversation, conversation_id)
-        assert conversation is not None
-        conversation.history = run.history
-        added.append(Message(conversation_id=conversation_id, role="assistant", text=str(result.output)))
-    db.session.add_all(added)
-    db.session.commit()
-    return added
-
-
-def _last_text(messages: list[ModelMessage]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, ModelResponse):
-            return "\n".join(p.content for p in message.parts if isinstance(p, TextPart)).strip()
-    return ""
-
-
-def _fail(run: Run, conversation_id: int, exc: Exception, started: float) -> list[Message]:
-    """The model failed: undo the half-done turn, keep the person's message, say so plainly."""
-    log.warning("agent run %s failed: %s: %s", run.id, type(exc).__name__, exc)
-    bound = {"via": run.via, "agent": run.agent, "toolsets": run.toolsets}  # the retry stays within them
-    db.session.rollback()
-    failed = Run(conversation_id=conversation_id, status="failed", error=f"{type(exc).__name__}: {exc}"[:1000],
-                 duration_ms=int((time.perf_counter() - started) * 1000), **bound)
-    db.session.add(failed)
-    notice = Message(conversation_id=conversation_id, role="error", text=failure_message(exc))
-    db.session.add(notice)
-    db.session.commit()
-    return [notice]
-
-
-def failure_message(exc: Exception) -> str:
-    """What the person reads when the model fails; the details go to the log and the run."""
-    if isinstance(exc, UsageLimitExceeded):
-        said = "The assistant took too many steps without finishing, so it was stopped."
-    elif isinstance(exc, ModelHTTPError):
-        if exc.status_code == 429:
-            said = "The model is busy right now (rate limited)."
-        elif exc.status_code >= 500:
-            said = f"The model's service failed (HTTP {exc.status_code})."
-        else:
-            said = f"The model's service refused the request (HTTP {exc.status_code})."
-    elif isinstance(exc, ModelAPIError):
-        cause = f"{exc} {exc.__cause__!r}".lower()
-        said = ("The model did not answer in time." if "timeout" in cause or "timed out" in cause
-                else "The model's service could not be reached.")
-    elif isinstance(exc, UnexpectedModelBehavior):
-        said = "The model sent an answer that could not be used."
-    else:
-        said = "The assistant could not finish this turn."
-    return f"{said} Your message is saved; press Retry to try again."
-
-
-def resume_if_ready(run_id: int, user: User, channel: str) -> list[Message]:
-    """Once every call of the run's current step is decided, continue the run (once)."""
-    run = db.session.get(Run, run_id)
-    if run is None or run.status != "paused":
-        return []
-    step = _step_approvals(run)
-    if any(a.status not in approvals.FINAL for a in step):
-        return []
-    resumed = approvals.won(
-        sa.update(Run).where(Run.id == run.id, Run.status == "paused", Run.step == run.step).values(status="running")
-    )
-    db.session.commit()
-    if not resumed:
-        return []
-    db.session.refresh(run)
-    results = DeferredToolResults(calls={a.tool_call_id: approvals.model_line(a) for a in step})
-    return _drive(run, user, channel, _load(run.history), results=results)
-
-
-def answer(approval_id: str, token: str, actor: approvals.Actor, decision: str) -> tuple[Approval, list[Message]]:
-    """The person answers a card (every delivery comes here): decide, then resume the run."""
+def answer(approval_id: str, token: str, actor: approvals.Actor, decision: str) -> Approval:
+    """The person answers a card (every delivery comes here): decide — handle() runs here when
+    confirmed — and queue the run's continuation; the model's words follow on its events."""
     try:
         approval = approvals.decide(approval_id, token, actor, decision, engine().registry)
     except Expired:
         _tell_expired(approval_id, actor)
         raise
-    return approval, resume_if_ready(approval.run_id, actor.user, actor.channel)
+    runs.resume_if_ready(approval.run_id)
+    return approval
 
 
 def _tell_expired(approval_id: str, actor: approvals.Actor) -> None:
@@ -447,24 +251,24 @@ def _tell_expired(approval_id: str, actor: approvals.Actor) -> None:
     if stale is not None and stale.user_id == actor.user.id:
         approvals.expire(stale, channel=actor.channel)
         if stale.status == "expired":
-            resume_if_ready(stale.run_id, stale.user, actor.channel)
+            runs.resume_if_ready(stale.run_id)
 
 
-def answer_form(approval_id: str, token: str, actor: approvals.Actor,
-                values: Any) -> tuple[Approval, list[Message]]:
-    """The person submits a form: validate, run, then resume the run."""
+def answer_form(approval_id: str, token: str, actor: approvals.Actor, values: Any) -> Approval:
+    """The person submits a form: validate, run, then queue the run's continuation."""
     try:
         approval = approvals.submit(approval_id, token, actor, values, engine().registry)
     except Expired:
         _tell_expired(approval_id, actor)
         raise
-    return approval, resume_if_ready(approval.run_id, actor.user, actor.channel)
+    runs.resume_if_ready(approval.run_id)
+    return approval
 
 
 def revoke(approval_id: str, admin: User, by_agent: bool = False) -> Approval:
     """An admin revokes a pending approval; the waiting run is told. An agent credential may not."""
     approval = approvals.revoke(approval_id, admin, by_agent=by_agent)
-    resume_if_ready(approval.run_id, approval.user, "admin")
+    runs.resume_if_ready(approval.run_id)
     return approval
 
 
@@ -486,7 +290,7 @@ def call_direct(actor: approvals.Actor, action_name: str, arguments: dict[str, A
         db.session.add(conversation)
         db.session.flush()
     run = Run(conversation_id=conversation.id, status="external", via=actor.credential, agent=actor.agent,
-              toolsets=_joined(actor.toolsets))
+              toolsets=runs.joined(actor.toolsets))
     db.session.add(run)
     db.session.flush()
     turn = Turn(ctx=context_for(user, channel), run=run, registry=engine().registry, step=1, allowed=allowed)
@@ -507,7 +311,7 @@ def supersede(approval_id: str, channel: str) -> None:
     """A newer card replaced this one in a chat thread; the waiting run is told."""
     approval = approvals.supersede(approval_id, channel)
     if approval is not None:
-        resume_if_ready(approval.run_id, approval.user, channel)
+        runs.resume_if_ready(approval.run_id)
 
 
 def expire_due(conversation_id: int | None = None) -> list[Approval]:
@@ -516,7 +320,7 @@ def expire_due(conversation_id: int | None = None) -> list[Approval]:
     for approval in approvals.due_for_expiry(conversation_id):
         if approvals.expire(approval):
             ended.append(approval)
-            resume_if_ready(approval.run_id, approval.user, "system")
+            runs.resume_if_ready(approval.run_id)
     return ended
 
 
@@ -524,5 +328,5 @@ def sweep_interrupted(older_than_seconds: int) -> list[Approval]:
     """End approvals whose process died mid-handle() as `interrupted`, and tell the runs."""
     ended = approvals.mark_interrupted(older_than_seconds)
     for approval in ended:
-        resume_if_ready(approval.run_id, approval.user, "system")
+        runs.resume_if_ready(approval.run_id)
     return ended

@@ -142,10 +142,11 @@ class Copilot:
         return Actor(user=self._user(), binding=f"kit:{self.person}", channel="test")
 
     def chat(self, message: str) -> list[str]:
-        """Say something; returns what came back (assistant lines, notices, card sentences)."""
+        """Say something and wait for the turn; returns what came back (assistant lines, notices,
+        card sentences)."""
         from app.copilot.agent import send_message
         from app.extensions import db
-        from app.models import Conversation
+        from app.models import Conversation, Message
 
         with self.app.app_context():
             user = self._user()
@@ -155,8 +156,18 @@ class Copilot:
                 db.session.add(conversation)
                 db.session.commit()
                 self._conversation = conversation.id
-            added = send_message(conversation, user, message, channel="test")
-            return [m.approval.reason if m.approval else m.text for m in added[1:]]
+            said, run = send_message(conversation, self._actor(), message)
+            self._settle(conversation.id, run.id)
+            added = db.session.scalars(sa.select(Message).where(
+                Message.conversation_id == conversation.id, Message.id > said.id).order_by(Message.id))
+            return [m.approval.reason if m.approval else m.text for m in added]
+
+    def _settle(self, conversation_id: int, run_id: int) -> None:
+        """Wait for a turn the app's runner took (the kit's own runner is inline: it is over)."""
+        from app.copilot import runs
+
+        if not runs.wait(conversation_id, run_id, "0-0", 60):
+            raise TimeoutError(f"the turn of run {run_id} did not end within 60 s")
 
     def pending(self) -> Card:
         """The newest pending card or form of the current person."""
@@ -176,9 +187,9 @@ class Copilot:
         with self.app.app_context():
             try:
                 if decision == "submit":
-                    approval, _ = agent.answer_form(card.id, card.token, self._actor(), values or {})
+                    approval = agent.answer_form(card.id, card.token, self._actor(), values or {})
                 else:
-                    approval, _ = agent.answer(card.id, card.token, self._actor(), decision)
+                    approval = agent.answer(card.id, card.token, self._actor(), decision)
             except CountersignError as error:
                 return ERRORS.get(type(error).__name__, type(error).__name__)
             return str(approval.status)
@@ -235,7 +246,7 @@ def running(template: Path, workdir: Path, freeze: bool = True, **config: Any) -
     shutil.copy(template, path)
     app = create_app({"COUNTERSIGN_ENV": "testing", "SECRET_KEY": "kit", "SWEEP_ON_START": False,
                       "SQLALCHEMY_DATABASE_URI": f"sqlite:///{path}", "REDIS_URL": None,
-                      "RATELIMIT_ENABLED": False, "FILES_ROOT": str(workdir / "files"), **config})
+                      "RATELIMIT_ENABLED": False, "TURNS_RUNNER": "inline", "FILES_ROOT": str(workdir / "files"), **config})
     _seed(app)
     model = QueuedModel()
     with ExitStack() as stack:

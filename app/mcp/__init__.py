@@ -294,11 +294,11 @@ def _answer(token_id: int, approval_id: str, answer: types.ElicitResult | None, 
         signed = approvals.sign(approval, actor.binding)
         try:
             if approval.type == "form" and answer.action == "accept":
-                approval, _ = agent.answer_form(approval.id, signed, actor, dict(answer.content or {}))
+                approval = agent.answer_form(approval.id, signed, actor, dict(answer.content or {}))
             elif answer.action == "decline":
-                approval, _ = agent.answer(approval.id, signed, actor, "decline")
+                approval = agent.answer(approval.id, signed, actor, "decline")
             elif approval.type == "form" and answer.action == "cancel":
-                approval, _ = agent.answer(approval.id, signed, actor, "cancel")
+                approval = agent.answer(approval.id, signed, actor, "cancel")
         except CountersignError as error:
             db.session.rollback()
             return _text(error.message, error=True)

@@ -8,9 +8,11 @@ import sqlalchemy as sa
 from flask import Blueprint, current_app, make_response, redirect, render_template, request, url_for
 from flask_login import login_required
 
+from app import sse
 from app.auth import current_actor
-from app.copilot import agent, approvals
+from app.copilot import agent, approvals, events, runs
 from app.copilot.approvals import Actor
+from app.copilot.events import Event
 from app.copilot.schema import wtform_class
 from app.copilot.text import check_message
 from app.errors import CountersignError, FormInvalid, NotFound, WrongPerson
@@ -106,9 +108,34 @@ def render_partial(approval: Approval, context: dict[str, Any]) -> str:
     return render_template(name, ctx=context)
 
 
-def render_messages(messages: list[Message], actor: Actor) -> str:
-    return render_template("partials/_messages.html", messages=messages, actor=actor,
-                           card_context=card_context)
+def render_messages(messages: list[Message], actor: Actor, oob: bool = False) -> str:
+    """Messages as the chat shows them: a turn's messages inside its group (`turn-{run}-{step}`),
+    the one its live reply streamed into, so a replayed event replaces rather than repeats."""
+    return render_template("partials/_messages.html", groups=grouped(messages), actor=actor,
+                           card_context=card_context, oob=oob)
+
+
+def grouped(messages: list[Message]) -> list[tuple[str | None, list[Message]]]:
+    """Consecutive messages of one pass together, keyed `turn-{run}-{step}`; others alone."""
+    groups: list[tuple[str | None, list[Message]]] = []
+    for message in messages:
+        key = f"turn-{message.run_id}-{message.step}" if message.run_id is not None else None
+        if key is not None and groups and groups[-1][0] == key:
+            groups[-1][1].append(message)
+        else:
+            groups.append((key, [message]))
+    return groups
+
+
+def messages_after(conversation_id: int, after_id: int) -> list[Message]:
+    return list(db.session.scalars(
+        sa.select(Message).where(Message.conversation_id == conversation_id, Message.id > after_id)
+        .order_by(Message.id)
+    ))
+
+
+def newest_message_id(conversation_id: int) -> int:
+    return db.session.scalar(sa.select(sa.func.max(Message.id)).where(Message.conversation_id == conversation_id)) or 0
 
 
 @bp.get("/")
@@ -140,15 +167,16 @@ def chat(conversation_id: int) -> Any:
     actor = current_actor()
     conversation = own_conversation(conversation_id, actor.user)
     agent.expire_due(conversation.id)
-    messages = db.session.scalars(
-        sa.select(Message).where(Message.conversation_id == conversation.id).order_by(Message.id)
-    ).all()
+    runs.sweep_conversation(conversation.id, current_app.config["TURN_DEAD_AFTER"])
+    cursor = events.last_id(conversation.id)  # before the messages: the stream goes on from here
+    messages = messages_after(conversation.id, 0)
     conversations = db.session.scalars(
         sa.select(Conversation).where(Conversation.user_id == actor.user.id)
         .order_by(Conversation.id.desc()).limit(50)
     ).all()
-    return render_template("chat/page.html", conversation=conversation, messages=messages,
-                           conversations=conversations, actor=actor, card_context=card_context)
+    return render_template("chat/page.html", conversation=conversation, groups=grouped(messages),
+                           conversations=conversations, actor=actor, card_context=card_context, cursor=cursor,
+                           running=runs.active(conversation.id))
 
 
 @bp.post("/c/<id:conversation_id>/messages")
@@ -163,16 +191,20 @@ def post_message(conversation_id: int) -> Any:
     if not text:
         return ("", 204)
     text = check_message(text, current_app.config["MESSAGE_MAX_CHARS"])
-    added = agent.send_message(conversation, actor.user, text, channel="web")
-    return messages_or_page(added, actor, conversation.id)
+    said, run = agent.send_message(conversation, actor, text)
+    return messages_or_page(said.id - 1, actor, conversation.id, run.id)
 
 
-def messages_or_page(messages: list[Message], actor: Actor, conversation_id: int) -> Any:
-    """The new messages as a fragment for htmx; a redirect to the chat page otherwise."""
+def messages_or_page(after_id: int, actor: Actor, conversation_id: int, run_id: int | None) -> Any:
+    """For htmx, what is new since after_id (the person's message; a turn's reply once it has
+    ended — until then it streams in over the events). Without htmx (no script, no stream), the
+    chat page once the turn ends or TURN_WAIT passes."""
     if request.htmx:  # type: ignore[attr-defined]
-        response = make_response(render_messages(messages, actor))
+        response = make_response(render_messages(messages_after(conversation_id, after_id), actor))
         response.headers["Vary"] = "HX-Request"
         return response
+    if run_id is not None:
+        runs.wait(conversation_id, run_id, events.last_id(conversation_id), current_app.config["TURN_WAIT"])
     return redirect(url_for("web.chat", conversation_id=conversation_id))
 
 
@@ -183,12 +215,45 @@ def retry(conversation_id: int) -> Any:
     """Run the failed turn again; the failure note is replaced by its new state and the reply."""
     actor = current_actor()
     conversation = own_conversation(conversation_id, actor.user)
-    failed = db.session.scalar(
-        sa.select(Message).where(Message.conversation_id == conversation.id).order_by(Message.id.desc()).limit(1)
-    )
-    added = agent.retry(conversation, actor.user, channel="web")
-    shown = [failed] if failed is not None and added else []
-    return messages_or_page([*shown, *added], actor, conversation.id)
+    before = newest_message_id(conversation.id)
+    run = runs.retry(conversation, actor)
+    return messages_or_page(before, actor, conversation.id, run.id if run else None)
+
+
+@bp.post("/c/<id:conversation_id>/stop")
+@login_required
+def stop(conversation_id: int) -> Any:
+    """Stop the running turn at its next step (its end arrives over the events)."""
+    actor = current_actor()
+    conversation = own_conversation(conversation_id, actor.user)
+    runs.stop(conversation)
+    if request.htmx:  # type: ignore[attr-defined]
+        return ("", 204)
+    return redirect(url_for("web.chat", conversation_id=conversation.id))
+
+
+@bp.get("/c/<id:conversation_id>/events")
+@login_required
+def conversation_events(conversation_id: int) -> Any:
+    """The conversation's live events as HTML fragments for htmx's SSE extension: a turn's live
+    reply appears, fills in as the model writes, and is replaced by its messages when it ends."""
+    actor = current_actor()
+    conversation = own_conversation(conversation_id, actor.user)
+    return sse.stream(conversation.id, lambda event: ("message", render_event(event, actor)))
+
+
+def render_event(event: Event, actor: Actor) -> str:
+    run, step = event.data.get("run"), event.data.get("step")
+    if event.type == "text":
+        return render_template("partials/_live_text.html", run=run, step=step, text=event.data.get("text", ""))
+    if event.type == "turn" and event.data.get("state") == "started":
+        return render_template("partials/_live.html", run=run, step=step)
+    if event.type == "turn":
+        ids = [int(i) for i in event.data.get("messages", [])]
+        messages = list(db.session.scalars(sa.select(Message).where(Message.id.in_(ids)).order_by(Message.id)))
+        return render_template("partials/_turn.html", key=f"turn-{run}-{step}", messages=messages, actor=actor,
+                               card_context=card_context, oob=True)
+    return ""
 
 
 @bp.get("/approvals/<approval_id>")
@@ -221,9 +286,9 @@ def answer(approval_id: str, decision: str) -> Any:
     token = request.form.get("token", "")
     try:
         if decision == "submit":
-            approval, added = agent.answer_form(approval_id, token, actor, submitted_values(approval_id))
+            approval = agent.answer_form(approval_id, token, actor, submitted_values(approval_id))
         else:
-            approval, added = agent.answer(approval_id, token, actor, decision)
+            approval = agent.answer(approval_id, token, actor, decision)
     except CountersignError as error:
         current = db.session.get(Approval, approval_id)
         if current is None or current.user_id != actor.user.id:
@@ -237,11 +302,14 @@ def answer(approval_id: str, decision: str) -> Any:
         added = []
         status = error.status
     else:
+        # The card's final state now; the model's continuation streams in under it (or is here
+        # already, when it ran inline).
         body = render_partial(approval, card_context(approval, actor))
+        card_line = db.session.scalar(sa.select(sa.func.min(Message.id)).where(Message.approval_id == approval.id))
+        added = [m for m in messages_after(approval.conversation_id, card_line or 0) if m.run_id == approval.run_id]
         status = 200
     if added:
-        body += render_template("partials/_messages.html", messages=added, actor=actor,
-                                card_context=card_context, oob=True)
+        body += render_messages(added, actor, oob=True)
     if not request.htmx and status == 200:  # type: ignore[attr-defined]
         return redirect(url_for("web.chat", conversation_id=approval.conversation_id))
     response = make_response(body, status)

@@ -11,7 +11,6 @@ import time
 
 import pytest
 import sqlalchemy as sa
-from rq import Queue
 
 from app.extensions import db, redis_client
 from app.models import Approval, Message, Post, User
@@ -20,6 +19,7 @@ from tests.fake_chat import (
     Chat,
     chat_fixtures,
     email_headers,
+    queued_jobs,
     slack_headers,
 )
 
@@ -276,7 +276,7 @@ def test_two_deliveries_before_any_worker_runs_queue_one_turn(app, chat):
     for _ in range(2):
         assert client.post(chat.url, data=body, headers=headers).status_code == 200
     with app.app_context():
-        assert len(Queue("countersign", connection=redis_client.client)) == 1
+        assert queued_jobs(app) == 1
     chat.work()
     assert user_messages(app, "/list_posts") == 1
 
@@ -291,7 +291,7 @@ def test_a_delivery_whose_hold_ran_out_while_queued_still_runs_once(app, chat):
         redis.delete(key)  # the lease ran out before a worker picked the job up
     client.post(chat.url, data=body, headers=headers)  # the provider's retry takes a new hold
     with app.app_context():
-        assert len(Queue("countersign", connection=redis_client.client)) == 2
+        assert queued_jobs(app) == 2
     chat.work()
     assert user_messages(app, "/list_posts") == 1
 

@@ -1,0 +1,147 @@
+"""A conversation's live events: a Redis Stream per conversation (bounded, with a TTL) that the
+turn's worker appends to and every open page or API client follows. The stream is a view: the
+database holds the messages; a lost stream loses only the live parts of a turn in progress."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from flask import current_app
+from redis.exceptions import RedisError
+
+from app.extensions import redis_client
+
+log = logging.getLogger(__name__)
+
+# What a turn's end says; a turn-start event and one of these bracket every pass.
+ENDS = ("done", "paused", "failed", "stopped", "interrupted")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One entry of a conversation's stream: its id (Redis's, also the SSE id), its type and data."""
+
+    id: str
+    type: str
+    data: dict[str, Any]
+
+    @property
+    def run(self) -> int | None:
+        run = self.data.get("run")
+        return int(run) if run is not None else None
+
+    def ends_turn(self) -> bool:
+        return self.type == "turn" and self.data.get("state") in ENDS
+
+
+def key(conversation_id: int) -> str:
+    return f"events:{conversation_id}"
+
+
+def publish(conversation_id: int, type: str, **data: Any) -> str | None:
+    """Append an event (trimmed to EVENTS_MAXLEN, kept EVENTS_TTL seconds after the last one); its
+    id, or None when Redis is away (the turn goes on: the database is the truth)."""
+    config = current_app.config
+    try:
+        pipe = redis_client.client.pipeline(transaction=False)
+        pipe.xadd(key(conversation_id), {"type": type, "data": json.dumps(data)},
+                  maxlen=config["EVENTS_MAXLEN"], approximate=True)
+        pipe.expire(key(conversation_id), config["EVENTS_TTL"])
+        event_id, _ = pipe.execute()
+    except RedisError as error:
+        log.warning("event %s of conversation %s not published: %s", type, conversation_id, error)
+        return None
+    return _text(event_id)
+
+
+def last_id(conversation_id: int) -> str:
+    """The id of the newest event ("0-0" for none): a page rendered now has seen up to here."""
+    try:
+        newest = redis_client.client.xrevrange(key(conversation_id), count=1)
+    except RedisError:
+        return "0-0"
+    return _text(newest[0][0]) if newest else "0-0"
+
+
+def replay_from(conversation_id: int, cursor: str) -> str:
+    """Where a new follower starts, given the last event its page reflects: from the start of a
+    turn still running at `cursor` (its parts so far are not in the database), else from cursor.
+    A started turn's events replace its live bubble, so replaying them shows nothing twice."""
+    ended: set[int] = set()
+    try:
+        before = redis_client.client.xrevrange(key(conversation_id), max=cursor, count=500)
+    except RedisError:
+        return cursor
+    for raw_id, fields in before:
+        event = _event(raw_id, fields)
+        if event.ends_turn() and event.run is not None:
+            ended.add(event.run)
+        elif event.type == "turn" and event.data.get("state") == "started":
+            if event.run not in ended:
+                return _before(event.id)
+            return cursor
+    return cursor
+
+
+def read(conversation_id: int, after: str, block_ms: int | None) -> list[Event]:
+    """Events after `after`, waiting up to block_ms for the first (None: do not wait)."""
+    client = _blocking_client()
+    reply = client.xread({key(conversation_id): after}, block=block_ms, count=200)
+    return [_event(raw_id, fields) for _, entries in reply or [] for raw_id, fields in entries]
+
+
+def follow(conversation_id: int, after: str, heartbeat_s: float) -> Iterator[Event | None]:
+    """Events as they come, forever; None every heartbeat_s of silence (a keep-alive)."""
+    while True:
+        events = read(conversation_id, after, int(heartbeat_s * 1000))
+        if not events:
+            yield None
+        for event in events:
+            after = event.id
+            yield event
+
+
+def wait_for_end(conversation_id: int, run_id: int, after: str, seconds: float) -> Event | None:
+    """Block until the turn of run_id ends (or `seconds` pass): the end event, or None."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        for event in read(conversation_id, after, max(1, int(left * 1000))):
+            after = event.id
+            if event.ends_turn() and event.run == run_id:
+                return event
+    return None
+
+
+def _blocking_client() -> redis.Redis:
+    """A client whose socket waits longer than any XREAD BLOCK (the shared one times out at 2 s)."""
+    extensions = current_app.extensions
+    if "redis_blocking" not in extensions:
+        url = current_app.config.get("REDIS_URL")
+        extensions["redis_blocking"] = (
+            redis.Redis.from_url(url, socket_timeout=current_app.config["EVENTS_HEARTBEAT"] + 10,
+                                 socket_connect_timeout=2, health_check_interval=30)
+            if url else redis_client.client
+        )
+    return extensions["redis_blocking"]  # type: ignore[no-any-return]
+
+
+def _before(event_id: str) -> str:
+    """The id just before this one, so XREAD from it includes the event itself."""
+    ms, _, seq = event_id.partition("-")
+    return f"{ms}-{int(seq) - 1}" if int(seq) > 0 else f"{int(ms) - 1}-18446744073709551615"
+
+
+def _event(raw_id: Any, fields: dict[Any, Any]) -> Event:
+    decoded = {_text(k): _text(v) for k, v in fields.items()}
+    return Event(id=_text(raw_id), type=decoded.get("type", ""), data=json.loads(decoded.get("data") or "{}"))
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,248 @@
+"""Where a turn's pass runs (TURNS_RUNNER): `dramatiq` — a Dramatiq worker (`flask --app wsgi
+worker`) over REDIS_URL, whose event loop runs many passes at once while their models think;
+`pool` — the same job in a bounded pool inside this process (the default without REDIS_URL);
+`inline` — at once, in the caller (the test kit). Every runner calls turns.execute(app, run_id)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+from flask import Flask, current_app
+
+log = logging.getLogger(__name__)
+
+QUEUE = "turns"
+TASKS = "tasks"  # plain jobs beside the turns: a chat connector's delivery, posting a turn's reply
+
+
+def call(target: str, *args: Any) -> None:
+    """Run `module:function(*args)` as a job in the app's context (a worker with Redis, a thread
+    of this process in the pool, now when inline). Raises when it could not be queued."""
+    runner: Runner = current_app.extensions["turns"]
+    runner.call(target, *args)
+
+
+def run_task(app: Flask, target: str, args: list[Any]) -> Any:
+    """The task job: import the function and call it in an app context of its own."""
+    import importlib
+
+    from app.extensions import db
+
+    module, _, name = target.partition(":")
+    function = getattr(importlib.import_module(module), name)
+    with app.app_context():
+        try:
+            return function(*args)
+        finally:
+            db.session.remove()
+
+
+def submit(run_id: int) -> None:
+    """Hand a queued pass to the app's runner. A runner that cannot take it leaves the run queued:
+    the person sees it waiting and the sweep or a retry picks it up."""
+    runner: Runner = current_app.extensions["turns"]
+    try:
+        runner.submit(run_id)
+    except Exception:  # a broker that is down must not lose the person's message (it is committed)
+        log.exception("could not queue the pass of run %s", run_id)
+
+
+class Runner:
+    def __init__(self, app: Flask) -> None:
+        self.app = app
+
+    def submit(self, run_id: int) -> None:
+        raise NotImplementedError
+
+    def call(self, target: str, *args: Any) -> None:
+        """A task in a thread of this process (its own app context)."""
+        threading.Thread(target=run_task, args=(self.app, target, list(args)), name=f"task-{target}",
+                         daemon=True).start()
+
+
+class Inline(Runner):
+    """The pass runs now, in the caller's thread, on an event loop of its own; tasks too."""
+
+    def submit(self, run_id: int) -> None:
+        from app.copilot.turns import execute
+
+        asyncio.run(execute(self.app, run_id))
+
+    def call(self, target: str, *args: Any) -> None:
+        run_task(self.app, target, list(args))
+
+
+class Pool(Runner):
+    """A bounded pool in this process: one event loop thread, at most TURNS_CONCURRENCY passes at
+    once (the rest wait their turn in the loop)."""
+
+    def __init__(self, app: Flask) -> None:
+        super().__init__(app)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+        self._limit: asyncio.Semaphore | None = None
+        self._futures: set[Future[Any]] = set()
+
+    def _start(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+
+                def serve() -> None:
+                    asyncio.set_event_loop(loop)
+                    self._limit = asyncio.Semaphore(self.app.config["TURNS_CONCURRENCY"])
+                    ready.set()
+                    loop.run_forever()
+
+                threading.Thread(target=serve, name="countersign-turns", daemon=True).start()
+                ready.wait()
+                self._loop = loop
+            return self._loop
+
+    async def _bounded(self, run_id: int) -> None:
+        from app.copilot.turns import execute
+
+        assert self._limit is not None
+        async with self._limit:
+            await execute(self.app, run_id)
+
+    def submit(self, run_id: int) -> None:
+        future = asyncio.run_coroutine_threadsafe(self._bounded(run_id), self._start())
+        with self._lock:
+            self._futures.add(future)
+        future.add_done_callback(self._forget)
+
+    def _forget(self, future: Future[Any]) -> None:
+        with self._lock:
+            self._futures.discard(future)
+        if not future.cancelled() and future.exception() is not None:
+            log.error("a pass raised", exc_info=future.exception())
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no pass is running or waiting (tests); False if some still are."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                pending = list(self._futures)
+            if not pending:
+                return True
+            for future in pending:
+                try:
+                    future.result(timeout=max(0.0, deadline - time.monotonic()))
+                except Exception:  # noqa: S110 — its own callback logged it
+                    pass
+        return False
+
+
+class Dramatiq(Runner):
+    """Passes go to Redis; `flask --app wsgi worker` runs them (see worker())."""
+
+    def __init__(self, app: Flask) -> None:
+        super().__init__(app)
+        self.broker, self.actor, self.task = _dramatiq(app)
+
+    def submit(self, run_id: int) -> None:
+        self.actor.send(run_id)
+
+    def call(self, target: str, *args: Any) -> None:
+        self.task.send(target, list(args))
+
+
+def _dramatiq(app: Flask) -> tuple[Any, Any, Any]:
+    """A Redis broker for this app and the turn actor on it. Retries are off (a pass is never run
+    twice by the queue: a claim decides) and the time limit is the turn's own."""
+    import dramatiq
+    from dramatiq.asyncio import EventLoopThread, set_event_loop_thread
+    from dramatiq.brokers.redis import RedisBroker
+    from dramatiq.middleware import AgeLimit, AsyncIO, Callbacks, Pipelines, ShutdownNotifications, TimeLimit
+
+    class PatientAsyncIO(AsyncIO):  # type: ignore[misc]
+        """Dramatiq's, but a busy machine gets a minute (not a second) to start the loop."""
+
+        def before_worker_boot(self, broker: Any, worker: Any) -> None:
+            thread = EventLoopThread(self.logger)
+            thread.start(timeout=60.0)
+            set_event_loop_thread(thread)
+
+    broker = RedisBroker(url=app.config["REDIS_URL"], namespace="countersign",
+                         middleware=[AgeLimit(), TimeLimit(), ShutdownNotifications(), Callbacks(), Pipelines(),
+                                     PatientAsyncIO()])
+
+    async def turn(run_id: int) -> None:
+        from app.copilot.turns import execute
+
+        await execute(app, run_id)
+
+    def task(target: str, args: list[Any]) -> None:
+        run_task(app, target, args)
+
+    limits = {"time_limit": app.config["TURN_TIMEOUT"] * 1000, "max_retries": 0}
+    actor = dramatiq.Actor(turn, broker=broker, actor_name="turn", queue_name=QUEUE, priority=0, options=limits)
+    tasks = dramatiq.Actor(task, broker=broker, actor_name="task", queue_name=TASKS, priority=0, options=limits)
+    return broker, actor, tasks
+
+
+def init_app(app: Flask) -> None:
+    runner = app.config["TURNS_RUNNER"] or ("dramatiq" if app.config.get("REDIS_URL") else "pool")
+    kinds: dict[str, type[Runner]] = {"inline": Inline, "pool": Pool, "dramatiq": Dramatiq}
+    if runner not in kinds:
+        raise ValueError(f"TURNS_RUNNER={runner!r}: use dramatiq, pool or inline")
+    app.extensions["turns"] = kinds[runner](app)
+
+
+def drain(app: Flask, threads: int = 4, timeout: float = 300) -> None:
+    """Run every queued turn and task in this process until none is left, then stop (tests, and
+    `flask --app wsgi worker --burst`)."""
+    import time
+
+    from dramatiq import Worker
+
+    runner = app.extensions["turns"]
+    if not isinstance(runner, Dramatiq):
+        return
+    broker = runner.broker
+    # A short idle wake-up: stopping waits for it (it is a polling interval, not a limit).
+    worker = Worker(broker, worker_threads=threads, queues={QUEUE, TASKS}, worker_timeout=100)
+    worker.start()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            for queue in (QUEUE, TASKS):
+                broker.join(queue, timeout=int(max(1.0, deadline - time.monotonic()) * 1000))
+            worker.join()
+            if all(broker.do_qsize(queue) == 0 for queue in (QUEUE, TASKS)):
+                return
+        raise TimeoutError(f"jobs still queued after {timeout} s")
+    finally:
+        worker.stop()
+
+
+def worker(app: Flask, threads: int) -> None:
+    """Run passes from Redis until SIGTERM/SIGINT: `threads` passes at once, each waiting on the
+    worker's one event loop while its model thinks."""
+    import signal
+
+    from dramatiq import Worker
+
+    runner = app.extensions["turns"]
+    if not isinstance(runner, Dramatiq):
+        raise RuntimeError("The worker needs REDIS_URL (and TURNS_RUNNER unset or dramatiq).")
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    worker = Worker(runner.broker, worker_threads=threads, queues={QUEUE, TASKS})
+    worker.start()
+    log.info("worker: %d passes at once", threads)
+    try:
+        from app.copilot.turns import keep_alive
+
+        keep_alive(app, done)
+    finally:
+        worker.stop()

@@ -1,0 +1,272 @@
+"""The queue side of turns: a person's message, an answered card or a retry becomes a queued
+run, committed before any worker sees it; a conversation's passes run one at a time, in order.
+No function here waits on a model (DESIGN §6.10): turns.execute runs the pass in a worker."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from redis.exceptions import RedisError
+
+from app.copilot import approvals, events, jobs
+from app.extensions import db, redis_client
+from app.models import Approval, Conversation, Message, Run, utcnow
+
+log = logging.getLogger(__name__)
+
+ENDED = ("done", "failed", "stopped", "interrupted")
+RETRYABLE = ("failed", "interrupted")
+STOP_FOR = 3600  # seconds a stop request waits for its pass to notice it
+
+
+def narrow(*toolsets: Sequence[str] | None) -> tuple[str, ...] | None:
+    """The toolsets every one of these allows (None allows all): a run never reaches more than
+    any credential or conversation it comes from."""
+    out: set[str] | None = None
+    for names in toolsets:
+        if names is not None:
+            out = set(names) if out is None else out & set(names)
+    return None if out is None else tuple(sorted(out))
+
+
+def split_toolsets(stored: str | None) -> tuple[str, ...] | None:
+    """A stored comma list as toolsets; NULL means the app's (no limit of its own)."""
+    return None if stored is None else tuple(t for t in stored.split(",") if t)
+
+
+def joined(toolsets: tuple[str, ...] | None) -> str | None:
+    return None if toolsets is None else ",".join(toolsets)
+
+
+def _conversation_toolsets(conversation_id: int) -> tuple[str, ...] | None:
+    """The toolsets the conversation's latest run was limited to (None: none of its own)."""
+    stored = db.session.scalar(
+        sa.select(Run.toolsets).where(Run.conversation_id == conversation_id).order_by(Run.id.desc()).limit(1)
+    )
+    return split_toolsets(stored)
+
+
+def start(conversation: Conversation, actor: approvals.Actor, text: str, submit: bool = True) -> tuple[Message, Run]:
+    """The person says something: their message and its queued run are committed together (the
+    words are kept whatever happens next), then the pass is handed to a worker. The run reaches
+    what both the credential and the conversation's last run reach: a conversation an agent token
+    started stays within that token's toolsets, also when the person writes in it."""
+    said = Message(conversation_id=conversation.id, role="user", text=text)
+    db.session.add(said)
+    if conversation.title == "New conversation":
+        conversation.title = text.strip()[:60] or conversation.title
+    db.session.flush()
+    toolsets = narrow(actor.toolsets, _conversation_toolsets(conversation.id))
+    run = Run(conversation_id=conversation.id, status="queued", next="prompt", message_id=said.id,
+              channel=actor.channel, via=actor.credential, agent=actor.agent, toolsets=joined(toolsets),
+              queued_at=utcnow())
+    db.session.add(run)
+    db.session.commit()
+    if submit:  # (a caller that must note something first submits it itself)
+        jobs.submit(run.id)
+    return said, run
+
+
+def step_approvals(run: Run) -> list[Approval]:
+    """The cards and forms of the run's current step (the ones its next pass reports)."""
+    return list(db.session.scalars(
+        sa.select(Approval).where(Approval.run_id == run.id, Approval.step == run.step)
+        .order_by(Approval.created_at)
+    ))
+
+
+def resume_if_ready(run_id: int) -> Run | None:
+    """Once every call of the run's current step is decided, queue its next pass (once)."""
+    run = db.session.get(Run, run_id)
+    if run is None or run.status != "paused":
+        return None
+    if any(a.status not in approvals.FINAL for a in step_approvals(run)):
+        return None
+    queued = approvals.won(
+        sa.update(Run).where(Run.id == run.id, Run.status == "paused", Run.step == run.step)
+        .values(status="queued", next="results", queued_at=utcnow())
+    )
+    db.session.commit()
+    if not queued:
+        return None
+    jobs.submit(run.id)
+    db.session.refresh(run)
+    return run
+
+
+def latest_run(conversation_id: int) -> Run | None:
+    return db.session.scalar(
+        sa.select(Run).where(Run.conversation_id == conversation_id, Run.status != "external")
+        .order_by(Run.id.desc()).limit(1)
+    )
+
+
+def retry(conversation: Conversation, actor: approvals.Actor) -> Run | None:
+    """Queue again the conversation's last run if it failed or was interrupted: the same pass,
+    from where it was (a continuation reports its cards' answers again; it never asks again).
+    A second press finds it queued already and queues nothing (None)."""
+    run = latest_run(conversation.id)
+    if run is None or run.status not in RETRYABLE:
+        return None
+    if not approvals.won(
+        sa.update(Run).where(Run.id == run.id, Run.status.in_(RETRYABLE))
+        .values(status="queued", queued_at=utcnow(), channel=actor.channel or run.channel)
+    ):
+        db.session.rollback()
+        return None
+    # The failure's note stays, without its Retry button.
+    db.session.execute(sa.update(Message).where(Message.run_id == run.id, Message.role == "error")
+                       .values(role="notice"))
+    db.session.commit()
+    jobs.submit(run.id)
+    db.session.refresh(run)
+    return run
+
+
+def stop(conversation: Conversation) -> Run | None:
+    """End the conversation's current pass at its next step (a queued one at once): the run
+    that will stop, or None when nothing runs."""
+    run = db.session.scalar(
+        sa.select(Run).where(Run.conversation_id == conversation.id, Run.status.in_(("queued", "running")))
+        .order_by(Run.queued_at, Run.id).limit(1)
+    )
+    if run is None:
+        return None
+    if run.status == "queued" and approvals.won(
+        sa.update(Run).where(Run.id == run.id, Run.status == "queued").values(status="stopped")
+    ):
+        db.session.commit()
+        events.publish(conversation.id, "turn", run=run.id, step=run.step + 1, state="stopped", messages=[])
+        queue_next(conversation.id)
+        return run
+    db.session.rollback()
+    redis_client.client.set(stop_key(run.id), "1", ex=STOP_FOR)
+    return run
+
+
+def stop_key(run_id: int) -> str:
+    return f"stop:{run_id}"
+
+
+def stop_requested(run_id: int) -> bool:
+    try:
+        return bool(redis_client.client.exists(stop_key(run_id)))
+    except RedisError:
+        return False
+
+
+def claim(run_id: int) -> Run | None:
+    """Take the run's pass for this worker: only if it is queued, first in its conversation's line,
+    and no other pass of the conversation is running (the running pass queues the next one when it
+    ends). One worker wins."""
+    run = db.session.get(Run, run_id)
+    if run is None or run.status != "queued":
+        db.session.rollback()
+        return None
+    first = db.session.scalar(
+        sa.select(Run.id).where(Run.conversation_id == run.conversation_id, Run.status == "queued")
+        .order_by(Run.queued_at, Run.id).limit(1)
+    )
+    busy = db.session.scalar(
+        sa.select(sa.func.count()).select_from(Run)
+        .where(Run.conversation_id == run.conversation_id, Run.status == "running")
+    )
+    if first != run.id or busy:
+        db.session.rollback()
+        return None
+    if not approvals.won(sa.update(Run).where(Run.id == run.id, Run.status == "queued")
+                         .values(status="running", updated_at=utcnow())):
+        db.session.rollback()
+        return None
+    db.session.commit()
+    db.session.refresh(run)
+    return run
+
+
+def queue_next(conversation_id: int) -> None:
+    """Hand the conversation's next queued pass to a worker (after one ended)."""
+    following = db.session.scalar(
+        sa.select(Run.id).where(Run.conversation_id == conversation_id, Run.status == "queued")
+        .order_by(Run.queued_at, Run.id).limit(1)
+    )
+    db.session.rollback()
+    if following is not None:
+        jobs.submit(following)
+
+
+def alive_key(run_id: int) -> str:
+    return f"turn-alive:{run_id}"
+
+
+def sweep_dead(grace_seconds: int) -> list[Run]:
+    """Runs whose worker died mid-pass (no heartbeat for grace_seconds) become `interrupted`,
+    shown with Retry; the conversations' next passes are queued."""
+    from datetime import timedelta
+
+    cutoff = utcnow() - timedelta(seconds=grace_seconds)
+    running = list(db.session.scalars(
+        sa.select(Run).where(Run.status == "running", Run.updated_at < cutoff).limit(500)
+    ))
+    ended = []
+    for run in running:
+        try:
+            if redis_client.client.exists(alive_key(run.id)):
+                continue
+        except RedisError:
+            return ended  # cannot tell a dead worker from a live one: leave them
+        if mark_interrupted(run):
+            ended.append(run)
+    return ended
+
+
+def mark_interrupted(run: Run) -> bool:
+    """End a running pass whose worker is gone: a notice with Retry, the turn-end event."""
+    if not approvals.won(sa.update(Run).where(Run.id == run.id, Run.status == "running")
+                         .values(status="interrupted", error="the worker stopped mid-turn")):
+        db.session.rollback()
+        return False
+    notice = Message(conversation_id=run.conversation_id, role="error", run_id=run.id, step=run.step + 1,
+                     text="This turn was interrupted before it finished. Your message is saved; "
+                          "press Retry to run it again.")
+    db.session.add(notice)
+    db.session.commit()
+    events.publish(run.conversation_id, "turn", run=run.id, step=run.step + 1, state="interrupted",
+                   messages=[notice.id])
+    queue_next(run.conversation_id)
+    return True
+
+
+def active(conversation_id: int) -> bool:
+    """Whether a pass of the conversation is queued or running (the page offers Stop)."""
+    return bool(db.session.scalar(
+        sa.select(sa.func.count()).select_from(Run)
+        .where(Run.conversation_id == conversation_id, Run.status.in_(("queued", "running")))
+    ))
+
+
+def sweep_conversation(conversation_id: int, grace_seconds: int) -> None:
+    """A page about to show this conversation first ends its passes whose worker died."""
+    from datetime import timedelta
+
+    cutoff = utcnow() - timedelta(seconds=grace_seconds)
+    stale = list(db.session.scalars(sa.select(Run).where(
+        Run.conversation_id == conversation_id, Run.status == "running", Run.updated_at < cutoff)))
+    for run in stale:
+        try:
+            if redis_client.client.exists(alive_key(run.id)):
+                continue
+        except RedisError:
+            return
+        mark_interrupted(run)
+
+
+def wait(conversation_id: int, run_id: int, cursor: str, seconds: float) -> bool:
+    """Wait (at most `seconds`) for the run's pass to end; `cursor` is an event id taken before
+    this call. True when it has ended (or was not queued or running)."""
+    status = db.session.scalar(sa.select(Run.status).where(Run.id == run_id))
+    db.session.rollback()
+    if status not in ("queued", "running"):
+        return True
+    return events.wait_for_end(conversation_id, run_id, cursor, seconds) is not None
