@@ -118,6 +118,7 @@ def app(database_url: str, app_config: dict[str, Any], tmp_path: Any) -> Iterato
 
         redis_client.client.flushdb()  # the tests' own Redis database: waits, dedupe keys, queue
     yield app
+    app.extensions["turns"].close()
     with app.app_context():
         db.session.remove()
         db.engine.dispose()

@@ -58,6 +58,9 @@ class Runner:
     def submit(self, run_id: int) -> None:
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Let go of what the runner holds (the pool's loop)."""
+
     def call(self, target: str, *args: Any) -> None:
         """A task in a thread of this process (its own app context)."""
         threading.Thread(target=run_task, args=(self.app, target, list(args)), name=f"task-{target}",
@@ -97,7 +100,13 @@ class Pool(Runner):
                     asyncio.set_event_loop(loop)
                     self._limit = asyncio.Semaphore(self.app.config["TURNS_CONCURRENCY"])
                     ready.set()
-                    loop.run_forever()
+                    try:
+                        loop.run_forever()
+                    finally:
+                        for task in asyncio.all_tasks(loop):
+                            task.cancel()
+                        loop.run_until_complete(asyncio.sleep(0))
+                        loop.close()
 
                 threading.Thread(target=serve, name="countersign-turns", daemon=True).start()
                 ready.wait()
@@ -122,6 +131,12 @@ class Pool(Runner):
             self._futures.discard(future)
         if not future.cancelled() and future.exception() is not None:
             log.error("a pass raised", exc_info=future.exception())
+
+    def close(self) -> None:
+        with self._lock:
+            loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no pass is running or waiting (tests); False if some still are."""

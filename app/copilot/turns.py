@@ -130,16 +130,19 @@ def _prepare(run: Run) -> Pass:
         said = db.session.get(Message, run.message_id) if run.message_id else None
         work.prompt = said.text if said is not None else ""
     if work.prompt is not None and calls:
-        _answer_open_calls(work.history, _answers_for(calls))
+        _answer_open_calls(work.history, _answers_for(run.conversation_id, calls))
     _ = user.tenant  # loaded now, used by the actions' context later
     db.session.commit()
     return work
 
 
-def _answers_for(calls: list[ToolCallPart]) -> list[ToolReturnPart]:
-    """What the model reads for calls still open when the person writes again: a card's state."""
+def _answers_for(conversation_id: int, calls: list[ToolCallPart]) -> list[ToolReturnPart]:
+    """What the model reads for calls still open when the person writes again: a card's state
+    (a model may reuse call ids: the conversation's newest approval with the id is the one)."""
     ids = [c.tool_call_id for c in calls]
-    known = {a.tool_call_id: a for a in db.session.scalars(sa.select(Approval).where(Approval.tool_call_id.in_(ids)))}
+    known = {a.tool_call_id: a for a in db.session.scalars(
+        sa.select(Approval).where(Approval.conversation_id == conversation_id, Approval.tool_call_id.in_(ids))
+        .order_by(Approval.created_at))}
     parts = []
     for call in calls:
         approval = known.get(call.tool_call_id)
@@ -182,6 +185,7 @@ async def _run(run: Run) -> None:
                     if said:
                         work.texts.append(said)
                         if not streams:
+                            text.new_response()
                             text.add(said)
                     text.flush()
             result = agent_run.result
@@ -198,8 +202,9 @@ async def _run(run: Run) -> None:
 
 
 async def _stream(node: Any, agent_run: Any, text: _Words, run_id: int) -> None:
-    """The model's words as they are generated; a stop cuts the stream."""
-    checked = time.monotonic()
+    """The model's words as they are generated; a stop asked for meanwhile cuts the stream at
+    the next words (one EXISTS on Redis per piece)."""
+    text.new_response()
     async with node.stream(agent_run.ctx) as stream:
         async for event in stream:
             piece = ""
@@ -208,30 +213,43 @@ async def _stream(node: Any, agent_run: Any, text: _Words, run_id: int) -> None:
             elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
                 piece = event.delta.content_delta
             if piece:
-                text.add(piece)
-            if time.monotonic() - checked > 0.25:
-                checked = time.monotonic()
-                if runs.stop_requested(run_id):
+                if runs.stop_requested(run_id):  # no word after the stop
                     text.flush()
                     raise Stopped
+                text.add(piece)
 
 
 class _Words:
-    """The streamed text of one pass: the first words go out at once, later ones together at most
-    every TEXT_EVERY seconds."""
+    """The streamed text of one pass: a piece goes out at once unless one went out less than
+    TEXT_EVERY ago; then it goes with the others when that time is up (never held longer)."""
 
     def __init__(self, conversation_id: int, run_id: int, step: int) -> None:
         self.conversation_id, self.run_id, self.step = conversation_id, run_id, step
         self.buffer: list[str] = []
         self.sent_at = 0.0
         self.shown = ""
+        self.fresh = False
+        self.later: asyncio.TimerHandle | None = None
+
+    def new_response(self) -> None:
+        """The model starts another response in this pass: it reads as a new paragraph."""
+        self.fresh = bool(self.shown or self.buffer)
 
     def add(self, piece: str) -> None:
+        if self.fresh:
+            self.buffer.append("\n\n")
+            self.fresh = False
         self.buffer.append(piece)
-        if time.monotonic() - self.sent_at >= TEXT_EVERY:
+        wait = self.sent_at + TEXT_EVERY - time.monotonic()
+        if wait <= 0:
             self.flush()
+        elif self.later is None:
+            self.later = asyncio.get_running_loop().call_later(wait, self.flush)
 
     def flush(self) -> None:
+        if self.later is not None:
+            self.later.cancel()
+            self.later = None
         if not self.buffer:
             return
         piece = "".join(self.buffer)

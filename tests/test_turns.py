@@ -1,0 +1,334 @@
+"""Turns are jobs (DESIGN §6.9, §6.10): a POST answers while the model thinks, the words stream
+and resume from Last-Event-ID, Stop ends a turn truthfully, a conversation's turns run in order
+and none is forgotten, Retry resumes a failed continuation once. The app runs its turns in the
+in-process pool here (the real queue and worker: test_worker.py); the model streams and waits on
+gates the tests open, so nothing depends on how fast this machine is."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from app.extensions import db
+from app.models import Approval, Message, Run, User
+from tests.conftest import api_headers
+from tests.streamed import StreamedModel
+
+WAIT = 60  # seconds a test waits for something that must happen (a broken app, not a slow one)
+
+
+@pytest.fixture
+def app_config() -> dict[str, Any]:
+    return {"TURNS_RUNNER": "pool"}
+
+
+@pytest.fixture
+def streamed(app: Any) -> StreamedModel:
+    from app.copilot.agent import engine
+
+    model = StreamedModel()
+    with app.app_context():
+        engine().use_model(model)
+    return model
+
+
+@pytest.fixture
+def api(app: Any) -> Any:
+    """alice's client credential: (test client, headers)."""
+    from app.auth import create_token
+
+    with app.app_context():
+        alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+        headers = api_headers(create_token(alice, scope="client"))
+    return app.test_client(), headers
+
+
+def new_conversation(api: Any) -> int:
+    client, headers = api
+    return int(client.post("/api/conversations", json={}, headers=headers).get_json()["id"])
+
+
+def say(api: Any, convo: int, text: str, prefer: str | None = None) -> Any:
+    client, headers = api
+    extra = {"Prefer": prefer} if prefer else {}
+    return client.post(f"/api/conversations/{convo}/messages", json={"text": text}, headers={**headers, **extra})
+
+
+class Events:
+    """An open event stream, read one SSE event at a time."""
+
+    def __init__(self, api: Any, url: str, last_event_id: str | None = None) -> None:
+        client, headers = api
+        extra = {"Last-Event-ID": last_event_id} if last_event_id else {}
+        self.response = client.get(url, headers={**headers, **extra}, buffered=False)
+        assert self.response.status_code == 200 and self.response.mimetype == "text/event-stream"
+        self.chunks = iter(self.response.response)
+        self.buffer = ""
+
+    def next(self) -> tuple[str, str, dict[str, Any]]:
+        """(id, name, data) of the next event; keep-alives and the retry line are passed over."""
+        while "\n\n" not in self.buffer:
+            self.buffer += next(self.chunks).decode()
+        block, self.buffer = self.buffer.split("\n\n", 1)
+        fields: dict[str, str] = {}
+        for line in block.split("\n"):
+            name, _, value = line.partition(": ")
+            if name in ("id", "event"):
+                fields[name] = value
+            elif name == "data":
+                fields["data"] = fields.get("data", "") + value
+        if "data" not in fields:
+            return self.next()
+        return fields["id"], fields.get("event", "message"), json.loads(fields["data"])
+
+    def until(self, done: Any) -> list[tuple[str, str, dict[str, Any]]]:
+        seen = []
+        while True:
+            event = self.next()
+            seen.append(event)
+            if done(event):
+                return seen
+
+    def close(self) -> None:
+        self.response.close()
+
+
+def ended(event: tuple[str, str, dict[str, Any]]) -> bool:
+    return event[1] == "turn" and event[2]["state"] != "started"
+
+
+def text_of(events: list[tuple[str, str, dict[str, Any]]]) -> str:
+    return "".join(data["text"] for _, name, data in events if name == "text")
+
+
+def run_status(app: Any, run_id: int) -> str:
+    with app.app_context():
+        return db.session.scalar(sa.select(Run.status).where(Run.id == run_id))
+
+
+def settle(app: Any) -> None:
+    assert app.extensions["turns"].wait_idle(WAIT), "turns still running"
+
+
+# --- a POST answers while the model thinks; the words stream in parts ---------------------------
+
+def test_respond_async_answers_while_the_model_thinks_and_the_words_stream_in_parts(app, api, streamed):
+    gate = threading.Event()
+    streamed.enqueue("Here are the posts you asked for", gate=gate)
+    convo = new_conversation(api)
+    posted = say(api, convo, "list my posts", prefer="respond-async")
+    assert posted.status_code == 202 and posted.headers["Preference-Applied"] == "respond-async"
+    stream = Events(api, posted.get_json()["events"])
+    first = stream.until(lambda e: e[1] == "text")
+    assert text_of(first) == "Here "  # the first word is out while the model still holds the rest
+    assert run_status(app, posted.get_json()["run"]) == "running"
+    gate.set()
+    rest = stream.until(ended)
+    stream.close()
+    assert text_of(first + rest) == "Here are the posts you asked for"
+    assert len([e for e in first + rest if e[1] == "text"]) >= 2
+    end = rest[-1][2]
+    assert end["state"] == "done"
+    assert end["messages"] == [{"role": "assistant", "text": "Here are the posts you asked for"}]
+
+
+def test_a_dropped_stream_resumes_from_last_event_id_with_no_gap_and_no_repeat(app, api, streamed):
+    gate = threading.Event()
+    streamed.enqueue("one two three four five", gate=gate)
+    convo = new_conversation(api)
+    posted = say(api, convo, "count", prefer="respond-async").get_json()
+    stream = Events(api, posted["events"])
+    before = stream.until(lambda e: e[1] == "text")
+    stream.close()  # the connection drops after "one "
+    gate.set()
+    settle(app)  # the rest was written while nobody listened
+    again = Events(api, f"/api/conversations/{convo}/events", last_event_id=before[-1][0])
+    after = again.until(ended)
+    again.close()
+    assert text_of(before) == "one " and text_of(after) == "two three four five"
+    ids = [e[0] for e in before + after]
+    assert len(ids) == len(set(ids))
+
+
+def test_a_page_cursor_replays_the_turn_still_running_from_its_start(app, api, streamed):
+    """A reload mid-reply: the page read the stream's end before its messages; following from
+    there starts at the running turn's start, so its words so far come again, once."""
+    gate = threading.Event()
+    streamed.enqueue("alpha beta gamma", gate=gate)
+    convo = new_conversation(api)
+    posted = say(api, convo, "greek", prefer="respond-async").get_json()
+    Events(api, posted["events"]).until(lambda e: e[1] == "text")
+    with app.app_context():
+        from app.copilot import events
+
+        cursor = events.last_id(convo)  # what a page rendered now has seen
+    gate.set()
+    replay = Events(api, f"/api/conversations/{convo}/events?after={cursor}")
+    seen = replay.until(ended)
+    replay.close()
+    assert [e[2]["state"] for e in seen if e[1] == "turn"] == ["started", "done"]
+    assert text_of(seen) == "alpha beta gamma"
+
+
+def test_the_default_waits_for_the_turn_and_answers_with_its_messages(api, streamed):
+    convo = new_conversation(api)
+    answered = say(api, convo, "/list_posts")
+    assert answered.status_code == 200
+    assert [m["role"] for m in answered.get_json()["messages"]] == ["user", "assistant"]
+    assert "Spring meetup" in answered.get_json()["messages"][1]["text"]
+
+
+def test_prefer_wait_bounds_the_wait_then_answers_202_with_the_events(app, api, streamed):
+    gate = threading.Event()
+    streamed.enqueue("slow answer", gate=gate)
+    convo = new_conversation(api)
+    answered = say(api, convo, "take your time", prefer="wait=1")
+    assert answered.status_code == 202  # the gate is shut: the turn cannot have ended
+    body = answered.get_json()
+    assert set(body) == {"run", "events"} and run_status(app, body["run"]) == "running"
+    gate.set()
+    settle(app)
+    assert run_status(app, body["run"]) == "done"
+
+
+# --- Stop ----------------------------------------------------------------------------------------
+
+def test_stop_ends_the_turn_at_its_next_step_and_says_what_ran(app, api, streamed):
+    gate = threading.Event()
+    streamed.enqueue("Let me look.", calls=[("list_posts", {})])
+    streamed.enqueue("You have two posts and", gate=gate)
+    convo = new_conversation(api)
+    posted = say(api, convo, "what do I have?", prefer="respond-async").get_json()
+    stream = Events(api, posted["events"])
+    stream.until(lambda e: e[1] == "text" and e[2]["text"].startswith("\n\nYou"))
+    client, headers = api
+    stopping = client.post(f"/api/conversations/{convo}/stop", headers=headers)
+    assert stopping.status_code == 200 and stopping.get_json() == {"run": posted["run"], "stopping": True}
+    gate.set()
+    end = stream.until(ended)[-1][2]
+    stream.close()
+    assert end["state"] == "stopped"
+    said = [m["text"] for m in end["messages"]]
+    assert said[0] == "Let me look.\n\nYou"  # what was shown, no more
+    assert said[1].startswith("Stopped. Before it stopped: list_posts: Posts:")
+    assert run_status(app, posted["run"]) == "stopped"
+    # The model remembers what ran: the next turn's request carries list_posts's result.
+    say(api, convo, "thanks")
+    assert "Spring meetup" in json.dumps(json.loads(streamed.seen().splitlines()[-1]))
+
+
+def test_stop_with_nothing_running_stops_nothing(api):
+    convo = new_conversation(api)
+    client, headers = api
+    assert client.post(f"/api/conversations/{convo}/stop", headers=headers).get_json() == {"run": None,
+                                                                                          "stopping": False}
+
+
+# --- one conversation, one history ---------------------------------------------------------------
+
+def test_a_message_sent_while_a_turn_runs_waits_its_turn_and_both_are_remembered(app, api, streamed):
+    gate = threading.Event()
+    streamed.enqueue("first answer", gate=gate)
+    streamed.enqueue("second answer")
+    convo = new_conversation(api)
+    first = say(api, convo, "first question", prefer="respond-async").get_json()
+    second = say(api, convo, "second question", prefer="respond-async").get_json()
+    assert run_status(app, first["run"]) == "running" and run_status(app, second["run"]) == "queued"
+    gate.set()
+    settle(app)
+    assert run_status(app, second["run"]) == "done"
+    last_request = json.dumps(streamed.requests[-1], default=str)
+    assert streamed.seen().count("first question") >= 2  # the second turn's request held the first
+    assert "first answer" in streamed.seen().splitlines()[-1] and "second question" in last_request
+
+
+def test_a_message_while_a_card_waits_is_not_forgotten_when_the_card_resumes(app, api, posts, streamed):
+    convo = new_conversation(api)
+    asked = say(api, convo, f"/delete_post post={posts['Spring meetup']}").get_json()
+    card = asked["pending"][0]
+    streamed.enqueue("The card still waits for you.")
+    say(api, convo, "remember the word pineapple")  # while the card waits
+    client, headers = api
+    streamed.enqueue("Deleted, as you confirmed.")
+    confirmed = client.post(f"/api/approvals/{card['id']}/confirm", json={"token": card["token"]}, headers=headers)
+    assert confirmed.status_code == 200 and confirmed.get_json()["status"] == "done"
+    streamed.enqueue("You said pineapple.")
+    say(api, convo, "what word did I say?")
+    last = streamed.seen().splitlines()[-1]
+    assert "pineapple" in last and "Deleted, as you confirmed." in last  # nothing overwritten
+    assert "Waiting for the person's answer on a card" in last  # the middle turn saw it waiting
+
+
+# --- Retry ---------------------------------------------------------------------------------------
+
+def test_retry_after_a_failed_continuation_resumes_once_and_never_asks_again(app, api, posts, streamed,
+                                                                            handle_calls):
+    convo = new_conversation(api)
+    card = say(api, convo, f"/delete_post post={posts['Spring meetup']}").get_json()["pending"][0]
+    streamed.enqueue("Deleted", fail=RuntimeError("the provider hung up"))
+    client, headers = api
+    confirmed = client.post(f"/api/approvals/{card['id']}/confirm", json={"token": card["token"]}, headers=headers)
+    assert confirmed.get_json()["status"] == "done" and handle_calls["n"] == 1
+    assert confirmed.get_json()["messages"][-1]["role"] == "error"
+    with app.app_context():
+        run = db.session.scalar(sa.select(Run).where(Run.conversation_id == convo))
+        assert run.status == "failed"  # not left running
+    streamed.enqueue("Deleted it.")
+    first, second = (client.post(f"/api/conversations/{convo}/retry", json={}, headers={**headers, "Prefer": p})
+                     for p in ("respond-async", "respond-async"))  # a double click
+    assert first.status_code == 202 and second.status_code == 200 and second.get_json()["messages"] == []
+    settle(app)
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Approval)) == 1  # no second card
+        assert db.session.scalar(sa.select(Run.status).where(Run.id == run.id)) == "done"
+        texts = list(db.session.scalars(sa.select(Message.text).where(Message.conversation_id == convo,
+                                                                     Message.role == "assistant")))
+    assert texts.count("Deleted it.") == 1 and handle_calls["n"] == 1
+    assert "Done." in streamed.seen().splitlines()[-1]  # the model read the card's outcome again
+
+
+# --- nothing waits on another conversation's model -----------------------------------------------
+
+def test_a_thinking_model_delays_no_other_person_and_not_the_sign_in_page(app, api, sign_in, streamed):
+    gate = threading.Event()
+    streamed.enqueue("thinking", gate=gate)
+    convo = new_conversation(api)
+    alices = say(api, convo, "think hard", prefer="respond-async").get_json()
+    assert streamed.started.wait(WAIT)
+    bob = sign_in("bob@example.com")
+    bob_convo = bob.new_conversation()
+    reply = bob.client.post(f"/api/conversations/{bob_convo}/messages", json={"text": "/list_posts"},
+                            headers={"X-CSRFToken": bob.csrf})
+    assert reply.status_code == 200 and reply.get_json()["messages"][-1]["role"] == "assistant"
+    assert app.test_client().get("/login").status_code == 200
+    assert run_status(app, alices["run"]) == "running"  # all of that while alice's model still thinks
+    gate.set()
+    settle(app)
+
+
+# --- the browser's stream --------------------------------------------------------------------------
+
+def test_the_browser_stream_sends_the_live_reply_as_fragments(app, alice, streamed):
+    gate = threading.Event()
+    streamed.enqueue("<b>not bold</b> words", gate=gate)
+    convo = alice.new_conversation()
+    page = alice.client.get(f"/c/{convo}").get_data(as_text=True)
+    assert f'sse-connect="/c/{convo}/events?since=' in page
+    response = alice.htmx_post(f"/c/{convo}/messages", text="hello")
+    assert "hello" in response.get_data(as_text=True)
+    stream = alice.client.get(f"/c/{convo}/events", buffered=False)
+    chunks = iter(stream.response)
+    body = ""
+    while "&lt;b&gt;not" not in body:  # the first word, while the model holds the rest
+        body += next(chunks).decode()
+    assert 'id="text-' in body and "words" not in body
+    gate.set()
+    while 'class="message message--assistant" id="message-' not in body:  # the turn's end
+        body += next(chunks).decode()
+    stream.close()
+    assert 'id="turn-' in body and 'hx-swap-oob="true"' in body
+    assert "&lt;b&gt;not bold&lt;/b&gt;" in body and "<b>" not in body  # the model's words are text
