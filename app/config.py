@@ -150,6 +150,7 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         "EVENTS_MAXLEN": _int("EVENTS_MAXLEN", 2000),
         "EVENTS_TTL": _int("EVENTS_TTL", 86400),
         "EVENTS_HEARTBEAT": _int("EVENTS_HEARTBEAT", 15),
+        "EVENTS_STREAM_SECONDS": _int("EVENTS_STREAM_SECONDS", 300),  # then the client reconnects
         "BENCH_PROBE": _bool("BENCH_PROBE", False),
     }
     config.update(overrides)

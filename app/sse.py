@@ -32,13 +32,14 @@ def stream(conversation_id: int, render: Callable[[Event], tuple[str, str] | Non
     elif not resumed:
         start = events.replay_from(conversation_id, start)  # a page's cursor: replay a turn still running
     heartbeat = current_app.config["EVENTS_HEARTBEAT"]
+    lasting = current_app.config["EVENTS_STREAM_SECONDS"]
     # Nothing open while the stream waits; what the request loaded (the person) stays readable.
     db.session.expunge_all()
     db.session.rollback()
 
     def body() -> Iterator[str]:
         yield "retry: 2000\n\n"
-        for event in events.follow(conversation_id, start, heartbeat):
+        for event in events.follow(conversation_id, start, heartbeat, lasting):
             if event is None:
                 yield ": keep-alive\n\n"
                 continue

@@ -103,25 +103,289 @@ def insert_approvals(user: Any, n: int, prefix: str, declined: Any = lambda i: F
     return convo.id
 
 
+def die_with_parent() -> None:
+    """preexec_fn of every process a benchmark starts: it gets SIGTERM when the benchmark dies,
+    however it dies (Linux PR_SET_PDEATHSIG), so nothing outlives a run."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+
+
+def wait_for_port(port: int, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {seconds} s")
+
+
+class Web:
+    """A gunicorn server this benchmark started: its port, its master, and how it serves."""
+
+    def __init__(self, port: int, proc: subprocess.Popen[bytes], shape: str, log: Path) -> None:
+        self.port, self.proc, self.shape, self.log = port, proc, shape, log
+
+    def pids(self) -> list[int]:
+        """The master and its workers."""
+        return [self.proc.pid, *children(self.proc.pid)]
+
+
+def web_args(worker_class: str, workers: int, threads: int, connections: int | None) -> tuple[list[str], str]:
+    """gunicorn's options for a worker class, and a short description ("gthread 4×64")."""
+    args = ["-k", worker_class, "-w", str(workers)]
+    if worker_class == "gthread":
+        # A worker takes no more connections than it has threads: a worker whose threads all hold
+        # streams stops accepting, and the others take the next connection (gunicorn queues it
+        # in the busy worker's thread pool otherwise, behind streams that last minutes).
+        args += ["--threads", str(threads), "--worker-connections", str(connections or threads)]
+        return args, f"gunicorn -k gthread -w {workers} --threads {threads} --worker-connections {connections or threads}"
+    if worker_class == "gevent":
+        args += ["--worker-connections", str(connections or 1000)]
+        return args, f"gunicorn -k gevent -w {workers} --worker-connections {connections or 1000}"
+    return args, f"gunicorn -k {worker_class} -w {workers}"
+
+
+@contextmanager
+def web(env: dict[str, str], worker_class: str = "sync", workers: int = 2, threads: int = 1,
+        connections: int | None = None) -> Iterator[Web]:
+    """gunicorn serving wsgi:app on a free port of 127.0.0.1; stopped on exit."""
+    port = free_port()
+    args, shape = web_args(worker_class, workers, threads, connections)
+    log = log_file("gunicorn")
+    with log.open("wb") as errors:
+        proc = subprocess.Popen(
+            [str(BIN / "gunicorn"), *args, "-b", f"127.0.0.1:{port}", "--backlog", "4096", "--graceful-timeout", "5",
+             "--log-level", "warning", "wsgi:app"],
+            cwd=ROOT, env=env, stderr=errors, preexec_fn=die_with_parent,
+        )
+    try:
+        wait_for_port(port)
+        yield Web(port, proc, shape, log)
+    finally:
+        stop(proc)
+
+
+def log_file(name: str) -> Path:
+    """A file for a started process's standard error (kept after the run: read it when a figure is odd)."""
+    folder = Path(tempfile.gettempdir()) / "countersign-bench-logs"
+    folder.mkdir(exist_ok=True)
+    return folder / f"{name}-{os.getpid()}-{time.strftime('%H%M%S')}.log"
+
+
 @contextmanager
 def gunicorn(env: dict[str, str], workers: int = 2) -> Iterator[int]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(BIN / "gunicorn"), "-w", str(workers), "-b", f"127.0.0.1:{port}", "--log-level", "warning", "wsgi:app"],
-        cwd=ROOT, env=env,
-    )
+    """`gunicorn -w N` (sync workers) on a free port: its port."""
+    with web(env, "sync", workers) as server:
+        yield server.port
+
+
+@contextmanager
+def turn_worker(env: dict[str, str], threads: int) -> Iterator[subprocess.Popen[bytes]]:
+    """`flask --app wsgi worker --threads N` (the Dramatiq worker that runs turns); stopped on exit."""
+    log = log_file("worker")
+    with log.open("wb") as errors:
+        proc = subprocess.Popen([str(BIN / "flask"), "--app", "wsgi", "worker", "--threads", str(threads)], cwd=ROOT,
+                                env=env, stderr=errors, preexec_fn=die_with_parent)
+    proc.log = log  # type: ignore[attr-defined]
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        yield port
+        yield proc
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop(proc)
+
+
+def stop(*procs: subprocess.Popen[Any], seconds: float = 15) -> None:
+    """SIGTERM to each (at once: they stop side by side), then SIGKILL (the process and its
+    children) to any still there after `seconds`."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    deadline = time.monotonic() + seconds
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for pid in [*children(proc.pid), proc.pid]:
+                try:
+                    os.kill(pid, 9)
+                except OSError:
+                    pass
+            proc.wait(timeout=10)
+
+
+def migrate(database_url: str, env: dict[str, str]) -> None:
+    """The schema from empty (PostgreSQL: down to nothing first), no demo data."""
+    flask = [str(BIN / "flask"), "--app", "wsgi"]
+    if database_url.startswith("postgres"):
+        subprocess.run(flask + ["db", "downgrade", "base"], cwd=ROOT, env=env, check=False, capture_output=True)
+    subprocess.run(flask + ["db", "upgrade"], cwd=ROOT, env=env, check=True, capture_output=True)
+
+
+def flush_redis(url: str) -> None:
+    """Empty the benchmark's own Redis database (stale queued jobs of an earlier run would run)."""
+    import redis
+
+    redis.Redis.from_url(url).flushdb()
+
+
+# --- processes, memory, CPU (from /proc) ---
+
+def children(pid: int) -> list[int]:
+    """The ids of pid's child processes."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def mb(pids: list[int], field: str = "Rss:") -> float:
+    """The processes' memory from /proc/<pid>/smaps_rollup, in MB: Rss (each process's resident
+    pages, shared ones counted in each) or Pss (shared pages split between the processes sharing
+    them: sums without double counting)."""
+    total = 0
+    for pid in pids:
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        total += next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith(field)), 0)
+    return total / 1024
+
+
+def memory_of(pids: list[int]) -> dict[str, float]:
+    return {"rss_mb": mb(pids), "pss_mb": mb(pids, "Pss:"), "processes": len(pids)}
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time the processes have used so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
+def threads_of(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            total += len(os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            pass
+    return total
+
+
+def redis_figures(url: str) -> dict[str, Any]:
+    """The Redis server's own figures (shared by every database of the server) and, when it runs
+    on this machine, its process's RSS/PSS."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    info = {**client.info("memory"), **client.info("clients"), **client.info("server")}
+    pid = int(info.get("process_id") or 0)
+    process = memory_of([pid]) if pid and Path(f"/proc/{pid}").exists() else {}
+    return {"used_memory_mb": info["used_memory"] / 2**20, "clients": info["connected_clients"], **process}
+
+
+def database_figures(database_url: str) -> dict[str, Any]:
+    """PostgreSQL: the RSS/PSS of the server processes serving this database (its backends);
+    SQLite: the size of the file and its WAL."""
+    if database_url.startswith("postgres"):
+        import psycopg
+
+        with psycopg.connect(database_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+            pids = [row[0] for row in conn.execute(
+                "select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()")]
+        return {"backends": len(pids), **memory_of(pids)}
+    path = Path(database_url.removeprefix("sqlite:///"))
+    files = [path, Path(f"{path}-wal"), Path(f"{path}-shm")]
+    return {"file_mb": sum(f.stat().st_size for f in files if f.exists()) / 2**20}
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    """p50/p95/p99 (nearest rank) and max, in ms; n samples."""
+    if not samples:
+        return {"n": 0}
+    ordered = sorted(samples)
+
+    def rank(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] * 1000
+
+    return {"n": len(ordered), "p50_ms": rank(0.5), "p95_ms": rank(0.95), "p99_ms": rank(0.99),
+            "max_ms": ordered[-1] * 1000}
+
+
+SEED_PEOPLE = """
+import json, sys
+from app import create_app
+from app.auth import create_token
+from app.extensions import db
+from app.models import Conversation, Tenant, User
+app = create_app({"SWEEP_ON_START": False})
+with app.app_context():
+    tenant = Tenant(slug=sys.argv[2], name=sys.argv[2])
+    db.session.add(tenant)
+    db.session.flush()
+    people = [User(tenant_id=tenant.id, email=f"person-{i}@{sys.argv[2]}.example", name=f"Person {i}")
+              for i in range(int(sys.argv[1]))]
+    db.session.add_all(people)
+    db.session.flush()
+    chats = [Conversation(tenant_id=tenant.id, user_id=p.id) for p in people]
+    db.session.add_all(chats)
+    db.session.commit()
+    print(json.dumps([[create_token(p, name="bench", scope="client"), c.id] for p, c in zip(people, chats)]))
+"""
+
+
+def seed_people(env: dict[str, str], n: int, tenant: str = "bench") -> list[tuple[str, int]]:
+    """n people of a tenant of their own, each with a client-scoped token and a new conversation."""
+    out = subprocess.run([sys.executable, "-c", SEED_PEOPLE, str(n), tenant], cwd=ROOT, env=env,
+                         check=True, capture_output=True, text=True)
+    return [(token, convo) for token, convo in json.loads(out.stdout.strip().splitlines()[-1])]
+
+
+class LoginProbe:
+    """`GET /login` every 100 ms from a process of its own (bench/_login_probe.py: the benchmark's
+    own busy client does not slow the probe), open loop, a new connection each."""
+
+    def __init__(self, port: int, every: float = 0.1, limit: float = 600) -> None:
+        self.port, self.every, self.limit = port, every, limit
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "bench" / "_login_probe.py"), str(self.port), "--every", str(self.every),
+             "--limit", str(self.limit)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            preexec_fn=die_with_parent)
+
+    def finish(self) -> dict[str, Any]:
+        """Stop sending; wait for the probes still out (those not back within 60 s count as failed)."""
+        assert self.proc is not None and self.proc.stdin is not None
+        out, _ = self.proc.communicate("stop\n", timeout=120)
+        self.proc = None
+        return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+    def sample(self, seconds: float) -> dict[str, Any]:
+        self.start()
+        time.sleep(seconds)
+        return self.finish()
 
 
 class Client:
@@ -131,10 +395,17 @@ class Client:
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
 
-    def post(self, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any, float]:
-        data = json.dumps(body or {})
+    def post(self, path: str, body: dict[str, Any] | None = None,
+             headers: dict[str, str] | None = None) -> tuple[int, Any, float]:
+        return self.request("POST", path, json.dumps(body or {}), headers)
+
+    def get(self, path: str) -> tuple[int, Any, float]:
+        return self.request("GET", path)
+
+    def request(self, method: str, path: str, data: str | None = None,
+                headers: dict[str, str] | None = None) -> tuple[int, Any, float]:
         start = time.perf_counter()
-        self.conn.request("POST", path, body=data, headers=self.headers)
+        self.conn.request(method, path, body=data, headers={**self.headers, **(headers or {})})
         response = self.conn.getresponse()
         raw = response.read()
         elapsed = time.perf_counter() - start

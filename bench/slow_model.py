@@ -1,21 +1,30 @@
-"""L1 load: n people each send one message at once while the model takes `--seconds` per request,
-the app in the README's production shape (`gunicorn -w 4`, Redis, SQLite file or PostgreSQL, rate
-limits off), the model a local fake OpenAI-compatible server (bench/fake_model.py) that streams
-its words over those seconds (or answers whole after them: today's app does not stream).
+"""L1 load: n people each send one message at once while the model streams its answer over
+`--seconds`, the app in production shape: gunicorn serving the web (`-k gthread` or `-k gevent`),
+`flask --app wsgi worker` running the turns (Dramatiq over Redis), SQLite file or PostgreSQL, rate
+limits off; the model a local fake OpenAI-compatible server (bench/fake_model.py) that streams its
+words evenly over those seconds and stamps each chunk it sends on CLOCK_MONOTONIC.
 
     python bench/slow_model.py [--n 200] [--seconds 2] [--database-url URL | --pg URL]
-                               [--redis redis://127.0.0.1:6379/13] [--limit 120] [--smoke] [--json]
+                               [--redis redis://127.0.0.1:6379/13] [--worker-class gthread|gevent]
+                               [--workers 2] [--threads 256] [--worker-threads 256]
+                               [--stream-after] [--limit 120] [--smoke] [--json]
 
-Measured: when each person's `POST /api/conversations/{id}/messages` ends (its own connection,
-client timeout 60 s; a turn that times out or fails counts at the time the client gave up);
-failures (non-2xx, timeouts, a 200 whose reply is the model-failed notice); `GET /login` sampled
-every 100 ms (open loop, a new connection each; a failed probe also counts at the time it gave up)
-while idle and during the run; the RSS and PSS of gunicorn (master + workers) and of the fake
-before, at peak and after; from the fake's log, how long each
-turn waited before its model request arrived and after its model finished, and how many model
-requests were in flight at once. When `GET /api/conversations/{id}/events` answers an SSE stream,
-each person's stream is read and the first words' delay (fake sent → stream delivered) is
-measured too. Everything is on 127.0.0.1 and stops by itself within `--limit` seconds of the start.
+Each person does what the browser does: their conversation's event stream
+(`GET /api/conversations/{id}/events`) is open first (as the page's EventSource is before anyone
+types; `--stream-after` opens it right after the POST instead, from the `events` URL the 202
+gives), then `POST /api/conversations/{id}/messages` with `Prefer: respond-async` (202 at once),
+then the stream is read until the `turn` event that ends their run.
+
+Measured: the turn's end (from the POST's start to reading its end event; a turn not ended within
+`--limit` counts at the limit); failures (a POST not 202, a stream that broke or ended early, an
+end other than `done`, a reply without the model's words, a turn not ended in time); the first
+streamed words' delay, from the fake sending its first word (its own monotonic record) to the
+client reading that text on its stream; the POST's own time; `GET /login` every 100 ms from a
+process of its own (bench/_login_probe.py), idle and during the run; the most model requests in
+flight at once (the fake's count); RSS and PSS of every process (gunicorn master + workers, the
+turn worker, Redis (the whole server), the fake; PostgreSQL's backends for this database, or the
+SQLite file's size) before, at peak and after; their CPU time during the run; the load average.
+Everything is on 127.0.0.1 and stops by itself.
 
 --smoke: 20 people, 0.5 s, a short idle sample (shows the benchmark still works; figures not meaningful).
 """
@@ -23,11 +32,10 @@ measured too. Everything is on 127.0.0.1 and stops by itself within `--limit` se
 from __future__ import annotations
 
 import argparse
+import asyncio
 import http.client
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -37,46 +45,46 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from _harness import Client, env_for, gunicorn, prepare, temp_sqlite
+from _aio import EventStream, raise_open_files, request
+from _harness import (
+    Client,
+    LoginProbe,
+    cpu_seconds,
+    database_figures,
+    die_with_parent,
+    env_for,
+    flush_redis,
+    load_average,
+    memory_of,
+    migrate,
+    percentiles,
+    redis_figures,
+    seed_people,
+    stop,
+    temp_sqlite,
+    turn_worker,
+    web,
+)
 
 HERE = Path(__file__).resolve().parent
-WORKERS = 4  # the README's production shape
-CLIENT_TIMEOUT = 60.0
 REPLY = re.compile(r"Reply-(\d+)")
-
-SEED_PEOPLE = """
-import json, sys
-from app import create_app
-from app.auth import create_token
-from app.extensions import db
-from app.models import Conversation, Tenant, User
-app = create_app()
-with app.app_context():
-    tenant = Tenant(slug="bench-l1", name="Bench L1")
-    db.session.add(tenant)
-    db.session.flush()
-    people = [User(tenant_id=tenant.id, email=f"person-{i}@bench.example", name=f"Person {i}") for i in range(int(sys.argv[1]))]
-    db.session.add_all(people)
-    db.session.flush()
-    chats = [Conversation(tenant_id=tenant.id, user_id=p.id) for p in people]
-    db.session.add_all(chats)
-    db.session.commit()
-    print(json.dumps([[create_token(p, name="bench-l1", scope="client"), c.id] for p, c in zip(people, chats)]))
-"""
+ENDS = ("done", "paused", "failed", "stopped", "interrupted")
+# time.monotonic() - time.time(): an event's id is the Redis server's clock (ms since the epoch)
+# when it was appended, so this places each event's publishing on the monotonic timeline.
+MONOTONIC_MINUS_WALL = time.monotonic() - time.time()
 
 
-def seed_people(env: dict[str, str], n: int) -> list[tuple[str, int]]:
-    """n people of a tenant of their own, each with a client-scoped token and a new conversation."""
-    out = subprocess.run([sys.executable, "-c", SEED_PEOPLE, str(n)], cwd=HERE.parent, env=env,
-                         check=True, capture_output=True, text=True)
-    return [(token, convo) for token, convo in json.loads(out.stdout.strip().splitlines()[-1])]
+def published(event: dict[str, str]) -> float | None:
+    """When the event was appended to the conversation's stream (monotonic seconds; ms resolution)."""
+    ms, _, _ = event.get("id", "").partition("-")
+    return int(ms) / 1000 + MONOTONIC_MINUS_WALL if ms.isdigit() else None
 
 
 @contextmanager
 def fake_model(seconds: float, words: int) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """bench/fake_model.py in a process of its own; yields its base URL and the process."""
     proc = subprocess.Popen([sys.executable, str(HERE / "fake_model.py"), "--seconds", str(seconds),
-                             "--words", str(words)], stdout=subprocess.PIPE, text=True)
+                             "--words", str(words)], stdout=subprocess.PIPE, text=True, preexec_fn=die_with_parent)
     try:
         assert proc.stdout is not None
         port = int(proc.stdout.readline().split()[1])
@@ -89,218 +97,82 @@ def fake_model(seconds: float, words: int) -> Iterator[tuple[str, subprocess.Pop
 def fake_stats(base_url: str) -> dict[str, Any]:
     conn = http.client.HTTPConnection(base_url.removeprefix("http://"), timeout=30)
     conn.request("GET", "/_stats")
-    return json.loads(conn.getresponse().read())
+    return json.loads(conn.getresponse().read())  # type: ignore[no-any-return]
 
 
-def children(pid: int) -> list[int]:
-    """The ids of pid's child processes (from /proc)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry))
-    return found
+class Processes:
+    """Every process of the run, by role, for memory and CPU."""
+
+    def __init__(self, server: Any, worker: subprocess.Popen[bytes], fake: subprocess.Popen[str], redis_url: str,
+                 database_url: str) -> None:
+        self.server, self.worker, self.fake = server, worker, fake
+        self.redis_url, self.database_url = redis_url, database_url
+
+    def roles(self) -> dict[str, list[int]]:
+        from _harness import children
+
+        return {"web": self.server.pids(), "worker": [self.worker.pid, *children(self.worker.pid)],
+                "fake": [self.fake.pid]}
+
+    def memory(self, database: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {role: memory_of(pids) for role, pids in self.roles().items()}
+        out["redis"] = redis_figures(self.redis_url)
+        if database:
+            out["database"] = database_figures(self.database_url)
+        return out
+
+    def cpu(self) -> dict[str, float]:
+        return {role: cpu_seconds(pids) for role, pids in self.roles().items()}
 
 
-def gunicorn_pids() -> list[int]:
-    """The gunicorn master this process started and its workers."""
-    masters = [p for p in children(os.getpid()) if b"gunicorn" in _cmdline(p)]
-    return masters + [w for m in masters for w in children(m)]
+class Peak:
+    """Samples the memory of the run's processes every 0.5 s in a thread; keeps each role's peak."""
 
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-def mb(pids: list[int], field: str = "Rss:") -> float:
-    """The processes' memory from /proc/<pid>/smaps_rollup: Rss (each process's resident pages) or
-    Pss (shared pages split between the processes sharing them: sums without double counting)."""
-    total = 0
-    for pid in pids:
-        try:
-            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
-        except OSError:
-            continue
-        total += next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith(field)), 0)
-    return total / 1024
-
-
-def memory(fake_pid: int) -> dict[str, float]:
-    server = gunicorn_pids()
-    app_mb, fake_mb = mb(server), mb([fake_pid])
-    return {"gunicorn_mb": app_mb, "gunicorn_processes": len(server), "fake_mb": fake_mb, "total_mb": app_mb + fake_mb,
-            "gunicorn_pss_mb": mb(server, "Pss:"), "fake_pss_mb": mb([fake_pid], "Pss:")}
-
-
-def percentiles(samples: list[float]) -> dict[str, float]:
-    """p50/p95/p99 (nearest rank) and max, in ms; n samples."""
-    if not samples:
-        return {"n": 0}
-    ordered = sorted(samples)
-
-    def rank(q: float) -> float:
-        return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] * 1000
-
-    return {"n": len(ordered), "p50_ms": rank(0.5), "p95_ms": rank(0.95), "p99_ms": rank(0.99),
-            "max_ms": ordered[-1] * 1000}
-
-
-class LoginProbe:
-    """GET /login every `every` seconds, each on a new connection in a thread of its own (open
-    loop: a stalled server meets as many probes as a person reloading would send); also samples
-    memory every 0.5 s into `peak`."""
-
-    def __init__(self, port: int, fake_pid: int, every: float = 0.1) -> None:
-        self.port, self.fake_pid, self.every = port, fake_pid, every
-        self.samples: list[float] = []
-        self.failed = 0
-        self.peak: dict[str, float] = {}
-        self.threads: list[threading.Thread] = []
+    def __init__(self, processes: Processes) -> None:
+        self.processes = processes
+        self.peak: dict[str, Any] = {}
         self.stop = threading.Event()
-        self.lock = threading.Lock()
-
-    def one(self) -> None:
-        start = time.perf_counter()
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=CLIENT_TIMEOUT)
-            conn.request("GET", "/login")
-            response = conn.getresponse()
-            response.read()
-            conn.close()
-            ok = response.status == 200
-        except OSError:
-            ok = False
-        with self.lock:  # a failed probe counts at the time it gave up, as a turn does
-            self.samples.append(time.perf_counter() - start)
-            self.failed += not ok
+        self.thread = threading.Thread(target=self.loop, daemon=True)
 
     def loop(self) -> None:
-        tick = 0
-        next_at = time.monotonic()
         while not self.stop.is_set():
-            thread = threading.Thread(target=self.one, daemon=True)
-            thread.start()
-            self.threads.append(thread)
-            if tick % 5 == 0:
-                now = memory(self.fake_pid)
-                if now["total_mb"] > self.peak.get("total_mb", 0):
-                    self.peak = now
-            tick += 1
-            next_at += self.every
-            self.stop.wait(max(0.0, next_at - time.monotonic()))
+            now = self.processes.memory()
+            for role, figures in now.items():
+                if figures.get("rss_mb", 0) >= self.peak.get(role, {}).get("rss_mb", -1):
+                    self.peak[role] = figures
+            self.stop.wait(0.5)
 
-    def sample(self, seconds: float) -> dict[str, Any]:
-        """Probe for `seconds` (idle), then wait for the probes."""
-        self.start()
-        time.sleep(seconds)
-        return self.finish(time.monotonic() + CLIENT_TIMEOUT)
+    def __enter__(self) -> Peak:
+        self.thread.start()
+        return self
 
-    def start(self) -> None:
-        self.stop.clear()
-        self.runner = threading.Thread(target=self.loop, daemon=True)
-        self.runner.start()
-
-    def finish(self, deadline: float) -> dict[str, Any]:
-        """Stop sending; wait for the probes sent until `deadline`; those still out count as failed
-        (and are left out of the times)."""
+    def __exit__(self, *_: Any) -> None:
         self.stop.set()
-        self.runner.join()
-        for thread in self.threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        with self.lock:
-            unfinished = sum(t.is_alive() for t in self.threads)
-            result = {**percentiles(self.samples), "failed": self.failed + unfinished, "sent": len(self.threads)}
-            self.samples, self.failed, self.threads = [], 0, []
-        return result
+        self.thread.join()
 
 
-def sse_events(response: http.client.HTTPResponse) -> Iterator[tuple[float, dict[str, str]]]:
-    """The events of a text/event-stream response, each with the time its last line arrived."""
-    event: dict[str, str] = {}
-    while True:
-        line = response.readline()
-        if not line:
-            return
-        text = line.decode().rstrip("\r\n")
-        if not text:
-            if event:
-                yield time.monotonic(), event
-            event = {}
-        elif not text.startswith(":"):
-            name, _, value = text.partition(":")
-            value = value.removeprefix(" ")
-            event[name] = f"{event[name]}\n{value}" if name == "data" and name in event else value
-
-
-def open_events(port: int, token: str, convo: int) -> http.client.HTTPResponse | None:
-    """The conversation's event stream, or None where the app has none (today: 404)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=CLIENT_TIMEOUT)
-    conn.request("GET", f"/api/conversations/{convo}/events",
-                 headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream"})
-    response = conn.getresponse()
-    if response.status == 200 and response.getheader("Content-Type", "").startswith("text/event-stream"):
-        return response
-    response.read()
-    conn.close()
-    return None
-
-
-def first_words(response: http.client.HTTPResponse, seen: dict[str, Any]) -> None:
-    """Read the stream until the fake's first words (`Reply-<n>`) arrive; note when, and which request."""
-    try:
-        for at, event in sse_events(response):
-            match = REPLY.search(event.get("data", ""))
-            if match:
-                seen.update(at=at, request=int(match.group(1)))
-                return
-    except OSError as exc:
-        seen["error"] = type(exc).__name__
-    finally:
-        response.close()
-
-
-def one_turn(port: int, token: str, convo: int, person: int, go: threading.Event, out: dict[str, Any]) -> None:
-    """One person's message on its own connection, sent when `go` is set."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=CLIENT_TIMEOUT)
-    body = json.dumps({"text": f"Hello from person-{person}: what can you do for me today?"})
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    try:
-        conn.connect()
-        go.wait()
-        out["start"] = time.monotonic()
-        conn.request("POST", f"/api/conversations/{convo}/messages", body=body, headers=headers)
-        response = conn.getresponse()
-        raw = response.read()
-        out["status"] = response.status
-        if response.status == 200:
-            roles = [m.get("role") for m in (json.loads(raw or b"{}").get("messages") or [])]
-            out["model_failed"] = "error" in roles
-    except TimeoutError:
-        out["error"] = "timeout"
-    except OSError as exc:
-        out["error"] = type(exc).__name__
-    finally:
-        out["end"] = time.monotonic()
-        conn.close()
-
-
-def warm_up(port: int, token: str, rounds: int = 3, width: int = 8) -> None:
-    """First imports and connections in every worker: instant turns ("[warm]") and sign-in pages."""
+def warm_up(port: int, token: str, width: int = 8, rounds: int = 3) -> None:
+    """First imports and connections in every web worker and in the turn worker: instant turns
+    ("[warm]", answered at once by the fake) waited for as a plain POST waits, sign-in pages, and
+    event streams opened and closed. Raises when a turn is not answered (no worker running?)."""
     client = Client(port, token)
     convos = [client.post("/api/conversations")[1]["id"] for _ in range(width)]
+    problems: list[str] = []
 
     def turn(convo: int) -> None:
-        Client(port, token).post(f"/api/conversations/{convo}/messages", {"text": "[warm] hello"})
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=CLIENT_TIMEOUT)
+        status, body, _ = Client(port, token).post(f"/api/conversations/{convo}/messages", {"text": "[warm] hello"})
+        if status != 200 or not any(m.get("role") == "assistant" for m in body.get("messages", [])):
+            problems.append(f"{status} {body}")
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         conn.request("GET", "/login")
         conn.getresponse().read()
+
+    async def streams() -> None:
+        for convo in convos:
+            stream = await EventStream.open(port, f"/api/conversations/{convo}/events",
+                                            {"Authorization": f"Bearer {token}"})
+            await stream.next_event()
+            stream.close()
 
     for _ in range(rounds):
         threads = [threading.Thread(target=turn, args=(c,)) for c in convos]
@@ -308,114 +180,225 @@ def warm_up(port: int, token: str, rounds: int = 3, width: int = 8) -> None:
             t.start()
         for t in threads:
             t.join()
+        asyncio.run(streams())
+    if problems:
+        raise RuntimeError(f"warm-up turns not answered (is the turn worker running?): {problems[:3]}")
 
 
-def storm(port: int, people: list[tuple[str, int]], probe: LoginProbe, limit: float) -> dict[str, Any]:
-    """Everyone sends at once; returns each turn's outcome, the first words seen on each stream,
-    the sign-in page during the run and when the window closed."""
-    go = threading.Event()
+async def person(port: int, token: str, convo: int, i: int, stream_first: bool, ready: asyncio.Event,
+                 go: asyncio.Event, out: dict[str, Any]) -> None:
+    """One person's turn, the browser's way; fills `out` with what happened and when."""
+    headers = {"Authorization": f"Bearer {token}"}
+    stream: EventStream | None = None
+    try:
+        if stream_first:
+            stream = await EventStream.open(port, f"/api/conversations/{convo}/events", headers)
+            await stream.next_event()  # "retry: …": the stream is established
+        out["ready"] = True
+        ready.set()
+        await go.wait()
+        out["start"] = time.monotonic()
+        status, _, body = await request(port, "POST", f"/api/conversations/{convo}/messages",
+                                        {**headers, "Prefer": "respond-async"},
+                                        {"text": f"Hello from person-{i}: what can you do for me today?"})
+        out["posted"] = time.monotonic()
+        if status != 202 or not isinstance(body, dict) or "run" not in body:
+            out["error"] = f"http_{status}"
+            return
+        run = body["run"]
+        if stream is None:
+            stream = await EventStream.open(port, body["events"], headers)
+        while (got := await stream.next_event()) is not None:
+            at, event = got
+            kind = event.get("event")
+            if kind == "text" and "first" not in out:
+                match = REPLY.search(json.loads(event.get("data") or "{}").get("text", ""))
+                if match:
+                    out["first"], out["request"] = at, int(match.group(1))
+                    out["first_published"] = published(event)
+            elif kind == "turn":
+                data = json.loads(event.get("data") or "{}")
+                if data.get("run") != run:
+                    continue
+                if data.get("state") == "started" and "started" not in out:
+                    out["started"] = published(event)
+                elif data.get("state") in ENDS:
+                    out["end"], out["state"], out["end_published"] = at, data["state"], published(event)
+                    out["replied"] = any(REPLY.search(m.get("text") or "") for m in data.get("messages") or [])
+                    return
+        out["error"] = "stream_ended"
+    except asyncio.CancelledError:
+        out["error"] = "timeout"
+        raise
+    except Exception as exc:  # a refused or reset connection, a bad response
+        out["error"] = type(exc).__name__
+    finally:
+        if stream is not None:
+            stream.close()
+
+
+async def storm(port: int, people: list[tuple[str, int]], stream_first: bool, limit: float,
+                probe: LoginProbe) -> dict[str, Any]:
+    """Every stream open (when first), then everyone sends at once; each turn's outcome."""
+    raise_open_files(4 * len(people) + 256)
+    go = asyncio.Event()
     turns: list[dict[str, Any]] = [{"person": i} for i in range(len(people))]
-    seen: list[dict[str, Any]] = [{} for _ in people]
-    streams = [open_events(port, token, convo) for token, convo in people[:1]]
-    if streams[0] is not None:
-        streams += [open_events(port, token, convo) for token, convo in people[1:]]
-    threads = [threading.Thread(target=first_words, args=(s, seen[i]), daemon=True)
-               for i, s in enumerate(streams) if s is not None]
-    threads += [threading.Thread(target=one_turn, args=(port, token, convo, i, go, turns[i]), daemon=True)
-                for i, (token, convo) in enumerate(people)]
-    for t in threads:
-        t.start()
-    time.sleep(0.5)  # every connection open before anyone sends
-    started = time.monotonic()
-    deadline = started + limit
+    readies = [asyncio.Event() for _ in people]
+    tasks = [asyncio.create_task(person(port, token, convo, i, stream_first, readies[i], go, turns[i]))
+             for i, (token, convo) in enumerate(people)]
+    opening = time.monotonic()
+    await asyncio.wait([asyncio.create_task(r.wait()) for r in readies], timeout=60)
+    opened = time.monotonic() - opening
+    await asyncio.sleep(0.5)
     probe.start()
+    started = time.monotonic()
     go.set()
-    for t in threads:
-        t.join(max(0.0, deadline - time.monotonic()))
+    _, late = await asyncio.wait(tasks, timeout=limit)
+    for task in late:
+        task.cancel()
+    await asyncio.gather(*late, return_exceptions=True)
     ended = time.monotonic()
-    during = probe.finish(deadline)
-    return {"turns": turns, "seen": seen, "streams": streams[0] is not None, "login": during,
-            "started": started, "ended": ended}
-
-
-def model_figures(turns: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
-    """From the fake's log: each finished turn's wait before its model request arrived and after
-    the model's last word, and the most model requests in flight at once during the run."""
-    by_person: dict[int, list[dict[str, Any]]] = {}
-    for r in records:
-        if r["person"] is not None and r["sent"]:
-            by_person.setdefault(r["person"], []).append(r)
-    before, after = [], []
-    for turn in turns:
-        mine = by_person.get(turn["person"])
-        if mine and turn.get("status") == 200 and not turn.get("model_failed"):
-            before.append(min(r["arrived"] for r in mine) - turn["start"])
-            after.append(turn["end"] - max(r["sent"][-1] for r in mine))
-    edges = sorted([(r["arrived"], 1) for rs in by_person.values() for r in rs]
-                   + [(r["sent"][-1], -1) for rs in by_person.values() for r in rs])
-    level = most = 0
-    for _, step in edges:
-        level += step
-        most = max(most, level)
-    return {"requests": sum(len(rs) for rs in by_person.values()),
-            "streamed": sum(r["stream"] for rs in by_person.values() for r in rs),
-            "max_concurrent": most, "wait_before_model": percentiles(before), "after_model": percentiles(after)}
-
-
-def first_words_figures(seen: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Fake sent its first words → the person's stream delivered them."""
-    sent = {r["n"]: r["sent"][0] for r in records if r["sent"]}
-    delays = [s["at"] - sent[s["request"]] for s in seen if "at" in s and s["request"] in sent]
-    return {**percentiles(delays), "missing": len(seen) - len(delays)}
+    return {"turns": turns, "started": started, "ended": ended, "opened_s": opened,
+            "streams_open": sum(bool(t.get("ready")) for t in turns)}
 
 
 def failures(turns: list[dict[str, Any]]) -> dict[str, int]:
-    """Each turn that did not end answered, by kind. A 202 (the turn still going) is not its end:
-    it counts here until the bench reads the turn's end from its event stream."""
+    """Each turn that did not end answered, by kind."""
     counts: dict[str, int] = {}
     for turn in turns:
-        kind = (turn.get("error") or (f"http_{turn['status']}" if turn.get("status", 200) != 200 else None)
-                or ("model_failed" if turn.get("model_failed") else None)
-                or (None if "status" in turn else "unfinished"))
+        kind = (turn.get("error") or (f"state_{turn['state']}" if turn.get("state") not in (None, "done") else None)
+                or ("no_reply" if "end" in turn and not turn.get("replied") else None)
+                or (None if "end" in turn else "unfinished"))
         if kind:
             counts[kind] = counts.get(kind, 0) + 1
     return {"total": sum(counts.values()), **counts}
 
 
-def run(n: int, seconds: float, words: int, database_url: str, redis_url: str, idle: float,
-        limit: float) -> dict[str, Any]:
+def model_figures(turns: list[dict[str, Any]], stats: dict[str, Any]) -> dict[str, Any]:
+    """From the fake's log: each ended turn's wait before its model request arrived and after the
+    model's last word; the most model requests in flight at once."""
+    records = [r for r in stats["requests"] if r["person"] is not None and r["sent"]]
+    by_person: dict[int, list[dict[str, Any]]] = {}
+    for r in records:
+        by_person.setdefault(r["person"], []).append(r)
+    before, after = [], []
+    for turn in turns:
+        mine = by_person.get(turn["person"])
+        if mine and "end" in turn and "start" in turn:
+            before.append(min(r["arrived"] for r in mine) - turn["start"])
+            after.append(turn["end"] - max(r["sent"][-1] for r in mine))
+    edges = sorted([(r["arrived"], 1) for r in records] + [(r["sent"][-1], -1) for r in records])
+    level = most = 0
+    for _, step in edges:
+        level += step
+        most = max(most, level)
+    return {"requests": len(records), "streamed": sum(r["stream"] for r in records), "max_in_flight": most,
+            "wait_before_model": percentiles(before), "after_model": percentiles(after)}
+
+
+def first_words_figures(turns: list[dict[str, Any]], stats: dict[str, Any]) -> dict[str, Any]:
+    """The fake sent a request's first words → the person's stream delivered them; and its two
+    parts: the fake sent → the worker appended them to the stream, → the web delivered them."""
+    sent = {r["n"]: r["sent"][0] for r in stats["requests"] if r["sent"]}
+    mine = [t for t in turns if "first" in t and t["request"] in sent]
+    delays = [t["first"] - sent[t["request"]] for t in mine]
+    worker = [t["first_published"] - sent[t["request"]] for t in mine if t.get("first_published")]
+    web_part = [t["first"] - t["first_published"] for t in mine if t.get("first_published")]
+    return {**percentiles(delays), "missing": len(turns) - len(delays), "to_stream": percentiles(worker),
+            "stream_to_client": percentiles(web_part)}
+
+
+def segments(turns: list[dict[str, Any]], stats: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Where each ended turn's time went: the POST; its 202 → the worker started the pass (the
+    `turn started` event); → the model request arrived at the fake; the model's answer (first
+    request's arrival → last word of the last request); → the worker appended the turn's end;
+    → the client read it."""
+    by_person: dict[int, list[dict[str, Any]]] = {}
+    for r in stats["requests"]:
+        if r["person"] is not None and r["sent"]:
+            by_person.setdefault(r["person"], []).append(r)
+    parts: dict[str, list[float]] = {k: [] for k in ("post", "queued", "to_model", "model", "to_end", "end_to_client")}
+    for t in turns:
+        mine = by_person.get(t["person"])
+        if not (mine and "end" in t and t.get("started") and t.get("end_published") and "posted" in t):
+            continue
+        arrived, last = min(r["arrived"] for r in mine), max(r["sent"][-1] for r in mine)
+        parts["post"].append(t["posted"] - t["start"])
+        parts["queued"].append(t["started"] - t["posted"])
+        parts["to_model"].append(arrived - t["started"])
+        parts["model"].append(last - arrived)
+        parts["to_end"].append(t["end_published"] - last)
+        parts["end_to_client"].append(t["end"] - t["end_published"])
+    return {k: percentiles(v) for k, v in parts.items()}
+
+
+class Phases:
+    """How long each part of the benchmark took (setup, measuring, stopping)."""
+
+    def __init__(self) -> None:
+        self.at = time.monotonic()
+        self.phases: dict[str, float] = {}
+
+    def mark(self, name: str) -> None:
+        now = time.monotonic()
+        self.phases[name] = round(now - self.at, 2)
+        self.at = now
+
+
+def run(n: int, seconds: float, words: int, database_url: str, redis_url: str, idle: float, limit: float,
+        worker_class: str, workers: int, threads: int, worker_threads: int, stream_first: bool,
+        warm_rounds: int = 3) -> dict[str, Any]:
+    clock = Phases()
+    flush_redis(redis_url)
     with fake_model(seconds, words) as (base_url, fake):
         env = env_for(database_url, REDIS_URL=redis_url, COUNTERSIGN_MODEL="openai:fake",
                       COUNTERSIGN_MODEL_BASE_URL=f"{base_url}/v1", COUNTERSIGN_MODEL_API_KEY="bench")
-        alice = prepare(database_url, env)
-        people = seed_people(env, n)
-        try:
-            with gunicorn(env, workers=WORKERS) as port:
-                warm_up(port, alice)
-                probe = LoginProbe(port, fake.pid)
-                before = memory(fake.pid)
-                idle_login = probe.sample(idle)
-                out = storm(port, people, probe, limit)
-                after = memory(fake.pid)
-                records = fake_stats(base_url)["requests"]
-                fake.terminate()  # the turns still queued (clients gone) now fail at once: gunicorn stops quickly
-        except subprocess.TimeoutExpired:  # a worker still waiting on a lock: end what this run started
-            for pid in gunicorn_pids():
-                os.kill(pid, signal.SIGKILL)
+        migrate(database_url, env)
+        people = seed_people(env, n + 1, "bench-l1")
+        warm_token = people.pop()[0]  # a person of their own for the warm-up turns
+        clock.mark("prepare")
+        with web(env, worker_class, workers, threads) as server, turn_worker(env, worker_threads) as worker:
+            warm_up(server.port, warm_token, rounds=warm_rounds)
+            clock.mark("start_and_warm_up")
+            processes = Processes(server, worker, fake, redis_url, database_url)
+            before = processes.memory(database=True)
+            probe = LoginProbe(server.port)
+            idle_login = probe.sample(idle)
+            load_before = load_average()
+            cpu_before = processes.cpu()
+            with Peak(processes) as peak:
+                out = asyncio.run(storm(server.port, people, stream_first, limit, probe))
+                during_login = probe.finish()
+            cpu_after = processes.cpu()
+            after = processes.memory(database=True)
+            stats = fake_stats(base_url)
+            worker_alive = worker.poll() is None
+            clock.mark("measure")
+            stop(server.proc, worker)
+    clock.mark("stop")
     turns = out["turns"]
+    run_s = out["ended"] - out["started"]
     result: dict[str, Any] = {
         "bench": "L1", "database": "postgresql" if database_url.startswith("postgres") else "sqlite", "n": n,
-        "model_seconds": seconds, "words": words, "workers": WORKERS,
-        "turn": percentiles([t["end"] - t["start"] for t in turns if "start" in t]),
-        "all_ended_s": max((t["end"] for t in turns if "end" in t), default=out["ended"]) - out["started"],
+        "model_seconds": seconds, "words": words, "web": server.shape, "worker_threads": worker_threads,
+        "stream": "opened before the POST" if stream_first else "opened right after the POST",
+        "streams_open_before_send": out["streams_open"], "streams_opened_s": out["opened_s"],
+        "turn": percentiles([min(t.get("end", out["started"] + limit), out["started"] + limit) - t["start"]
+                             for t in turns if "start" in t]),
+        "post": percentiles([t["posted"] - t["start"] for t in turns if "posted" in t]),
+        "all_ended_s": run_s,
         "failures": failures(turns),
-        "turns_ok": sum(t.get("status") == 200 and not t.get("model_failed") for t in turns),
-        "login": {"idle": idle_login, "run": out["login"]},
-        "memory": {"before": before, "peak": probe.peak or after, "after": after},
-        "model": model_figures(turns, records),
-        "first_words": first_words_figures(out["seen"], records) if out["streams"] else None,
+        "turns_ok": sum(t.get("state") == "done" and bool(t.get("replied")) for t in turns),
+        "first_words": first_words_figures(turns, stats),
+        "segments": segments(turns, stats),
+        "model": model_figures(turns, stats),
+        "login": {"idle": idle_login, "run": during_login},
+        "memory": {"before": before, "peak": peak.peak, "after": after},
+        "cpu_s": {role: cpu_after[role] - cpu_before.get(role, 0.0) for role in cpu_after},
+        "load_average_before": load_before, "load_average_after": load_average(),
+        "worker_alive": worker_alive, "phases_s": clock.phases,
     }
-    idle_p99, run_p99 = idle_login.get("p99_ms"), out["login"].get("p99_ms")
+    idle_p99, run_p99 = idle_login.get("p99_ms"), during_login.get("p99_ms")
     result["login"]["ratio_p99"] = run_p99 / idle_p99 if idle_p99 and run_p99 else None
     return result
 
@@ -423,32 +406,46 @@ def run(n: int, seconds: float, words: int, database_url: str, redis_url: str, i
 def _ms(figures: dict[str, Any], keys: tuple[str, ...] = ("p50", "p95", "p99", "max")) -> str:
     if not figures.get("n"):
         return "no samples"
-    return "  ".join(f"{k} {figures[f'{k}_ms'] / 1000:6.2f} s" for k in keys) + f"   (n={figures['n']})"
+    return "  ".join(f"{k} {figures[f'{k}_ms']:7.1f} ms" for k in keys) + f"   (n={figures['n']})"
+
+
+def _mem(figures: dict[str, Any]) -> str:
+    return f"RSS {figures.get('rss_mb', 0):6.0f} MB  PSS {figures.get('pss_mb', 0):6.0f} MB"
 
 
 def show(r: dict[str, Any]) -> None:
     f, m, login, mem = r["failures"], r["model"], r["login"], r["memory"]
     print(f"L1 load: {r['n']} people at once, model {r['model_seconds']} s over {r['words']} words "
-          f"({r['database']}, gunicorn -w {r['workers']}, Redis)")
+          f"({r['database']}, {r['web']}, worker --threads {r['worker_threads']}, Redis; stream {r['stream']})")
     print(f"  turn ends          {_ms(r['turn'])}   all ended by {r['all_ended_s']:.1f} s, {r['turns_ok']} answered")
     print(f"  failures           {f['total']}" + "".join(f"   {k} {v}" for k, v in f.items() if k != "total"))
-    print(f"  wait before model  {_ms(m['wait_before_model'])}")
-    print(f"  after model ended  {_ms(m['after_model'])}")
-    print(f"  model requests     {m['requests']} ({m['streamed']} streamed), at most {m['max_concurrent']} at once")
+    print(f"  first words        {_ms(r['first_words'])}   missing {r['first_words']['missing']}")
+    fw = r["first_words"]
+    print(f"    fake → stream    {_ms(fw['to_stream'])}")
+    print(f"    stream → client  {_ms(fw['stream_to_client'])}")
+    print("  where a turn's time goes (event ids give when the worker appended each event):")
+    names = {"post": "POST → 202", "queued": "202 → pass started", "to_model": "started → model asked",
+             "model": "model answering", "to_end": "last word → end event", "end_to_client": "end event → client"}
+    for key, label in names.items():
+        print(f"    {label:<22} {_ms(r['segments'][key], ('p50', 'p95', 'max'))}")
+    print(f"  model requests     {m['requests']} ({m['streamed']} streamed), at most {m['max_in_flight']} in flight")
     for name in ("idle", "run"):
         s = login[name]
         print(f"  GET /login {name:<5}   {_ms(s, ('p50', 'p99', 'max'))}   failed {s['failed']}")
-    print(f"  /login p99 ratio   {login['ratio_p99']:.1f}x" if login["ratio_p99"] else "  /login p99 ratio   -")
+    print(f"  /login p99 ratio   {login['ratio_p99']:.2f}x" if login["ratio_p99"] else "  /login p99 ratio   -")
     for name in ("before", "peak", "after"):
         s = mem[name]
-        print(f"  memory {name:<6}      RSS gunicorn {s['gunicorn_mb']:.0f} MB ({s['gunicorn_processes']} processes)"
-              f" + fake {s['fake_mb']:.0f} MB = {s['total_mb']:.0f} MB   (PSS {s['gunicorn_pss_mb']:.0f} + "
-              f"{s['fake_pss_mb']:.0f} MB)")
-    fw = r["first_words"]
-    if fw:
-        print(f"  first words        {_ms(fw)}   missing {fw['missing']}")
-    else:
-        print("  first words        not measured: GET /api/conversations/{id}/events is no event stream (today: 404)")
+        line = "  ".join(f"{role} {_mem(s[role])}" for role in ("web", "worker", "fake") if role in s)
+        print(f"  memory {name:<6}      {line}")
+    for name in ("before", "after"):
+        redis, db = mem[name]["redis"], mem[name].get("database", {})
+        dbs = (f"PostgreSQL {db['backends']} backends {_mem(db)}" if "backends" in db
+               else f"SQLite file {db.get('file_mb', 0):.1f} MB")
+        print(f"  {name:<6} Redis server {_mem(redis)} (used_memory {redis['used_memory_mb']:.1f} MB, "
+              f"{redis['clients']} clients); {dbs}")
+    print(f"  phases             {r['phases_s']} s")
+    print("  CPU during run     " + "  ".join(f"{k} {v:.1f} s" for k, v in r["cpu_s"].items())
+          + f"   load average {r['load_average_before']} → {r['load_average_after']}")
 
 
 def main() -> None:
@@ -458,15 +455,21 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=20)
     parser.add_argument("--database-url", "--pg", dest="database_url", default=None)
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/13")
+    parser.add_argument("--worker-class", default="gthread", choices=("gthread", "gevent"))
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
+    parser.add_argument("--threads", type=int, default=256, help="threads per gthread worker (its connections too)")
+    parser.add_argument("--worker-threads", type=int, default=256, help="turns the turn worker runs at once")
+    parser.add_argument("--stream-after", action="store_true", help="open each stream right after its POST")
     parser.add_argument("--idle", type=float, default=5.0, help="seconds of idle /login samples")
-    parser.add_argument("--limit", type=float, default=120.0, help="seconds the run may last")
+    parser.add_argument("--limit", type=float, default=60.0, help="seconds the turns may take")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.smoke:
-        args.n, args.seconds, args.idle, args.limit = min(args.n, 20), 0.5, 2.0, 60.0
+        args.n, args.seconds, args.idle, args.limit = min(args.n, 20), 0.5, 2.0, 30.0
     result = run(args.n, args.seconds, args.words, args.database_url or temp_sqlite(), args.redis, args.idle,
-                 args.limit)
+                 args.limit, args.worker_class, args.workers, args.threads, args.worker_threads, not args.stream_after,
+                 warm_rounds=1 if args.smoke else 3)
     if not args.json:
         show(result)
     print(json.dumps(result))

@@ -332,3 +332,39 @@ def test_the_browser_stream_sends_the_live_reply_as_fragments(app, alice, stream
     stream.close()
     assert 'id="turn-' in body and 'hx-swap-oob="true"' in body
     assert "&lt;b&gt;not bold&lt;/b&gt;" in body and "<b>" not in body  # the model's words are text
+
+
+def test_openapi_describes_prefer_the_events_and_stop(app):
+    doc = app.test_client().get("/api/openapi.json").get_json()
+    paths = doc["paths"]
+    events = paths["/api/conversations/{id}/events"]["get"]
+    assert "text/event-stream" in events["responses"]["200"]["content"]
+    assert {p["name"] for p in events["parameters"]} >= {"Last-Event-ID", "after"}
+    assert "/api/conversations/{id}/stop" in paths
+    for path in ("/api/conversations/{id}/messages", "/api/conversations/{id}/retry", "/api/approvals/{id}/confirm"):
+        operation = paths[path]["post"]
+        assert "Prefer" in {p["name"] for p in operation["parameters"]}
+        assert operation["responses"]["202"]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/Queued"}
+
+
+def test_a_confirm_with_respond_async_answers_the_outcome_before_the_continuation(app, api, posts, streamed,
+                                                                                 handle_calls):
+    convo = new_conversation(api)
+    asked = say(api, convo, f"/delete_post post={posts['Spring meetup']}").get_json()
+    assert asked["pending"], asked
+    card = asked["pending"][0]
+    gate = threading.Event()
+    streamed.enqueue("Deleted as you asked.", gate=gate)
+    client, headers = api
+    answered = client.post(f"/api/approvals/{card['id']}/confirm", json={"token": card["token"]},
+                           headers={**headers, "Prefer": "respond-async"})
+    assert answered.status_code == 200 and handle_calls["n"] == 1
+    body = answered.get_json()
+    assert body["status"] == "done" and "Spring meetup" in body["result"]
+    assert run_status(app, body["run"]) in ("queued", "running")  # the continuation has not ended
+    gate.set()
+    stream = Events(api, body["events"])
+    end = stream.until(ended)[-1][2]
+    stream.close()
+    assert end["state"] == "done" and [m["text"] for m in end["messages"]] == ["Deleted as you asked."], end

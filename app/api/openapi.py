@@ -21,18 +21,30 @@ def _errors(*codes: int) -> dict[str, Any]:
     return {str(c): {"description": text[c], **_json(ERROR)} for c in codes}
 
 
+PREFER = {"name": "Prefer", "in": "header", "required": False, "schema": {"type": "string"},
+          "description": "RFC 7240. By default the request waits for the turn (at most TURN_WAIT seconds, "
+                         "`wait=N` asks less); `respond-async` answers at once and the turn follows on the events."}
+QUEUED = {"description": "The turn is still going (or `respond-async`): follow it on `events`",
+          "headers": {"Preference-Applied": {"schema": {"type": "string"}}},
+          "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Queued"}}}}
+ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}
+
+
 def _answer(decision: str) -> dict[str, Any]:
     return {
         "post": {
             "summary": f"{decision.capitalize()} a card",
+            "description": "Decided in this request (a confirmed card's handle() runs here); the model's "
+                           "continuation is waited for like a message's turn, or with `Prefer: respond-async` "
+                           "the answer is at once: status, result, and the run and events to follow.",
             "operationId": f"{decision}Approval",
-            "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}, PREFER],
             "requestBody": {"required": True, **_json({
                 "type": "object", "required": ["token", "values"] if decision == "submit" else ["token"],
                 "properties": {"token": {"type": "string"},
                                **({"values": {"type": "object"}} if decision == "submit" else {})}})},
             "responses": {"200": {"description": "The outcome", **_json({"$ref": "#/components/schemas/Answer"})},
-                          **_errors(400, 401, 403, 404, 409, 410, 429, 503)},
+                          "202": QUEUED, **_errors(400, 401, 403, 404, 409, 410, 429, 503)},
         }
     }
 
@@ -66,8 +78,12 @@ def document() -> dict[str, Any]:
                 "Turn": {"type": "object", "properties": {
                     "messages": {"type": "array", "items": {"$ref": "#/components/schemas/Message"}},
                     "pending": {"type": "array", "items": {"$ref": "#/components/schemas/Prompt"}}}},
+                "Queued": {"type": "object", "required": ["run", "events"], "properties": {
+                    "run": {"type": "integer"}, "events": {"type": "string", "description": "The events URL"},
+                    "status": {"type": "string"}, "result": {"type": ["string", "null"]}}},
                 "Answer": {"type": "object", "properties": {
-                    "status": {"type": "string"},
+                    "status": {"type": "string"}, "result": {"type": ["string", "null"]},
+                    "run": {"type": "integer"}, "events": {"type": "string"},
                     "messages": {"type": "array", "items": {"$ref": "#/components/schemas/Message"}},
                     "pending": {"type": "array", "items": {"$ref": "#/components/schemas/Prompt"}}}},
             },
@@ -85,16 +101,39 @@ def document() -> dict[str, Any]:
                               **_errors(401, 404)}}},
             "/api/conversations/{id}/messages": {"post": {
                 "summary": "Say something to the agent", "operationId": "postMessage",
-                "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}],
+                "parameters": [ID, PREFER],
                 "requestBody": {"required": True, **_json({"type": "object", "required": ["text"],
                                                            "properties": {"text": {"type": "string"}}})},
                 "responses": {"200": {"description": "What the agent added", **_json({"$ref": "#/components/schemas/Turn"})},
-                              **_errors(400, 401, 404, 413, 429)}}},
+                              "202": QUEUED, **_errors(400, 401, 404, 413, 429)}}},
             "/api/conversations/{id}/retry": {"post": {
-                "summary": "Run the last turn again after the model failed", "operationId": "retryTurn",
-                "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}],
+                "summary": "Run the last turn again after it failed or was interrupted (a second press runs nothing)",
+                "operationId": "retryTurn",
+                "parameters": [ID, PREFER],
                 "responses": {"200": {"description": "What the agent added", **_json({"$ref": "#/components/schemas/Turn"})},
-                              **_errors(401, 404, 429)}}},
+                              "202": QUEUED, **_errors(401, 404, 429)}}},
+            "/api/conversations/{id}/stop": {"post": {
+                "summary": "End the running turn at its next step (its `stopped` end follows on the events)",
+                "operationId": "stopTurn", "parameters": [ID],
+                "responses": {"200": {"description": "Which run will stop (null: none was running)", **_json({
+                    "type": "object", "properties": {"run": {"type": ["integer", "null"]},
+                                                     "stopping": {"type": "boolean"}}})},
+                              **_errors(401, 404)}}},
+            "/api/conversations/{id}/events": {"get": {
+                "summary": "The conversation's live events (Server-Sent Events)",
+                "description": "Each event has an `id`; reconnect with `Last-Event-ID` (or `?after=`) to resume "
+                               "with no gap and no repeat. `event: text` — `{run, step, text}`, the model's words as "
+                               "they are written; `event: turn` — `{run, step, state}` with state `started`, then "
+                               "one of `done`, `paused`, `failed`, `stopped`, `interrupted` with the pass's "
+                               "`messages` and the `pending` prompts. Without a cursor, a turn still running is "
+                               "replayed from its start. The stream ends after EVENTS_STREAM_SECONDS; reconnect.",
+                "operationId": "conversationEvents",
+                "parameters": [ID, {"name": "Last-Event-ID", "in": "header", "required": False,
+                                    "schema": {"type": "string"}},
+                               {"name": "after", "in": "query", "required": False, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "text/event-stream",
+                                      "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                              **_errors(401, 404)}}},
             "/api/approvals": {"get": {
                 "summary": "Your approvals", "operationId": "listApprovals",
                 "parameters": [{"name": "status", "in": "query", "schema": {"type": "string", "default": "pending"}}],

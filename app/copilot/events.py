@@ -95,10 +95,14 @@ def read(conversation_id: int, after: str, block_ms: int | None) -> list[Event]:
     return [_event(raw_id, fields) for _, entries in reply or [] for raw_id, fields in entries]
 
 
-def follow(conversation_id: int, after: str, heartbeat_s: float) -> Iterator[Event | None]:
-    """Events as they come, forever; None every heartbeat_s of silence (a keep-alive)."""
-    while True:
-        events = read(conversation_id, after, int(heartbeat_s * 1000))
+def follow(conversation_id: int, after: str, heartbeat_s: float, for_s: float) -> Iterator[Event | None]:
+    """Events as they come for for_s seconds (then the client reconnects with Last-Event-ID, which
+    also lets a server recycle its threads); None every heartbeat_s of silence (a keep-alive)."""
+    import time
+
+    deadline = time.monotonic() + for_s
+    while (left := deadline - time.monotonic()) > 0:
+        events = read(conversation_id, after, max(1, int(min(heartbeat_s, left) * 1000)))
         if not events:
             yield None
         for event in events:

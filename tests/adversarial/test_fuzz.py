@@ -34,7 +34,7 @@ FUZZ = settings(max_examples=int(os.environ.get("COUNTERSIGN_FUZZ_EXAMPLES", "40
 
 @pytest.fixture
 def app_config():
-    return dict(SECRETS)
+    return {**SECRETS, "EVENTS_STREAM_SECONDS": 1}  # an event stream ends (a client reconnects)
 
 
 def token_of(app, email: str) -> str:

@@ -1,0 +1,177 @@
+"""The streamed reply in a real Chromium: the words appear while the model writes them, a reload
+mid-reply shows what was said so far and the rest (nothing twice), Stop ends a reply where it
+was, and a confirmed card shows its outcome before the model's continuation is written.
+
+Turns run in the app's background pool (as in production) and the model is tests/streamed.py's
+StreamedModel: it sends its first word, then waits on a gate the test opens. No sleeps: every
+wait is on the DOM (Playwright's own waits) or on a gate."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from app.copilot.agent import engine
+from tests.streamed import StreamedModel
+from tests.test_browser import ask, browser, page, server, sign_in_and_open_chat  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.browser
+
+LONG = 30_000  # ms: a limit for what must happen (a broken app, not a slow machine)
+
+LIVE = "#messages .turn--live"
+LIVE_TEXT = "#messages .turn--live p[id^='text-']"
+# A stored reply (the live bubble is also .message--assistant, with .message--live).
+REPLY = "#messages .message--assistant:not(.message--live) p"
+
+
+@pytest.fixture
+def app_config() -> dict[str, Any]:
+    return {"TURNS_RUNNER": "pool"}
+
+
+@pytest.fixture
+def model(app: Any) -> StreamedModel:
+    streamed = StreamedModel()
+    with app.app_context():
+        engine().use_model(streamed)
+    return streamed
+
+
+@pytest.fixture
+def gate() -> Any:
+    """A gate the test opens; opened at teardown too, so a failed test never leaves a worker
+    waiting on it."""
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+@pytest.fixture
+def console(page: Any) -> list[str]:  # noqa: F811
+    """What the page logged as errors (shown when a test fails)."""
+    seen: list[str] = []
+    page.on("console", lambda m: seen.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: seen.append(f"pageerror: {e}"))
+    return seen
+
+
+def messages_text(page: Any) -> str:  # noqa: F811
+    return page.locator("#messages").inner_text()
+
+
+def test_the_reply_appears_in_parts_before_the_turn_ends(page, server, model, gate, console):  # noqa: F811
+    model.enqueue("Alpha bravo charlie delta", gate=gate)
+    sign_in_and_open_chat(page, server)
+    ask(page, "Say four words")
+    expect(page.locator("#messages .message--user p")).to_have_text("Say four words", timeout=LONG)
+
+    live = page.locator(LIVE_TEXT)
+    expect(live).to_have_text("Alpha", timeout=LONG)
+    # The turn is still live: its bubble is there, Stop is offered, and only the first word shows.
+    expect(page.locator(LIVE)).to_have_count(1)
+    expect(page.locator("#messages .message--live")).to_have_attribute("aria-busy", "true")
+    expect(page.locator("button.stop")).to_be_visible()
+    assert live.inner_text().strip() == "Alpha"
+    assert "bravo" not in messages_text(page)
+    assert page.locator(REPLY).count() == 0
+
+    gate.set()
+    expect(page.locator(REPLY)).to_have_text("Alpha bravo charlie delta", timeout=LONG)
+    expect(page.locator(LIVE)).to_have_count(0, timeout=LONG)
+    expect(page.locator("#messages .message--live")).to_have_count(0)
+    expect(page.locator("button.stop")).to_be_hidden()
+    # The person's message comes before the reply, each once.
+    order = page.locator("#messages .message--user, #messages .message--assistant").evaluate_all(
+        "els => els.map(e => e.classList.contains('message--user') ? 'user' : 'assistant')")
+    assert order == ["user", "assistant"], (order, console)
+
+
+def test_a_reload_mid_reply_shows_the_text_so_far_and_the_rest_once(page, server, model, gate, console):  # noqa: F811
+    model.enqueue("Echo foxtrot golf hotel", gate=gate)
+    sign_in_and_open_chat(page, server)
+    ask(page, "Tell me the second four")
+    expect(page.locator(LIVE_TEXT)).to_have_text("Echo", timeout=LONG)
+
+    page.reload()
+    expect(page.locator(LIVE_TEXT)).to_have_text("Echo", timeout=LONG)
+    expect(page.locator(LIVE)).to_have_count(1)
+    expect(page.locator("button.stop")).to_be_visible()
+    text = messages_text(page)
+    assert text.count("Echo") == 1, (text, console)
+    assert "foxtrot" not in text
+    assert text.count("Tell me the second four") == 1, text
+
+    gate.set()
+    expect(page.locator(REPLY)).to_have_text("Echo foxtrot golf hotel", timeout=LONG)
+    expect(page.locator(LIVE)).to_have_count(0, timeout=LONG)
+    text = messages_text(page)
+    assert text.count("Echo foxtrot golf hotel") == 1, (text, console)
+    assert text.count("Echo") == 1, text
+    assert text.count("Tell me the second four") == 1, text
+    expect(page.locator("#messages .message--user")).to_have_count(1)
+    expect(page.locator("#messages .message--assistant")).to_have_count(1)
+    expect(page.locator("button.stop")).to_be_hidden()
+
+
+def test_stop_ends_the_reply_where_it_was(page, server, model, gate, console):  # noqa: F811
+    model.enqueue("India juliett kilo lima", gate=gate)
+    sign_in_and_open_chat(page, server)
+    ask(page, "Count slowly")
+    expect(page.locator(LIVE_TEXT)).to_have_text("India", timeout=LONG)
+    stop = page.locator("button.stop")
+    expect(stop).to_be_visible()
+
+    # The stop is recorded (its POST answered) before the model may go on.
+    with page.expect_response(lambda r: r.url.endswith("/stop") and r.request.method == "POST") as answered:
+        stop.click()
+    assert answered.value.status == 204
+    gate.set()
+
+    notice = page.locator("#messages .message--notice p")
+    expect(notice).to_have_count(1, timeout=LONG)
+    expect(notice).to_have_text("Stopped. Nothing ran.")
+    expect(page.locator(LIVE)).to_have_count(0, timeout=LONG)
+    expect(page.locator(REPLY)).to_have_text("India")  # the words shown so far stay; none after the stop
+    text = messages_text(page)
+    for later in ("juliett", "kilo", "lima"):
+        assert later not in text, (text, console)
+    assert text.count("India") == 1, text
+    expect(stop).to_be_hidden()
+
+
+def test_a_confirmed_card_shows_its_outcome_before_the_continuation(app, page, server, model, gate, posts,  # noqa: F811
+                                                                     console):
+    sign_in_and_open_chat(page, server)
+    ask(page, f"/delete_post post={posts['Spring meetup']}")  # nothing queued: the offline model's card
+    card = page.locator(".card").last
+    expect(card.get_by_text("Delete this post? This cannot be undone.")).to_be_visible(timeout=LONG)
+    expect(page.locator(LIVE)).to_have_count(0, timeout=LONG)  # the turn paused on its card
+    model.enqueue("Deleted as asked", gate=gate)
+
+    card.get_by_role("button", name="Confirm").click()
+    outcome = page.locator(".card__outcome")
+    expect(outcome).to_have_text("Removed · done", timeout=LONG)
+    # The outcome is there while the continuation is still live: its first word at most.
+    live = page.locator(LIVE_TEXT)
+    expect(live).to_have_text("Deleted", timeout=LONG)
+    expect(outcome).to_have_text("Removed · done")
+    expect(page.locator(LIVE)).to_have_count(1)
+    text = messages_text(page)
+    assert "as asked" not in text, (text, console)
+
+    gate.set()
+    reply = page.locator(REPLY)
+    expect(reply).to_have_text("Deleted as asked", timeout=LONG)
+    expect(page.locator(LIVE)).to_have_count(0, timeout=LONG)
+    expect(outcome).to_have_text("Removed · done")
+    assert messages_text(page).count("Deleted as asked") == 1
+    # Below the card.
+    below = page.locator(".card").last.evaluate(
+        "(card, reply) => !!(card.compareDocumentPosition(reply) & Node.DOCUMENT_POSITION_FOLLOWING)",
+        reply.element_handle())
+    assert below, console
+    expect(page.locator("button.stop")).to_be_hidden()

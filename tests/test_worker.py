@@ -1,0 +1,106 @@
+"""The production shape's worker (`flask --app wsgi worker`, Dramatiq over the tests' Redis) runs
+turns from another process; killed mid-turn, the turn ends `interrupted` with Retry, and the retry
+goes on from what already ran: nothing runs twice."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from app.extensions import db
+from app.models import Message, Post, Run, User
+from tests.conftest import REDIS_URL, api_headers
+from tests.fake_llm import FakeOpenAI
+
+ROOT = Path(__file__).resolve().parent.parent
+WAIT = 60  # seconds for something that must happen (a broken app, not a slow machine)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
+def app_config(fake: FakeOpenAI) -> dict[str, Any]:
+    return {"TURNS_RUNNER": "dramatiq", "COUNTERSIGN_MODEL": "openai:fake-gpt",
+            "COUNTERSIGN_MODEL_BASE_URL": fake.api_base, "TURN_HEARTBEAT": 1, "TURN_DEAD_AFTER": 3}
+
+
+@contextmanager
+def worker(database_url: str, fake: FakeOpenAI) -> Iterator[subprocess.Popen[bytes]]:
+    env = {**os.environ, "COUNTERSIGN_ENV": "testing", "SECRET_KEY": "test-secret-key", "DATABASE_URL": database_url,
+           "REDIS_URL": REDIS_URL, "SWEEP_ON_START": "0", "COUNTERSIGN_MODEL": "openai:fake-gpt",
+           "COUNTERSIGN_MODEL_BASE_URL": fake.api_base, "COUNTERSIGN_MODEL_API_KEY": "test-key",
+           "TURN_HEARTBEAT": "1", "TURN_DEAD_AFTER": "3"}
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "flask"), "--app", "wsgi", "worker", "--threads", "4"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def eventually(check: Any, what: str) -> Any:
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"never happened: {what}")
+
+
+def test_a_worker_killed_mid_turn_leaves_it_interrupted_and_retry_runs_nothing_twice(app, database_url, fake):
+    from app.auth import create_token
+
+    draft = {"title": "From the worker", "body": "Written once.", "status": "draft"}
+    fake.enqueue(fake.reply_tools(("draft_post", draft)), "hang", fake.reply_text("Drafted it."))
+    with app.app_context():
+        headers = api_headers(create_token(db.session.scalar(sa.select(User).where(User.email == "alice@example.com")),
+                                           scope="client"))
+    client = app.test_client()
+    convo = client.post("/api/conversations", json={}, headers=headers).get_json()["id"]
+    with worker(database_url, fake) as first:
+        queued = client.post(f"/api/conversations/{convo}/messages", json={"text": "draft a post"},
+                             headers={**headers, "Prefer": "respond-async"})
+        assert queued.status_code == 202
+        eventually(lambda: len(fake.requests) == 2, "the worker's second model request (after draft_post ran)")
+        first.send_signal(signal.SIGKILL)  # mid-turn: its model has not answered
+        first.wait(timeout=30)
+
+    def run_status() -> str:
+        client.get(f"/api/conversations/{convo}", headers=headers)  # a reader sweeps dead turns
+        with app.app_context():
+            return db.session.scalar(sa.select(Run.status).where(Run.conversation_id == convo))
+
+    eventually(lambda: run_status() == "interrupted", "the dead worker's turn marked interrupted")
+    shown = client.get(f"/api/conversations/{convo}", headers=headers).get_json()["messages"]
+    assert shown[-1]["role"] == "error" and "interrupted" in shown[-1]["text"] and "Retry" in shown[-1]["text"]
+    with worker(database_url, fake):
+        retried = client.post(f"/api/conversations/{convo}/retry", json={}, headers=headers)
+        assert retried.status_code == 200, retried.get_json()
+        assert [m["text"] for m in retried.get_json()["messages"]] == ["Drafted it."]
+    with app.app_context():
+        drafts = db.session.scalar(sa.select(sa.func.count()).select_from(Post).where(Post.title == "From the worker"))
+        roles = list(db.session.scalars(sa.select(Message.role).where(Message.conversation_id == convo)
+                                        .order_by(Message.id)))
+    assert drafts == 1  # draft_post ran once: the retry went on from its result
+    assert len(fake.requests) == 3
+    last = fake.requests[-1]["messages"]
+    assert [m["role"] for m in last][-2:] == ["assistant", "tool"]  # it goes on from draft_post's result
+    assert last[-2]["tool_calls"][0]["function"]["name"] == "draft_post" and "saved" in last[-1]["content"]
+    assert roles == ["user", "notice", "assistant"]  # the interruption's note stays, without its Retry
