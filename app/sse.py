@@ -17,9 +17,12 @@ EVENT_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
 
 
 def cursor() -> str | None:
-    """Where the client says it is: Last-Event-ID (a reconnect), else ?after= / ?since=."""
+    """Where the client says it is: Last-Event-ID (a reconnect), else ?after= / ?since=; None when
+    it is not a stream id Redis could hold (then the stream starts from now)."""
     given = request.headers.get("Last-Event-ID") or request.args.get("after") or request.args.get("since")
-    return given if given and EVENT_ID.match(given) else None
+    if not given or not EVENT_ID.match(given):
+        return None
+    return given if all(int(part) < 2**64 for part in given.split("-")) else None
 
 
 def stream(conversation_id: int, render: Callable[[Event], tuple[str, str] | None]) -> Response:

@@ -69,7 +69,7 @@ def main() -> None:
     def rank(q: float) -> float:
         return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] * 1000
 
-    figures = {"n": len(ordered), "sent": len(threads), "failed": failed + unfinished}
+    figures: dict[str, float] = {"n": len(ordered), "sent": len(threads), "failed": failed + unfinished}
     if ordered:
         figures.update(p50_ms=rank(0.5), p95_ms=rank(0.95), p99_ms=rank(0.99), max_ms=ordered[-1] * 1000)
     print(json.dumps(figures), flush=True)

@@ -1,6 +1,7 @@
-"""P3: one agent turn with an instant model, through Countersign (the person's message, the run,
-the history and the reply saved) against the same pydantic-ai agent, tools and model with
-persistence off, alternating A/B in one process, in one run.
+"""P3: one agent turn with an instant model, through Countersign (the person's message and its
+queued run committed, the pass claimed, read, run, and its history and reply saved: the whole job,
+run inline, TURNS_RUNNER=inline, as the test kit runs it) against the same pydantic-ai agent, tools
+and model with persistence off, alternating A/B in one process, in one run.
 
     python bench/agent_turn.py [--n 300] [--database-url URL] [--json]
 
@@ -19,7 +20,7 @@ from _harness import compare, env_for, main, prepare
 def run(n: int, database_url: str) -> dict[str, object]:
     import os
 
-    env = env_for(database_url)
+    env = env_for(database_url, TURNS_RUNNER="inline")
     prepare(database_url, env)
     os.environ.update(env)
     import sqlalchemy as sa
@@ -30,7 +31,7 @@ def run(n: int, database_url: str) -> dict[str, object]:
     from app import create_app
     from app.copilot import agent
     from app.extensions import db
-    from app.models import Conversation, Run, User
+    from app.models import Conversation, Message, Run, User
 
     instant = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("Noted.")]), model_name="instant")
     app = create_app({"SWEEP_ON_START": False})
@@ -51,12 +52,14 @@ def run(n: int, database_url: str) -> dict[str, object]:
             db.session.add(conversation)
             db.session.commit()
             start = time.perf_counter()
-            agent.send_message(conversation, user, "What is on my list?")
+            agent.send_message(conversation, agent.person(user, "web"), "What is on my list?")
             return time.perf_counter() - start
 
         for _ in range(20):  # warm up both
             bare()
             countersign()
+        replied = db.session.scalar(sa.select(Message.text).where(Message.role == "assistant").order_by(Message.id.desc()))
+        assert replied == "Noted.", f"the turn ran no pass inline (reply {replied!r})"
         a, b = [], []
         for i in range(n):
             for which in ((bare, countersign) if i % 2 == 0 else (countersign, bare)):

@@ -92,7 +92,7 @@ def run(n: int, database_url: str, redis_url: str, worker_class: str) -> dict[st
             return lambda: client.post(f"/api/conversations/{convo}/messages", {"text": f"/delete_post post={post}"},
                                        ASYNC)
 
-        insert_m, sent, replies = alternate(client, [message(c, p) for c, p in zip(conversations, posts, strict=True)])
+        insert_m, sent, replies = alternate(client, [message(c, p) for c, p in zip(conversations, posts[:n], strict=True)])
         assert all("run" in r for r in replies), replies[:3]
         prompts = cards(client, conversations)
 

@@ -10,6 +10,7 @@ asserted anywhere). Without --pg, the PostgreSQL rows use COUNTERSIGN_BENCH_PG_U
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -22,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+# L2 runs under each of these gunicorn worker classes (the smoke: the first, the one recommended);
+# gevent only where it is installed.
+L2_CLASSES = ("gthread", *(("gevent",) if importlib.util.find_spec("gevent") else ()))
 
 
 @dataclass
@@ -34,21 +38,27 @@ class Figure:
 
 
 def bench(script: str, *args: str) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, str(HERE / script), *args, "--json"], cwd=HERE, check=True,
-                         capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    out = subprocess.run([sys.executable, str(HERE / script), *args, "--json"], cwd=HERE, capture_output=True,
+                         text=True)
+    if out.returncode != 0:
+        print(out.stderr[-4000:], file=sys.stderr)
+        out.check_returncode()
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def plan(smoke: bool, pg: str | None) -> list[tuple[str, list[str], list[Figure]]]:
     small = smoke
     few, many = ("100", "1k") if small else ("1k", "100k")
-    databases = [("SQLite", [])] + ([("PostgreSQL", ["--database-url", pg])] if pg else [])
+    databases: list[tuple[str, list[str]]] = [("SQLite", [])] + ([("PostgreSQL", ["--database-url", pg])] if pg else [])
     rows: list[tuple[str, list[str], list[Figure]]] = []
     for label, db in databases:
         rows.append(("confirm_roundtrip.py", ["--n", "20" if small else "200", *db], [
-            Figure(f"P1 confirm ÷ one INSERT, median ({label})", "≤ 1.3×", "×", lambda r: r["ratio_median"],
-                   lambda v: v <= 1.3),
-            Figure(f"P1 confirm ÷ one INSERT, p99 ({label})", "≤ 2×", "×", lambda r: r["ratio_p99"], lambda v: v <= 2),
+            Figure(f"P1 confirm (respond-async) ÷ one INSERT, median ({label})", "≤ 1.3×", "×",
+                   lambda r: r["ratio_median"], lambda v: v <= 1.3),
+            Figure(f"P1 confirm (respond-async) ÷ one INSERT, p99 ({label})", "≤ 2×", "×", lambda r: r["ratio_p99"],
+                   lambda v: v <= 2),
+            Figure(f"P1 message (respond-async) ÷ one INSERT, median ({label})", "≤ 1.5×", "×",
+                   lambda r: r["message_ratio_median"], lambda v: v <= 1.5),
         ]))
     for label, db in databases:
         rows.append(("admin_list.py", ["--n", "10" if small else "200", *db] + (["--small", "100", "--large", "1000"]
@@ -72,15 +82,41 @@ def plan(smoke: bool, pg: str | None) -> list[tuple[str, list[str], list[Figure]
         Figure("P4 chat page over the wire (gzip)", "≤ 60 KB", "KB", lambda r: r["page_bytes"]["wire"] / 1024,
                lambda v: v <= 60),
     ]))
-    for label, db in databases:  # issue 14's goal; today's figures are the baseline it starts from
+    people = "20" if small else "200"
+    for label, db in databases:
         rows.append(("slow_model.py", [*(["--smoke"] if small else []), *db], [
-            Figure(f"L1 turn end p99, {'20' if small else '200'} at once ({label})", "≤ 3.5 s", "s",
+            Figure(f"L1 turn end p99, {people} at once ({label})", "≤ 3.5 s", "s",
                    lambda r: r["turn"]["p99_ms"] / 1000, lambda v: v <= 3.5),
             Figure(f"L1 failed turns ({label})", "0", "", lambda r: r["failures"]["total"], lambda v: v == 0),
+            Figure(f"L1 first words p95, fake sent → stream read ({label})", "≤ 100 ms", "ms",
+                   lambda r: r["first_words"].get("p95_ms", float("inf")), lambda v: v <= 100),
             Figure(f"L1 GET /login p99 during ÷ idle ({label})", "≤ 3×", "×",
                    lambda r: r["login"]["ratio_p99"] or float("inf"), lambda v: v <= 3),
-            Figure(f"L1 first words p95 ({label})", "≤ 100 ms", "ms",
-                   lambda r: (r["first_words"] or {}).get("p95_ms", float("inf")), lambda v: v <= 100),
+            Figure(f"L1 model requests in flight at once ({label})", "", "", lambda r: r["model"]["max_in_flight"],
+                   lambda v: True),
+            Figure(f"L1 peak RSS, web: gunicorn master + workers ({label})", "", "MB",
+                   lambda r: r["memory"]["peak"]["web"]["rss_mb"], lambda v: True),
+            Figure(f"L1 peak PSS, web ({label})", "", "MB", lambda r: r["memory"]["peak"]["web"]["pss_mb"],
+                   lambda v: True),
+            Figure(f"L1 peak RSS, turn worker ({label})", "", "MB", lambda r: r["memory"]["peak"]["worker"]["rss_mb"],
+                   lambda v: True),
+            Figure(f"L1 PSS of PostgreSQL's backends after ({label})" if db else f"L1 SQLite file after ({label})",
+                   "", "MB", (lambda r: r["memory"]["after"]["database"]["pss_mb"]) if db else
+                   (lambda r: r["memory"]["after"]["database"]["file_mb"]), lambda v: True),
+        ]))
+    streams = "100" if small else "1000"
+    for worker_class in L2_CLASSES[:1] if small else L2_CLASSES:
+        rows.append(("streams.py", [*(["--smoke"] if small else []), "--worker-class", worker_class], [
+            Figure(f"L2 {streams} open streams: failures ({worker_class})", "0", "", lambda r: r["failures"],
+                   lambda v: v == 0),
+            Figure(f"L2 web RSS per open stream ({worker_class})", "", "KB",
+                   lambda r: r["memory"]["per_stream_rss_kb"], lambda v: True),
+            Figure(f"L2 web PSS per open stream ({worker_class})", "", "KB",
+                   lambda r: r["memory"]["per_stream_pss_kb"], lambda v: True),
+            Figure(f"L2 GET /login p99 while open ÷ idle ({worker_class})", "≤ 3×", "×",
+                   lambda r: r["login"]["ratio_p99"] or float("inf"), lambda v: v <= 3),
+            Figure(f"L2 web CPU while held, % of a core ({worker_class})", "", "%", lambda r: 100 * r["cpu_per_s"],
+                   lambda v: True),
         ]))
     rows.append(("webhook_ack.py", ["--seconds", "2" if small else "10"], [
         Figure("P5 webhook ack p99 at 50 req/s", "≤ 300 ms", "ms", lambda r: r["webhook_ack"]["p99_ms"],
@@ -98,24 +134,28 @@ def main() -> None:
     args = parser.parse_args()
     runs = 1 if args.smoke else args.runs
     started = time.monotonic()
+    load = [round(x, 2) for x in os.getloadavg()]
     table: list[tuple[Figure, list[float]]] = []
     for script, script_args, figures in plan(args.smoke, args.pg):
         results = []
         for i in range(runs):
-            print(f"… {script} {' '.join(script_args)} (run {i + 1} of {runs})", file=sys.stderr, flush=True)
+            print(f"… {script} {' '.join(script_args)} (run {i + 1} of {runs})", file=sys.stderr, end="", flush=True)
+            began = time.monotonic()
             results.append(bench(script, *script_args))
+            print(f": {time.monotonic() - began:.0f} s", file=sys.stderr, flush=True)
         table.extend((f, [f.read(r) for r in results]) for f in figures)
 
     print(f"\nCountersign benchmarks: median of {runs} run(s), min–max beside it"
           f"{' (SMOKE: short runs, figures not meaningful)' if args.smoke else ''}; {os.cpu_count()} CPUs, "
-          f"{time.monotonic() - started:.0f} s\n")
-    print(f"| {'figure':<56} | {'goal':<9} | {'median':>9} | {'min–max':<17} | met |")
-    print(f"|{'-' * 58}|{'-' * 11}|{'-' * 11}|{'-' * 19}|-----|")
+          f"{time.monotonic() - started:.0f} s; load average {load} at the start, "
+          f"{[round(x, 2) for x in os.getloadavg()]} at the end\n")
+    print(f"| {'figure':<64} | {'goal':<9} | {'median':>9} | {'min–max':<17} | met |")
+    print(f"|{'-' * 66}|{'-' * 11}|{'-' * 11}|{'-' * 19}|-----|")
     for figure, values in table:
         mid = statistics.median(values)
         spread = f"{min(values):.2f}–{max(values):.2f}"
         met = "" if not figure.goal else ("yes" if figure.met(mid) else "no")
-        print(f"| {figure.name:<56} | {figure.goal:<9} | {mid:>7.2f}{figure.unit:>2} | {spread:<17} | {met:<3} |")
+        print(f"| {figure.name:<64} | {figure.goal:<9} | {mid:>7.2f}{figure.unit:>2} | {spread:<17} | {met:<3} |")
 
 
 if __name__ == "__main__":

@@ -368,3 +368,46 @@ def test_a_confirm_with_respond_async_answers_the_outcome_before_the_continuatio
     end = stream.until(ended)[-1][2]
     stream.close()
     assert end["state"] == "done" and [m["text"] for m in end["messages"]] == ["Deleted as you asked."], end
+
+
+# --- whose events ---------------------------------------------------------------------------------
+
+def test_another_persons_events_are_not_found_on_either_route(app, api, sign_in, streamed):
+    convo = new_conversation(api)
+    say(api, convo, "/list_posts")
+    bob = sign_in("bob@example.com")
+    carol = sign_in("carol@example.com")  # another tenant
+    for person in (bob, carol):
+        assert person.client.get(f"/c/{convo}/events").status_code == 404
+        assert person.client.get(f"/api/conversations/{convo}/events").status_code == 404
+    assert app.test_client().get(f"/api/conversations/{convo}/events").status_code == 401
+    for person in (bob, carol):
+        assert person.client.post(f"/api/conversations/{convo}/stop", headers={"X-CSRFToken": person.csrf}
+                                  ).status_code == 404
+
+
+def test_an_agent_token_reads_the_events_but_never_gets_a_card_token(app, posts, streamed):
+    from app.auth import create_token
+
+    with app.app_context():
+        alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+        agent = (app.test_client(), api_headers(create_token(alice)))  # the default scope: agent
+    convo = new_conversation(agent)
+    posted = say(agent, convo, f"/delete_post post={posts['Spring meetup']}", prefer="respond-async").get_json()
+    stream = Events(agent, posted["events"])
+    end = stream.until(ended)[-1][2]
+    stream.close()
+    assert end["state"] == "paused" and end["pending"] and all(p["token"] is None for p in end["pending"])
+
+
+@pytest.mark.parametrize("cursor", ["99999999999999999999-0", "1-99999999999999999999", "x-1", "-1-0", "0-0"])
+def test_any_cursor_is_a_stream_from_somewhere_never_an_error(app, api, cursor):
+    app.config["EVENTS_HEARTBEAT"] = 1  # a quiet stream says so after a second: read past the first wait
+    convo = new_conversation(api)
+    say(api, convo, "/list_posts")
+    for sent in ({"Last-Event-ID": cursor}, {}):
+        url = f"/api/conversations/{convo}/events" + ("" if sent else f"?after={cursor}")
+        stream = Events(api, url, last_event_id=sent.get("Last-Event-ID"))
+        chunks = [next(stream.chunks).decode(), next(stream.chunks).decode()]  # the retry line, then Redis answered
+        stream.close()
+        assert chunks[0] == "retry: 2000\n\n" and (chunks[1].startswith("id: ") or chunks[1] == ": keep-alive\n\n")

@@ -100,7 +100,7 @@ def get_conversation(conversation_id: int) -> Any:
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
     agent.expire_due(conversation.id)
-    runs.sweep_conversation(conversation.id, current_app.config["TURN_DEAD_AFTER"])
+    runs.sweep_dead(current_app.config["TURN_DEAD_AFTER"], conversation.id)
     messages = db.session.scalars(
         sa.select(Message).where(Message.conversation_id == conversation.id).order_by(Message.id)
     )

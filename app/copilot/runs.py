@@ -200,17 +200,18 @@ def alive_key(run_id: int) -> str:
     return f"turn-alive:{run_id}"
 
 
-def sweep_dead(grace_seconds: int) -> list[Run]:
+def sweep_dead(grace_seconds: int, conversation_id: int | None = None) -> list[Run]:
     """Runs whose worker died mid-pass (no heartbeat for grace_seconds) become `interrupted`,
-    shown with Retry; the conversations' next passes are queued."""
+    shown with Retry; their conversations' next passes are queued. A page about to show one
+    conversation sweeps just that one."""
     from datetime import timedelta
 
     cutoff = utcnow() - timedelta(seconds=grace_seconds)
-    running = list(db.session.scalars(
-        sa.select(Run).where(Run.status == "running", Run.updated_at < cutoff).limit(500)
-    ))
+    stale = sa.select(Run).where(Run.status == "running", Run.updated_at < cutoff).limit(500)
+    if conversation_id is not None:
+        stale = stale.where(Run.conversation_id == conversation_id)
     ended = []
-    for run in running:
+    for run in list(db.session.scalars(stale)):
         try:
             if redis_client.client.exists(alive_key(run.id)):
                 continue
@@ -244,22 +245,6 @@ def active(conversation_id: int) -> bool:
         sa.select(sa.func.count()).select_from(Run)
         .where(Run.conversation_id == conversation_id, Run.status.in_(("queued", "running")))
     ))
-
-
-def sweep_conversation(conversation_id: int, grace_seconds: int) -> None:
-    """A page about to show this conversation first ends its passes whose worker died."""
-    from datetime import timedelta
-
-    cutoff = utcnow() - timedelta(seconds=grace_seconds)
-    stale = list(db.session.scalars(sa.select(Run).where(
-        Run.conversation_id == conversation_id, Run.status == "running", Run.updated_at < cutoff)))
-    for run in stale:
-        try:
-            if redis_client.client.exists(alive_key(run.id)):
-                continue
-        except RedisError:
-            return
-        mark_interrupted(run)
 
 
 def wait(conversation_id: int, run_id: int, cursor: str, seconds: float) -> bool:

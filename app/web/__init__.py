@@ -167,7 +167,7 @@ def chat(conversation_id: int) -> Any:
     actor = current_actor()
     conversation = own_conversation(conversation_id, actor.user)
     agent.expire_due(conversation.id)
-    runs.sweep_conversation(conversation.id, current_app.config["TURN_DEAD_AFTER"])
+    runs.sweep_dead(current_app.config["TURN_DEAD_AFTER"], conversation.id)
     cursor = events.last_id(conversation.id)  # before the messages: the stream goes on from here
     messages = messages_after(conversation.id, 0)
     conversations = db.session.scalars(
