@@ -35,16 +35,32 @@ def env_for(database_url: str, **extra: str) -> dict[str, str]:
     return env
 
 
+PREPARE = """
+import sys
+import sqlalchemy as sa
+from flask_migrate import downgrade, upgrade
+from app import create_app
+from app.auth import create_token
+from app.cli import seed_demo
+from app.extensions import db
+from app.models import User
+app = create_app({"SWEEP_ON_START": False})
+with app.app_context():
+    if db.engine.dialect.name == "postgresql":
+        downgrade(revision="base")
+    upgrade()
+    seed_demo()
+    alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+    print(create_token(alice, scope="client"))
+"""
+
+
 def prepare(database_url: str, env: dict[str, str]) -> str:
-    """Migrate from empty, seed the demo, and return a client-scoped token for alice (it answers cards)."""
-    flask = [str(BIN / "flask"), "--app", "wsgi"]
-    if database_url.startswith("postgres"):
-        subprocess.run(flask + ["db", "downgrade", "base"], cwd=ROOT, env=env, check=False, capture_output=True)
-    subprocess.run(flask + ["db", "upgrade"], cwd=ROOT, env=env, check=True, capture_output=True)
-    seed_env = {**env, "COUNTERSIGN_ENV": "development"}
-    subprocess.run(flask + ["demo"], cwd=ROOT, env=seed_env, check=True, capture_output=True)
-    out = subprocess.run(flask + ["users", "create-token", "alice@example.com", "--scope", "client"], cwd=ROOT, env=env,
-                         check=True, capture_output=True, text=True)
+    """Migrate from empty (PostgreSQL: down to nothing first), seed the demo, and return a
+    client-scoped token for alice (it answers cards); in one process (`flask db upgrade`, `flask
+    demo` and `flask users create-token` each start the app)."""
+    out = subprocess.run([sys.executable, "-c", PREPARE], cwd=ROOT, env=env, check=True, capture_output=True,
+                         text=True)
     return out.stdout.strip().splitlines()[-1]
 
 
@@ -199,10 +215,20 @@ def turn_worker(env: dict[str, str], threads: int) -> Iterator[subprocess.Popen[
 
 def stop(*procs: subprocess.Popen[Any], seconds: float = 15) -> None:
     """SIGTERM to each (at once: they stop side by side), then SIGKILL (the process and its
-    children) to any still there after `seconds`."""
+    children) to any still there after `seconds`. A gunicorn's workers get SIGKILL at once after
+    its master's SIGTERM: nothing of a benchmark's is worth their graceful wait, and a worker
+    whose threads wait in XREAD BLOCK would take its full graceful timeout to exit."""
+    import signal
+
     for proc in procs:
         if proc.poll() is None:
             proc.terminate()
+            if isinstance(proc.args, list) and str(proc.args[0]).endswith("gunicorn"):
+                for pid in children(proc.pid):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
     deadline = time.monotonic() + seconds
     for proc in procs:
         try:
@@ -210,18 +236,10 @@ def stop(*procs: subprocess.Popen[Any], seconds: float = 15) -> None:
         except subprocess.TimeoutExpired:
             for pid in [*children(proc.pid), proc.pid]:
                 try:
-                    os.kill(pid, 9)
+                    os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
             proc.wait(timeout=10)
-
-
-def migrate(database_url: str, env: dict[str, str]) -> None:
-    """The schema from empty (PostgreSQL: down to nothing first), no demo data."""
-    flask = [str(BIN / "flask"), "--app", "wsgi"]
-    if database_url.startswith("postgres"):
-        subprocess.run(flask + ["db", "downgrade", "base"], cwd=ROOT, env=env, check=False, capture_output=True)
-    subprocess.run(flask + ["db", "upgrade"], cwd=ROOT, env=env, check=True, capture_output=True)
 
 
 def flush_redis(url: str) -> None:
@@ -340,6 +358,11 @@ from app.extensions import db
 from app.models import Conversation, Tenant, User
 app = create_app({"SWEEP_ON_START": False})
 with app.app_context():
+    if sys.argv[3] == "fresh":
+        from flask_migrate import downgrade, upgrade
+        if db.engine.dialect.name == "postgresql":
+            downgrade(revision="base")
+        upgrade()
     tenant = Tenant(slug=sys.argv[2], name=sys.argv[2])
     db.session.add(tenant)
     db.session.flush()
@@ -354,10 +377,11 @@ with app.app_context():
 """
 
 
-def seed_people(env: dict[str, str], n: int, tenant: str = "bench") -> list[tuple[str, int]]:
-    """n people of a tenant of their own, each with a client-scoped token and a new conversation."""
-    out = subprocess.run([sys.executable, "-c", SEED_PEOPLE, str(n), tenant], cwd=ROOT, env=env,
-                         check=True, capture_output=True, text=True)
+def seed_people(env: dict[str, str], n: int, tenant: str = "bench", fresh: bool = False) -> list[tuple[str, int]]:
+    """n people of a tenant of their own, each with a client-scoped token and a new conversation;
+    `fresh`: first the schema from empty (PostgreSQL: down to nothing first), in the same process."""
+    out = subprocess.run([sys.executable, "-c", SEED_PEOPLE, str(n), tenant, "fresh" if fresh else "as-is"],
+                         cwd=ROOT, env=env, check=True, capture_output=True, text=True)
     return [(token, convo) for token, convo in json.loads(out.stdout.strip().splitlines()[-1])]
 
 

@@ -75,11 +75,12 @@ def run(n: int, database_url: str, redis_url: str, worker_class: str) -> dict[st
     flush_redis(redis_url)
     env = env_for(database_url, REDIS_URL=redis_url)
     token = prepare(database_url, env)
-    posts = seed_posts(env, n + 20)
-    with web(env, worker_class, workers=2, threads=8) as server, turn_worker(env, threads=8):
+    warm_n = min(20, max(5, n // 4))
+    posts = seed_posts(env, n + warm_n)
+    with web(env, worker_class, workers=2, threads=8, connections=16) as server, turn_worker(env, threads=8):
         client = Client(server.port, token)
         # Warm up every path in both web workers and the turn worker (first imports and connections).
-        warm = [client.post("/api/conversations")[1]["id"] for _ in range(20)]
+        warm = [client.post("/api/conversations")[1]["id"] for _ in range(warm_n)]
         for convo, post in zip(warm, posts[n:], strict=True):
             client.post("/api/_probe/insert")
             client.post(f"/api/conversations/{convo}/messages", {"text": f"/delete_post post={post}"}, ASYNC)

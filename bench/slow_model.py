@@ -56,7 +56,6 @@ from _harness import (
     flush_redis,
     load_average,
     memory_of,
-    migrate,
     percentiles,
     redis_figures,
     seed_people,
@@ -353,8 +352,7 @@ def run(n: int, seconds: float, words: int, database_url: str, redis_url: str, i
     with fake_model(seconds, words) as (base_url, fake):
         env = env_for(database_url, REDIS_URL=redis_url, COUNTERSIGN_MODEL="openai:fake",
                       COUNTERSIGN_MODEL_BASE_URL=f"{base_url}/v1", COUNTERSIGN_MODEL_API_KEY="bench")
-        migrate(database_url, env)
-        people = seed_people(env, n + 1, "bench-l1")
+        people = seed_people(env, n + 1, "bench-l1", fresh=True)
         warm_token = people.pop()[0]  # a person of their own for the warm-up turns
         clock.mark("prepare")
         with web(env, worker_class, workers, threads) as server, turn_worker(env, worker_threads) as worker:
@@ -466,7 +464,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.smoke:
-        args.n, args.seconds, args.idle, args.limit = min(args.n, 20), 0.5, 2.0, 30.0
+        args.n, args.seconds, args.idle, args.limit = min(args.n, 20), 0.5, 2.0, 15.0
     result = run(args.n, args.seconds, args.words, args.database_url or temp_sqlite(), args.redis, args.idle,
                  args.limit, args.worker_class, args.workers, args.threads, args.worker_threads, not args.stream_after,
                  warm_rounds=1 if args.smoke else 3)

@@ -36,7 +36,6 @@ from _harness import (
     flush_redis,
     load_average,
     memory_of,
-    migrate,
     redis_figures,
     seed_people,
     temp_sqlite,
@@ -122,8 +121,7 @@ def run(n: int, hold_s: float, database_url: str, redis_url: str, idle: float, w
         threads: int, connections: int | None) -> dict[str, Any]:
     flush_redis(redis_url)
     env = env_for(database_url, REDIS_URL=redis_url)
-    migrate(database_url, env)
-    people = seed_people(env, n, "bench-l2")
+    people = seed_people(env, n, "bench-l2", fresh=True)
     publish_to = publisher(env)
     with web(env, worker_class, workers, threads, connections) as server:
         asyncio.run(warm_up(server.port, people[:16]))

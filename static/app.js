@@ -19,18 +19,34 @@
   document.addEventListener("htmx:afterSettle", scrollToEnd);
   document.addEventListener("htmx:sseMessage", scrollToEnd);
 
-  // A turn's live reply arrives as an out-of-band fragment that replaces its group by id; a
-  // group not on the page yet (a new turn) is added at the end of the chat instead.
-  document.addEventListener("htmx:oobErrorNoTarget", function (event) {
-    var content = event.detail.content;
+  // Turns and lines arrive as out-of-band fragments that replace the element with their id, from
+  // the event stream and from the POST that sent a message, in either order. One not on the page
+  // yet gets a place first: a first reply right under the message it answers, a message above a
+  // reply that came before it, anything else at the end. So nothing shows twice or out of order.
+  function place(el) {
     var log = document.getElementById("messages");
-    if (log && content && content.id && content.id.indexOf("turn-") === 0) {
-      log.appendChild(content);
-      window.htmx.process(content);
-      scrollToEnd();
-    }
-  });
-  document.addEventListener("DOMContentLoaded", scrollToEnd);
+    if (!log || !el.id || document.getElementById(el.id)) return;
+    var spot = document.createElement("div");
+    spot.id = el.id;
+    var answers = el.getAttribute("data-answers");
+    var asked = answers && document.getElementById("message-" + answers);
+    var reply = el.id.indexOf("message-") === 0 &&
+      log.querySelector('[data-answers="' + el.id.slice("message-".length) + '"]');
+    if (asked) asked.after(spot);
+    else if (reply) reply.before(spot);
+    else log.appendChild(spot);
+  }
+
+  function makeRoom(html) {
+    if (typeof html !== "string" || html.indexOf("hx-swap-oob") < 0) return;
+    var parsed = document.createElement("template");
+    parsed.innerHTML = html;
+    parsed.content.querySelectorAll('[hx-swap-oob="true"]').forEach(function (el) {
+      if (/^(turn|message)-/.test(el.id)) place(el);
+    });
+  }
+  document.addEventListener("htmx:sseBeforeMessage", function (event) { makeRoom(event.detail.data); });
+  document.addEventListener("htmx:beforeSwap", function (event) { makeRoom(event.detail.serverResponse); });
 
   document.addEventListener("keydown", function (event) {
     var box = event.target;

@@ -19,7 +19,7 @@ from app.copilot.text import check_message
 from app.errors import BadValues, NotFound
 from app.extensions import csrf, db, limit_per_person_and_address
 from app.json_body import json_object
-from app.models import Approval, Conversation, Message, Run
+from app.models import Approval, Conversation, Message
 
 bp = Blueprint("api", __name__)
 csrf.exempt(bp)
@@ -227,9 +227,7 @@ def answer(approval_id: str, decision: str) -> Any:
     # Read only after the answer (a bad token is refused before anything is looked up); the
     # continuation's end is after this cursor if runs.wait still finds it going.
     cursor = events.last_id(approval.conversation_id)
-    run = db.session.get(Run, approval.run_id)
-    going = run.id if run is not None and run.status in ("queued", "running") else None
-    return turn_reply(approval.conversation_id, going, [], card_message_id(approval), cursor, actor, 200,
+    return turn_reply(approval.conversation_id, approval.run_id, [], card_message_id(approval), cursor, actor, 200,
                       status=approval.status,
                       result=approval.result if approval.type == "confirm" else None)
 

@@ -69,6 +69,11 @@ def start(conversation: Conversation, actor: approvals.Actor, text: str, submit:
     return said, run
 
 
+def answers(run: Run, step: int) -> int | None:
+    """The person's message a pass answers (its first), for placing its reply under it."""
+    return run.message_id if step == 1 else None
+
+
 def step_approvals(run: Run) -> list[Approval]:
     """The cards and forms of the run's current step (the ones its next pass reports)."""
     return list(db.session.scalars(
@@ -138,7 +143,8 @@ def stop(conversation: Conversation) -> Run | None:
         sa.update(Run).where(Run.id == run.id, Run.status == "queued").values(status="stopped")
     ):
         db.session.commit()
-        events.publish(conversation.id, "turn", run=run.id, step=run.step + 1, state="stopped", messages=[])
+        events.publish(conversation.id, "turn", run=run.id, step=run.step + 1, state="stopped", messages=[],
+                       answers=answers(run, run.step + 1))
         queue_next(conversation.id)
         return run
     db.session.rollback()
@@ -234,7 +240,7 @@ def mark_interrupted(run: Run) -> bool:
     db.session.add(notice)
     db.session.commit()
     events.publish(run.conversation_id, "turn", run=run.id, step=run.step + 1, state="interrupted",
-                   messages=[notice.id])
+                   messages=[notice.id], answers=answers(run, run.step + 1))
     queue_next(run.conversation_id)
     return True
 

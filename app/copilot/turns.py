@@ -162,7 +162,8 @@ async def _run(run: Run) -> None:
     conversation_id = run.conversation_id
     turn = Turn(ctx=context_for(work.user, run.channel or "web"), run=run, registry=eng.registry, step=work.step,
                 allowed=eng.reachable(runs.split_toolsets(run.toolsets)))
-    events.publish(conversation_id, "turn", run=run.id, step=work.step, state="started")
+    events.publish(conversation_id, "turn", run=run.id, step=work.step, state="started",
+                   answers=runs.answers(run, work.step))
     started = time.perf_counter()
     model = eng.model()
     streams = not isinstance(model, FunctionModel) or model.stream_function is not None
@@ -294,7 +295,7 @@ def _end(work: Pass, status: str, added: list[Message], **values: Any) -> None:
     db.session.add_all(added)
     db.session.commit()
     events.publish(run.conversation_id, "turn", run=run.id, step=work.step, state=status,
-                   messages=[m.id for m in added])
+                   messages=[m.id for m in added], answers=runs.answers(run, work.step))
     for listener in list(LISTENERS):
         try:
             listener(run.conversation_id, added)

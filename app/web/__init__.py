@@ -17,7 +17,7 @@ from app.copilot.schema import wtform_class
 from app.copilot.text import check_message
 from app.errors import CountersignError, FormInvalid, NotFound, WrongPerson
 from app.extensions import db, limit_per_person_and_address
-from app.models import Approval, Conversation, Message, User, utcnow
+from app.models import Approval, Conversation, Message, Run, User, utcnow
 
 bp = Blueprint("web", __name__)
 
@@ -110,20 +110,26 @@ def render_partial(approval: Approval, context: dict[str, Any]) -> str:
 
 def render_messages(messages: list[Message], actor: Actor, oob: bool = False) -> str:
     """Messages as the chat shows them: a turn's messages inside its group (`turn-{run}-{step}`),
-    the one its live reply streamed into, so a replayed event replaces rather than repeats."""
+    the one its live reply streamed into. With `oob`, every group and line replaces the one with
+    its id (static/app.js places a new one), so a turn that also came over the events is shown
+    once, whichever arrives first."""
     return render_template("partials/_messages.html", groups=grouped(messages), actor=actor,
                            card_context=card_context, oob=oob)
 
 
-def grouped(messages: list[Message]) -> list[tuple[str | None, list[Message]]]:
-    """Consecutive messages of one pass together, keyed `turn-{run}-{step}`; others alone."""
-    groups: list[tuple[str | None, list[Message]]] = []
+def grouped(messages: list[Message]) -> list[tuple[str | None, list[Message], int | None]]:
+    """Consecutive messages of one pass together, keyed `turn-{run}-{step}`, with the person's
+    message a first pass answers; others alone."""
+    firsts = {run_id: message_id for run_id, message_id in db.session.execute(
+        sa.select(Run.id, Run.message_id).where(Run.id.in_({m.run_id for m in messages if m.run_id})))}
+    groups: list[tuple[str | None, list[Message], int | None]] = []
     for message in messages:
         key = f"turn-{message.run_id}-{message.step}" if message.run_id is not None else None
         if key is not None and groups and groups[-1][0] == key:
             groups[-1][1].append(message)
         else:
-            groups.append((key, [message]))
+            answers = firsts.get(message.run_id) if message.step == 1 else None
+            groups.append((key, [message], answers))
     return groups
 
 
@@ -200,7 +206,7 @@ def messages_or_page(after_id: int, actor: Actor, conversation_id: int, run_id: 
     ended — until then it streams in over the events). Without htmx (no script, no stream), the
     chat page once the turn ends or TURN_WAIT passes."""
     if request.htmx:  # type: ignore[attr-defined]
-        response = make_response(render_messages(messages_after(conversation_id, after_id), actor))
+        response = make_response(render_messages(messages_after(conversation_id, after_id), actor, oob=True))
         response.headers["Vary"] = "HX-Request"
         return response
     if run_id is not None:
@@ -246,13 +252,14 @@ def render_event(event: Event, actor: Actor) -> str:
     run, step = event.data.get("run"), event.data.get("step")
     if event.type == "text":
         return render_template("partials/_live_text.html", run=run, step=step, text=event.data.get("text", ""))
+    answers = event.data.get("answers")
     if event.type == "turn" and event.data.get("state") == "started":
-        return render_template("partials/_live.html", run=run, step=step)
+        return render_template("partials/_live.html", run=run, step=step, answers=answers)
     if event.type == "turn":
         ids = [int(i) for i in event.data.get("messages", [])]
         messages = list(db.session.scalars(sa.select(Message).where(Message.id.in_(ids)).order_by(Message.id)))
         return render_template("partials/_turn.html", key=f"turn-{run}-{step}", messages=messages, actor=actor,
-                               card_context=card_context, oob=True)
+                               card_context=card_context, oob=True, answers=answers)
     return ""
 
 
