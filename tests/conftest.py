@@ -246,6 +246,19 @@ def model(app: Flask) -> Any:
     return queued
 
 
+@pytest.fixture
+def streamed(app: Flask) -> Any:
+    """A StreamedModel (tests/streamed.py) in place of the app's model: its words stream, and a
+    reply can wait on a gate the test opens."""
+    from app.copilot.agent import engine
+    from tests.streamed import StreamedModel
+
+    model = StreamedModel()
+    with app.app_context():
+        engine().use_model(model)
+    return model
+
+
 def api_headers(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 

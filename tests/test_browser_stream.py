@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from app.copilot.agent import engine
 from tests.streamed import StreamedModel
 from tests.test_browser import ask, browser, page, server, sign_in_and_open_chat  # noqa: F401  (fixtures)
 
@@ -34,10 +33,7 @@ def app_config() -> dict[str, Any]:
 
 
 @pytest.fixture
-def model(app: Any) -> StreamedModel:
-    streamed = StreamedModel()
-    with app.app_context():
-        engine().use_model(streamed)
+def model(streamed: StreamedModel) -> StreamedModel:
     return streamed
 
 

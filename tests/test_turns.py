@@ -16,7 +16,6 @@ import sqlalchemy as sa
 from app.extensions import db
 from app.models import Approval, Message, Run, User
 from tests.conftest import api_headers
-from tests.streamed import StreamedModel
 
 WAIT = 60  # seconds a test waits for something that must happen (a broken app, not a slow one)
 
@@ -24,16 +23,6 @@ WAIT = 60  # seconds a test waits for something that must happen (a broken app, 
 @pytest.fixture
 def app_config() -> dict[str, Any]:
     return {"TURNS_RUNNER": "pool"}
-
-
-@pytest.fixture
-def streamed(app: Any) -> StreamedModel:
-    from app.copilot.agent import engine
-
-    model = StreamedModel()
-    with app.app_context():
-        engine().use_model(model)
-    return model
 
 
 @pytest.fixture
