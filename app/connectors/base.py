@@ -34,9 +34,10 @@ OUTCOMES = {
     "superseded": "Replaced by a newer request — nothing was done.",
 }
 WINDOW = 300  # seconds a signed webhook timestamp is good for (Slack's, and the email provider's)
-# A delivery is held while its turn is queued or running: the job's timeout (300 s) and a minute to
-# be picked up. A turn that raises lets go at once, so a redelivery is processed; one that ends
-# marks it done for a day, so a redelivery acts once.
+# A delivery is held for six minutes while its job is queued or running (the job stores the message
+# and queues the turn, which runs as a job of its own, so it is short). A delivery job that raises
+# lets go at once, so a redelivery is processed; one that ends marks it done for a day, so a
+# redelivery acts once.
 LEASE = 360
 DONE_FOR = 86400
 DONE = "done"
