@@ -6,7 +6,7 @@ words evenly over those seconds and stamps each chunk it sends on CLOCK_MONOTONI
 
     python bench/slow_model.py [--n 200] [--seconds 2] [--database-url URL | --pg URL]
                                [--redis redis://127.0.0.1:6379/13] [--worker-class gthread|gevent]
-                               [--workers 2] [--threads 256] [--worker-threads 256]
+                               [--workers 2] [--threads 256] [--worker-threads 256] [--worker-processes 1]
                                [--stream-after] [--limit 120] [--smoke] [--json]
 
 Each person does what the browser does: their conversation's event stream
@@ -41,7 +41,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -102,15 +102,15 @@ def fake_stats(base_url: str) -> dict[str, Any]:
 class Processes:
     """Every process of the run, by role, for memory and CPU."""
 
-    def __init__(self, server: Any, worker: subprocess.Popen[bytes], fake: subprocess.Popen[str], redis_url: str,
-                 database_url: str) -> None:
-        self.server, self.worker, self.fake = server, worker, fake
+    def __init__(self, server: Any, workers: list[subprocess.Popen[bytes]], fake: subprocess.Popen[str],
+                 redis_url: str, database_url: str) -> None:
+        self.server, self.workers, self.fake = server, workers, fake
         self.redis_url, self.database_url = redis_url, database_url
 
     def roles(self) -> dict[str, list[int]]:
         from _harness import children
 
-        return {"web": self.server.pids(), "worker": [self.worker.pid, *children(self.worker.pid)],
+        return {"web": self.server.pids(), "worker": [pid for w in self.workers for pid in [w.pid, *children(w.pid)]],
                 "fake": [self.fake.pid]}
 
     def memory(self, database: bool = False) -> dict[str, Any]:
@@ -346,7 +346,7 @@ class Phases:
 
 def run(n: int, seconds: float, words: int, database_url: str, redis_url: str, idle: float, limit: float,
         worker_class: str, workers: int, threads: int, worker_threads: int, stream_first: bool,
-        warm_rounds: int = 3) -> dict[str, Any]:
+        warm_rounds: int = 3, worker_processes: int = 1) -> dict[str, Any]:
     clock = Phases()
     flush_redis(redis_url)
     with fake_model(seconds, words) as (base_url, fake):
@@ -355,10 +355,11 @@ def run(n: int, seconds: float, words: int, database_url: str, redis_url: str, i
         people = seed_people(env, n + 1, "bench-l1", fresh=True)
         warm_token = people.pop()[0]  # a person of their own for the warm-up turns
         clock.mark("prepare")
-        with web(env, worker_class, workers, threads) as server, turn_worker(env, worker_threads) as worker:
+        with web(env, worker_class, workers, threads) as server, ExitStack() as stack:
+            turn_workers = [stack.enter_context(turn_worker(env, worker_threads)) for _ in range(worker_processes)]
             warm_up(server.port, warm_token, rounds=warm_rounds)
             clock.mark("start_and_warm_up")
-            processes = Processes(server, worker, fake, redis_url, database_url)
+            processes = Processes(server, turn_workers, fake, redis_url, database_url)
             before = processes.memory(database=True)
             probe = LoginProbe(server.port)
             idle_login = probe.sample(idle)
@@ -370,15 +371,16 @@ def run(n: int, seconds: float, words: int, database_url: str, redis_url: str, i
             cpu_after = processes.cpu()
             after = processes.memory(database=True)
             stats = fake_stats(base_url)
-            worker_alive = worker.poll() is None
+            workers_alive = sum(w.poll() is None for w in turn_workers)
             clock.mark("measure")
-            stop(server.proc, worker)
+            stop(server.proc, *turn_workers)
     clock.mark("stop")
     turns = out["turns"]
     run_s = out["ended"] - out["started"]
     result: dict[str, Any] = {
         "bench": "L1", "database": "postgresql" if database_url.startswith("postgres") else "sqlite", "n": n,
         "model_seconds": seconds, "words": words, "web": server.shape, "worker_threads": worker_threads,
+        "worker_processes": worker_processes,
         "stream": "opened before the POST" if stream_first else "opened right after the POST",
         "streams_open_before_send": out["streams_open"], "streams_opened_s": out["opened_s"],
         "turn": percentiles([min(t.get("end", out["started"] + limit), out["started"] + limit) - t["start"]
@@ -394,7 +396,7 @@ def run(n: int, seconds: float, words: int, database_url: str, redis_url: str, i
         "memory": {"before": before, "peak": peak.peak, "after": after},
         "cpu_s": {role: cpu_after[role] - cpu_before.get(role, 0.0) for role in cpu_after},
         "load_average_before": load_before, "load_average_after": load_average(),
-        "worker_alive": worker_alive, "phases_s": clock.phases,
+        "worker_processes_alive": workers_alive, "phases_s": clock.phases,
     }
     idle_p99, run_p99 = idle_login.get("p99_ms"), during_login.get("p99_ms")
     result["login"]["ratio_p99"] = run_p99 / idle_p99 if idle_p99 and run_p99 else None
@@ -414,11 +416,13 @@ def _mem(figures: dict[str, Any]) -> str:
 def show(r: dict[str, Any]) -> None:
     f, m, login, mem = r["failures"], r["model"], r["login"], r["memory"]
     print(f"L1 load: {r['n']} people at once, model {r['model_seconds']} s over {r['words']} words "
-          f"({r['database']}, {r['web']}, worker --threads {r['worker_threads']}, Redis; stream {r['stream']})")
+          f"({r['database']}, {r['web']}, {r['worker_processes']} × worker --threads {r['worker_threads']}, Redis; "
+          f"stream {r['stream']})")
     print(f"  turn ends          {_ms(r['turn'])}   all ended by {r['all_ended_s']:.1f} s, {r['turns_ok']} answered")
     print(f"  failures           {f['total']}" + "".join(f"   {k} {v}" for k, v in f.items() if k != "total"))
     print(f"  first words        {_ms(r['first_words'])}   missing {r['first_words']['missing']}")
     fw = r["first_words"]
+    print(f"  POST → 202 (all)   {_ms(r['post'])}")
     print(f"    fake → stream    {_ms(fw['to_stream'])}")
     print(f"    stream → client  {_ms(fw['stream_to_client'])}")
     print("  where a turn's time goes (event ids give when the worker appended each event):")
@@ -456,7 +460,8 @@ def main() -> None:
     parser.add_argument("--worker-class", default="gthread", choices=("gthread", "gevent"))
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
     parser.add_argument("--threads", type=int, default=256, help="threads per gthread worker (its connections too)")
-    parser.add_argument("--worker-threads", type=int, default=256, help="turns the turn worker runs at once")
+    parser.add_argument("--worker-threads", type=int, default=256, help="turns each turn worker runs at once")
+    parser.add_argument("--worker-processes", type=int, default=1, help="turn worker processes")
     parser.add_argument("--stream-after", action="store_true", help="open each stream right after its POST")
     parser.add_argument("--idle", type=float, default=5.0, help="seconds of idle /login samples")
     parser.add_argument("--limit", type=float, default=60.0, help="seconds the turns may take")
@@ -467,7 +472,7 @@ def main() -> None:
         args.n, args.seconds, args.idle, args.limit = min(args.n, 20), 0.5, 2.0, 15.0
     result = run(args.n, args.seconds, args.words, args.database_url or temp_sqlite(), args.redis, args.idle,
                  args.limit, args.worker_class, args.workers, args.threads, args.worker_threads, not args.stream_after,
-                 warm_rounds=1 if args.smoke else 3)
+                 warm_rounds=1 if args.smoke else 3, worker_processes=args.worker_processes)
     if not args.json:
         show(result)
     print(json.dumps(result))
