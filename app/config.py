@@ -151,6 +151,10 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         "EVENTS_TTL": _int("EVENTS_TTL", 86400),
         "EVENTS_HEARTBEAT": _int("EVENTS_HEARTBEAT", 15),
         "EVENTS_STREAM_SECONDS": _int("EVENTS_STREAM_SECONDS", 300),  # then the client reconnects
+        # Open event streams one person may hold (each holds a web thread), and how often an open
+        # stream checks that its session or token is still live.
+        "EVENTS_MAX_STREAMS_PER_PERSON": _int("EVENTS_MAX_STREAMS_PER_PERSON", 8),
+        "EVENTS_RECHECK": _int("EVENTS_RECHECK", 5),
         "BENCH_PROBE": _bool("BENCH_PROBE", False),
     }
     config.update(overrides)

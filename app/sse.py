@@ -5,13 +5,19 @@ repeat; a keep-alive comment every EVENTS_HEARTBEAT seconds; holds no database t
 from __future__ import annotations
 
 import re
+import secrets
+import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from flask import Response, current_app, request, stream_with_context
+from redis.exceptions import RedisError
 
+from app.auth import credential_check
 from app.copilot import events
 from app.copilot.events import Event
-from app.extensions import db
+from app.errors import TooManyAttempts
+from app.extensions import db, redis_client
 
 EVENT_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
 
@@ -25,9 +31,13 @@ def cursor() -> str | None:
     return given if all(int(part) < 2**64 for part in given.split("-")) else None
 
 
-def stream(conversation_id: int, render: Callable[[Event], tuple[str, str] | None]) -> Response:
+def stream(conversation_id: int, person_id: int, render: Callable[[Event], tuple[str, str] | None]) -> Response:
     """The response: each event as `id`, `event` and `data` lines (`render` gives (name, data), or
-    None to pass over it — its id is still sent, so a reconnect does not replay it)."""
+    None to pass over it — its id is still sent, so a reconnect does not replay it). A person has
+    at most EVENTS_MAX_STREAMS_PER_PERSON open (each holds a server thread); the stream ends when
+    its credential does (sign-out, a revoked token), checked every EVENTS_RECHECK seconds."""
+    redis = redis_client.client  # (closing may happen outside the app's context)
+    held = _hold_a_stream(redis, person_id)
     resumed = request.headers.get("Last-Event-ID")
     start = cursor()
     if start is None:
@@ -40,22 +50,73 @@ def stream(conversation_id: int, render: Callable[[Event], tuple[str, str] | Non
     db.session.expunge_all()
     db.session.rollback()
 
+    recheck = current_app.config["EVENTS_RECHECK"]
+    still_signed_in = credential_check()
+
     def body() -> Iterator[str]:
-        yield "retry: 2000\n\n"
-        for event in events.follow(conversation_id, start, heartbeat, lasting):
-            if event is None:
-                yield ": keep-alive\n\n"
-                continue
-            shown = render(event)
-            db.session.rollback()
-            if shown is None:
-                yield f"id: {event.id}\n\n"
-                continue
-            name, data = shown
-            lines = "".join(f"data: {line}\n" for line in data.split("\n"))
-            yield f"id: {event.id}\nevent: {name}\n{lines}\n"
+        checked = time.monotonic()
+        try:
+            yield "retry: 2000\n\n"
+            for event in events.follow(conversation_id, start, heartbeat, lasting):
+                if time.monotonic() - checked >= recheck:
+                    if not still_signed_in():
+                        return
+                    checked = time.monotonic()
+                if event is None:
+                    yield ": keep-alive\n\n"
+                    continue
+                shown = render(event)
+                db.session.rollback()
+                if shown is None:
+                    yield f"id: {event.id}\n\n"
+                    continue
+                name, data = shown
+                yield f"id: {event.id}\nevent: {name}\n{data_lines(data)}\n"
+        finally:
+            _let_go(redis, person_id, held)
 
     response = Response(stream_with_context(body()), mimetype="text/event-stream")
+    response.call_on_close(lambda: _let_go(redis, person_id, held))
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
     return response
+
+
+def data_lines(data: str) -> str:
+    """`data:` lines for a payload. A CR, LF or CRLF anywhere ends an SSE line, so each becomes a
+    line of its own: what the payload says can never add a field or an event to the stream."""
+    return "".join(f"data: {line}\n" for line in data.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+
+
+def _streams_key(person_id: int) -> str:
+    return f"streams:{person_id}"
+
+
+def _hold_a_stream(redis: Any, person_id: int) -> str:
+    """Count this stream against the person's limit (a sorted set of open streams, each with the
+    time it ends at the latest, so a stream whose process died stops counting): its id, or
+    TooManyAttempts (429)."""
+    config = current_app.config
+    mine, now = secrets.token_hex(8), time.time()
+    key = _streams_key(person_id)
+    try:
+        pipe = redis.pipeline()
+        pipe.zremrangebyscore(key, 0, now)
+        pipe.zadd(key, {mine: now + config["EVENTS_STREAM_SECONDS"] + 60})
+        pipe.zcard(key)
+        pipe.expire(key, config["EVENTS_STREAM_SECONDS"] + 120)
+        _, _, open_now, _ = pipe.execute()
+    except RedisError:
+        return mine  # no Redis, no stream either: events.read fails and the client retries
+    if open_now > config["EVENTS_MAX_STREAMS_PER_PERSON"]:
+        _let_go(redis, person_id, mine)
+        raise TooManyAttempts(f"Too many live views are open for you ({config['EVENTS_MAX_STREAMS_PER_PERSON']}): "
+                              "close a tab and try again.", retry_after=30)
+    return mine
+
+
+def _let_go(redis: Any, person_id: int, held: str) -> None:
+    try:
+        redis.zrem(_streams_key(person_id), held)
+    except RedisError:
+        pass

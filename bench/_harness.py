@@ -1,4 +1,5 @@
-"""Shared pieces of the benchmarks: a migrated, seeded database, a gunicorn server, timing."""
+"""Shared pieces of the benchmarks: a migrated, seeded database; gunicorn (sync, gthread or gevent)
+and the turn worker, each stopping by itself; memory and CPU from /proc; the /login probe; timing."""
 
 from __future__ import annotations
 
@@ -180,9 +181,26 @@ def web(env: dict[str, str], worker_class: str = "sync", workers: int = 2, threa
         )
     try:
         wait_for_port(port)
+        serving(port, proc, log)
         yield Web(port, proc, shape, log)
     finally:
         stop(proc)
+
+
+def serving(port: int, proc: subprocess.Popen[bytes], log: Path, seconds: float = 60) -> None:
+    """Wait until `GET /login` answers 200 (the workers booted); else raise with the log's end."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("GET", "/login")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    tail = log.read_text(errors="replace").splitlines()[-15:]
+    raise RuntimeError(f"gunicorn is not serving (see {log}):\n" + "\n".join(tail))
 
 
 def log_file(name: str) -> Path:

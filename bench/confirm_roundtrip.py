@@ -73,7 +73,8 @@ def cards(client: Client, conversations: list[int], seconds: float = 120) -> lis
 
 def run(n: int, database_url: str, redis_url: str, worker_class: str) -> dict[str, Any]:
     flush_redis(redis_url)
-    env = env_for(database_url, REDIS_URL=redis_url)
+    # n cards pending at once for one person: past the per-person cap (20) that guards against floods
+    env = env_for(database_url, REDIS_URL=redis_url, APPROVALS_MAX_PENDING_PER_PERSON=str(2 * n + 50))
     token = prepare(database_url, env)
     warm_n = min(20, max(5, n // 4))
     posts = seed_posts(env, n + warm_n)

@@ -5,6 +5,10 @@ run), and one table of the figures: the median of the runs and their min–max, 
 
 --smoke: one short run of each, to show the benchmarks still work (CI prints it; no goal is
 asserted anywhere). Without --pg, the PostgreSQL rows use COUNTERSIGN_BENCH_PG_URL, or are left out.
+
+The web of P1 and L1 runs under WEB (gunicorn `-k gevent` where gevent is installed, else `-k
+gthread`); L2 runs under each worker class installed, WEB first (the smoke: WEB only). P1 and L1
+start `flask --app wsgi worker` beside it and use Redis databases 14 and 13 (flushed first).
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-# L2 runs under each of these gunicorn worker classes (the smoke: the first, the one recommended);
-# gevent only where it is installed.
-L2_CLASSES = ("gthread", *(("gevent",) if importlib.util.find_spec("gevent") else ()))
+# The gunicorn worker class of the web (the recommended one, where it is installed), and every
+# class L2 compares (the smoke: the first only).
+WEB = "gevent" if importlib.util.find_spec("gevent") else "gthread"
+L2_CLASSES = (WEB, *(("gthread",) if WEB == "gevent" else ()))
 
 
 @dataclass
@@ -52,7 +57,7 @@ def plan(smoke: bool, pg: str | None) -> list[tuple[str, list[str], list[Figure]
     databases: list[tuple[str, list[str]]] = [("SQLite", [])] + ([("PostgreSQL", ["--database-url", pg])] if pg else [])
     rows: list[tuple[str, list[str], list[Figure]]] = []
     for label, db in databases:
-        rows.append(("confirm_roundtrip.py", ["--n", "20" if small else "200", *db], [
+        rows.append(("confirm_roundtrip.py", ["--n", "10" if small else "200", "--worker-class", WEB, *db], [
             Figure(f"P1 confirm (respond-async) ÷ one INSERT, median ({label})", "≤ 1.3×", "×",
                    lambda r: r["ratio_median"], lambda v: v <= 1.3),
             Figure(f"P1 confirm (respond-async) ÷ one INSERT, p99 ({label})", "≤ 2×", "×", lambda r: r["ratio_p99"],
@@ -83,8 +88,8 @@ def plan(smoke: bool, pg: str | None) -> list[tuple[str, list[str], list[Figure]
                lambda v: v <= 60),
     ]))
     people = "20" if small else "200"
-    for label, db in databases:
-        rows.append(("slow_model.py", [*(["--smoke"] if small else []), *db], [
+    for label, db in [(f"{name}, {WEB}", args) for name, args in databases]:
+        rows.append(("slow_model.py", [*(["--smoke"] if small else []), "--worker-class", WEB, *db], [
             Figure(f"L1 turn end p99, {people} at once ({label})", "≤ 3.5 s", "s",
                    lambda r: r["turn"]["p99_ms"] / 1000, lambda v: v <= 3.5),
             Figure(f"L1 failed turns ({label})", "0", "", lambda r: r["failures"]["total"], lambda v: v == 0),

@@ -7,7 +7,7 @@ words evenly over those seconds and stamps each chunk it sends on CLOCK_MONOTONI
     python bench/slow_model.py [--n 200] [--seconds 2] [--database-url URL | --pg URL]
                                [--redis redis://127.0.0.1:6379/13] [--worker-class gthread|gevent]
                                [--workers 2] [--threads 256] [--worker-threads 256] [--worker-processes 1]
-                               [--stream-after] [--limit 120] [--smoke] [--json]
+                               [--stream-after] [--limit 60] [--smoke] [--json]
 
 Each person does what the browser does: their conversation's event stream
 (`GET /api/conversations/{id}/events`) is open first (as the page's EventSource is before anyone
@@ -26,7 +26,8 @@ turn worker, Redis (the whole server), the fake; PostgreSQL's backends for this 
 SQLite file's size) before, at peak and after; their CPU time during the run; the load average.
 Everything is on 127.0.0.1 and stops by itself.
 
---smoke: 20 people, 0.5 s, a short idle sample (shows the benchmark still works; figures not meaningful).
+--smoke: 20 people, 0.5 s, 1 s of idle samples, 8 s for the turns (shows the benchmark still works;
+figures not meaningful).
 """
 
 from __future__ import annotations
@@ -167,19 +168,21 @@ def warm_up(port: int, token: str, width: int = 8, rounds: int = 3) -> None:
         conn.getresponse().read()
 
     async def streams() -> None:
-        for convo in convos:
+        for convo in convos[:4]:  # (a person may hold EVENTS_MAX_STREAMS_PER_PERSON streams at once)
             stream = await EventStream.open(port, f"/api/conversations/{convo}/events",
                                             {"Authorization": f"Bearer {token}"})
             await stream.next_event()
             stream.close()
 
     for _ in range(rounds):
+        # Streams first: a closed stream holds its server thread and Redis connection until its
+        # next write, and the turns that follow write to every one of them.
+        asyncio.run(streams())
         threads = [threading.Thread(target=turn, args=(c,)) for c in convos]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        asyncio.run(streams())
     if problems:
         raise RuntimeError(f"warm-up turns not answered (is the turn worker running?): {problems[:3]}")
 
@@ -373,7 +376,7 @@ def run(n: int, seconds: float, words: int, database_url: str, redis_url: str, i
             stats = fake_stats(base_url)
             workers_alive = sum(w.poll() is None for w in turn_workers)
             clock.mark("measure")
-            stop(server.proc, *turn_workers)
+            stop(server.proc, *turn_workers, seconds=5)  # a worker stuck in a turn is not waited for
     clock.mark("stop")
     turns = out["turns"]
     run_s = out["ended"] - out["started"]
@@ -469,7 +472,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.smoke:
-        args.n, args.seconds, args.idle, args.limit = min(args.n, 20), 0.5, 2.0, 15.0
+        args.n, args.seconds, args.idle, args.limit = min(args.n, 20), 0.5, 1.0, 8.0
     result = run(args.n, args.seconds, args.words, args.database_url or temp_sqlite(), args.redis, args.idle,
                  args.limit, args.worker_class, args.workers, args.threads, args.worker_threads, not args.stream_after,
                  warm_rounds=1 if args.smoke else 3, worker_processes=args.worker_processes)

@@ -130,6 +130,10 @@ def run(n: int, hold_s: float, database_url: str, redis_url: str, idle: float, w
     publish_to = publisher(env)
     with web(env, worker_class, workers, threads, connections) as server:
         asyncio.run(warm_up(server.port, people[:16]))
+        # A stream its client closed holds its server thread and Redis connection until its next
+        # write (a keep-alive, EVENTS_HEARTBEAT s): one event to each ends the warm-up's at once.
+        publish_to([c for _, c in people[:16]])
+        time.sleep(0.5)
         processes = server.pids()
         before = {**memory_of(processes), "threads": threads_of(processes)}
         probe = LoginProbe(server.port)

@@ -99,6 +99,18 @@ def run_status(app: Any, run_id: int) -> str:
         return db.session.scalar(sa.select(Run.status).where(Run.id == run_id))
 
 
+def elsewhere(app: Any, work: Any) -> None:
+    """Do it as another request would, on a thread of its own (the test client resumes an open
+    stream in this thread, under whatever context is current here)."""
+    def run() -> None:
+        with app.app_context():
+            work()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(WAIT)
+
+
 def settle(app: Any) -> None:
     assert app.extensions["turns"].wait_idle(WAIT), "turns still running"
 
@@ -178,7 +190,7 @@ def test_prefer_wait_bounds_the_wait_then_answers_202_with_the_events(app, api, 
     answered = say(api, convo, "take your time", prefer="wait=1")
     assert answered.status_code == 202  # the gate is shut: the turn cannot have ended
     body = answered.get_json()
-    assert set(body) == {"run", "events"} and run_status(app, body["run"]) == "running"
+    assert set(body) == {"run", "events"} and run_status(app, body["run"]) in ("queued", "running")
     gate.set()
     settle(app)
     assert run_status(app, body["run"]) == "done"
@@ -225,6 +237,7 @@ def test_a_message_sent_while_a_turn_runs_waits_its_turn_and_both_are_remembered
     streamed.enqueue("second answer")
     convo = new_conversation(api)
     first = say(api, convo, "first question", prefer="respond-async").get_json()
+    assert streamed.started.wait(WAIT)  # the first turn's model is writing (and waits on the gate)
     second = say(api, convo, "second question", prefer="respond-async").get_json()
     assert run_status(app, first["run"]) == "running" and run_status(app, second["run"]) == "queued"
     gate.set()
@@ -400,3 +413,63 @@ def test_any_cursor_is_a_stream_from_somewhere_never_an_error(app, api, cursor):
         chunks = [next(stream.chunks).decode(), next(stream.chunks).decode()]  # the retry line, then Redis answered
         stream.close()
         assert chunks[0] == "retry: 2000\n\n" and (chunks[1].startswith("id: ") or chunks[1] == ": keep-alive\n\n")
+
+
+# --- what a stream holds, and for how long -----------------------------------------------------------
+
+def test_a_carriage_return_in_what_is_shown_cannot_frame_its_own_event(app):
+    from app.sse import data_lines
+
+    forged = "Harmless\rid: 99999999999999-0\rretry: 86400000\revent: turn\rdata: fake\r\rtail\r\nmore"
+    lines = data_lines(forged)
+    assert all(line.startswith("data: ") for line in lines.split("\n") if line)
+    assert "\r" not in lines and "\n\n" not in lines  # no line of its own, no end of event
+
+
+def test_one_person_holds_a_bounded_number_of_streams(app, api):
+    app.config["EVENTS_MAX_STREAMS_PER_PERSON"] = 2
+    convo = new_conversation(api)
+    client, headers = api
+    held = [client.get(f"/api/conversations/{convo}/events", headers=headers, buffered=False) for _ in range(2)]
+    refused = client.get(f"/api/conversations/{convo}/events", headers=headers, buffered=False)
+    assert [r.status_code for r in held] == [200, 200] and refused.status_code == 429
+    assert "Too many live views" in refused.get_json()["message"]
+    held.pop().close()  # a closed stream frees its place
+    again = client.get(f"/api/conversations/{convo}/events", headers=headers, buffered=False)
+    assert again.status_code == 200
+    again.close()
+    held.pop().close()
+
+
+def test_an_open_stream_ends_when_its_token_is_revoked(app, api):
+    from app.auth import find_token, revoke_token
+    from app.copilot import events
+
+    app.config["EVENTS_RECHECK"] = 0  # check before every event (the default: every 5 s)
+    client, headers = api
+    convo = new_conversation(api)
+    stream = Events(api, f"/api/conversations/{convo}/events")
+
+    def revoke() -> None:
+        revoke_token(find_token(headers["Authorization"][7:]), by=None, channel="test")
+        events.publish(convo, "text", run=1, step=1, text="after the revoke")
+
+    elsewhere(app, revoke)
+    assert "after the revoke" not in "".join(c.decode() for c in stream.chunks)  # it ended instead
+
+
+def test_an_open_stream_ends_when_its_session_signs_out(app, alice):
+    from app.auth import end_sessions
+    from app.copilot import events
+
+    app.config["EVENTS_RECHECK"] = 0
+    convo = alice.new_conversation()
+    stream = alice.client.get(f"/c/{convo}/events", buffered=False)
+
+    def sign_out_everywhere() -> None:
+        end_sessions(db.session.scalar(sa.select(User.id).where(User.email == "alice@example.com")))
+        events.publish(convo, "text", run=1, step=1, text="after the sign-out")
+
+    elsewhere(app, sign_out_everywhere)
+    assert "after the sign-out" not in "".join(c.decode() for c in stream.response)
+    stream.close()

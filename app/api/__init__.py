@@ -185,7 +185,7 @@ def conversation_events(conversation_id: int) -> Any:
     prompts). Resume with Last-Event-ID (or ?after=)."""
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
-    return sse.stream(conversation.id, lambda event: event_json(event, actor, conversation.id))
+    return sse.stream(conversation.id, actor.user.id, lambda event: event_json(event, actor, conversation.id))
 
 
 def event_json(event: Event, actor: Actor, conversation_id: int) -> tuple[str, str] | None:

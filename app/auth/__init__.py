@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -36,8 +37,11 @@ def load_user(user_id: str) -> User | None:
     """The signed-in person, only while the cookie's session row is live (one indexed read): a
     cookie copied before sign-out names an ended session and counts as signed out everywhere;
     a session older than SESSION_MAX_AGE has ended too."""
-    sid = session.get("sid")
-    if not isinstance(sid, str) or not user_id.isdigit():
+    return _live_session_user(user_id, session.get("sid"))
+
+
+def _live_session_user(user_id: Any, sid: Any) -> User | None:
+    if not isinstance(sid, str) or not isinstance(user_id, str) or not user_id.isdigit():
         return None
     since = utcnow() - timedelta(seconds=int(current_app.config["SESSION_MAX_AGE"]))
     return db.session.scalar(
@@ -191,6 +195,22 @@ def asked_by(approval: Approval) -> str:
     if approval.requested_by_agent:
         return f"Asked by an agent {where}".strip()
     return f"Asked {where}".strip() if where else ""
+
+
+def credential_check() -> Callable[[], bool]:
+    """For a long request (an event stream): a check of whether the credential it came with is
+    still live — its bearer token not revoked, its browser session not ended — bound to that
+    credential now, whatever request is current when it is asked."""
+    header = request.headers.get("Authorization", "")
+    token = header[7:].strip() if header.lower().startswith("bearer ") else None
+    user_id, sid = session.get("_user_id"), session.get("sid")
+
+    def live() -> bool:
+        ok = find_token(token) is not None if token is not None else _live_session_user(user_id, sid) is not None
+        db.session.rollback()
+        return ok
+
+    return live
 
 
 def current_actor(channel: str = "web") -> Actor:

@@ -245,7 +245,7 @@ def conversation_events(conversation_id: int) -> Any:
     reply appears, fills in as the model writes, and is replaced by its messages when it ends."""
     actor = current_actor()
     conversation = own_conversation(conversation_id, actor.user)
-    return sse.stream(conversation.id, lambda event: ("message", render_event(event, actor)))
+    return sse.stream(conversation.id, actor.user.id, lambda event: ("message", render_event(event, actor)))
 
 
 def render_event(event: Event, actor: Actor) -> str:
