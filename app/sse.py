@@ -57,7 +57,7 @@ def stream(conversation_id: int, person_id: int, render: Callable[[Event], tuple
         checked = time.monotonic()
         try:
             yield "retry: 2000\n\n"
-            for event in events.follow(conversation_id, start, heartbeat, lasting):
+            for event in events.follow(conversation_id, start, min(heartbeat, max(1, recheck)), lasting):
                 if time.monotonic() - checked >= recheck:
                     if not still_signed_in():
                         return

@@ -414,8 +414,9 @@ class LoginProbe:
     def start(self) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, str(ROOT / "bench" / "_login_probe.py"), str(self.port), "--every", str(self.every),
-             "--limit", str(self.limit)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-            preexec_fn=die_with_parent)
+             "--limit", str(self.limit)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        # (no preexec_fn: it may start while this process runs threads; the probe stops by itself
+        # when its standard input closes, as it does when this process dies, or after `limit`)
 
     def finish(self) -> dict[str, Any]:
         """Stop sending; wait for the probes still out (those not back within 60 s count as failed)."""

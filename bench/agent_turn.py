@@ -39,6 +39,7 @@ def run(n: int, database_url: str) -> dict[str, object]:
         engine = agent.engine()
         engine.use_model(instant)
         user = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+        assert user is not None
 
         def bare() -> float:
             turn = agent.Turn(ctx=agent.context_for(user, "web"), run=Run(), registry=engine.registry, step=1)
@@ -60,7 +61,8 @@ def run(n: int, database_url: str) -> dict[str, object]:
             countersign()
         replied = db.session.scalar(sa.select(Message.text).where(Message.role == "assistant").order_by(Message.id.desc()))
         assert replied == "Noted.", f"the turn ran no pass inline (reply {replied!r})"
-        a, b = [], []
+        a: list[float] = []
+        b: list[float] = []
         for i in range(n):
             for which in ((bare, countersign) if i % 2 == 0 else (countersign, bare)):
                 (a if which is bare else b).append(which())

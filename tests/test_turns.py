@@ -473,3 +473,20 @@ def test_an_open_stream_ends_when_its_session_signs_out(app, alice):
     elsewhere(app, sign_out_everywhere)
     assert "after the sign-out" not in "".join(c.decode() for c in stream.response)
     stream.close()
+
+
+def test_no_connection_is_held_while_the_model_thinks(app, api, streamed):
+    """A pass holds no pooled connection (no open transaction) across the model's await: many
+    turns share one worker's pool and event loop."""
+    from app.extensions import db as database
+
+    gate = threading.Event()
+    streamed.enqueue("thinking", gate=gate)
+    convo = new_conversation(api)
+    say(api, convo, "think", prefer="respond-async")
+    assert streamed.started.wait(WAIT)
+    with app.app_context():
+        held = database.engine.pool.checkedout()
+    gate.set()
+    settle(app)
+    assert held == 0

@@ -129,8 +129,9 @@ def _blocking_client() -> redis.Redis:
     if "redis_blocking" not in extensions:
         url = current_app.config.get("REDIS_URL")
         extensions["redis_blocking"] = (
+            # One connection per open stream (redis-py's default pool stops at 100).
             redis.Redis.from_url(url, socket_timeout=current_app.config["EVENTS_HEARTBEAT"] + 10,
-                                 socket_connect_timeout=2, health_check_interval=30)
+                                 socket_connect_timeout=2, health_check_interval=30, max_connections=100_000)
             if url else redis_client.client
         )
     return extensions["redis_blocking"]  # type: ignore[no-any-return]

@@ -188,6 +188,7 @@ def claim(run_id: int) -> Run | None:
         return None
     db.session.commit()
     db.session.refresh(run)
+    db.session.commit()  # the refresh's read ends here too
     return run
 
 

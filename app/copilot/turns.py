@@ -68,6 +68,10 @@ class Pass:
 async def execute(app: Flask, run_id: int) -> None:
     """The job: claim the run's pass, run it, end it; then queue the conversation's next pass."""
     with app.app_context():
+        # Loaded values stay readable after each commit: reading an expired one would open a
+        # transaction that holds a pooled connection across the model's await (and with many turns
+        # on one loop, stalls them all waiting for the pool).
+        db.session().expire_on_commit = False
         try:
             run = runs.claim(run_id)
             if run is None:
@@ -268,6 +272,7 @@ def _save_progress(work: Pass, messages: list[ModelMessage]) -> None:
     """Tools ran: keep the history they reached, so a failure, a stop or a dead worker never
     makes the model forget (or redo) what ran. One short transaction."""
     if not _still_running(work.run.id):
+        db.session.commit()  # (ends the read: nothing is held while the model thinks)
         return
     db.session.execute(sa.update(Conversation).where(Conversation.id == work.run.conversation_id)
                        .values(history=_dump(messages)))
