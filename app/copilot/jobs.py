@@ -232,11 +232,20 @@ def drain(app: Flask, threads: int = 4, timeout: float = 300) -> None:
             for queue in (QUEUE, TASKS):
                 broker.join(queue, timeout=int(max(1.0, deadline - time.monotonic()) * 1000))
             worker.join()
-            if all(broker.do_qsize(queue) == 0 for queue in (QUEUE, TASKS)):
+            if _idle(broker):
                 return
         raise TimeoutError(f"jobs still queued after {timeout} s")
     finally:
         worker.stop()
+
+
+def _idle(broker: Any) -> bool:
+    """Nothing queued and nothing taken but not yet acknowledged (a job in a worker's hands: the
+    broker moves a message to its acks set as it hands it out, and drops it once the job ended)."""
+    if any(broker.do_qsize(queue) for queue in (QUEUE, TASKS)):
+        return False
+    client = broker.client
+    return not any(client.scard(key) for key in client.scan_iter(match=f"{broker.namespace}:__acks__.*"))
 
 
 def worker(app: Flask, threads: int) -> None:
