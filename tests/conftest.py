@@ -118,7 +118,10 @@ def app(database_url: str, app_config: dict[str, Any], tmp_path: Any) -> Iterato
 
         redis_client.client.flushdb()  # the tests' own Redis database: waits, dedupe keys, queue
     yield app
-    app.extensions["turns"].close()
+    runner = app.extensions["turns"]
+    if hasattr(runner, "wait_idle"):
+        runner.wait_idle(60)  # a turn still running would hold a connection past the pool's disposal
+    runner.close()
     with app.app_context():
         db.session.remove()
         db.engine.dispose()
