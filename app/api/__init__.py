@@ -164,7 +164,7 @@ def retry(conversation_id: int) -> Any:
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
     cursor = events.last_id(conversation.id)
-    before = newest_message_id(conversation.id)
+    before = runs.newest_message_id(conversation.id)
     run = runs.retry(conversation, actor)
     return turn_reply(conversation.id, run.id if run else None, [], before, cursor, actor)
 
@@ -198,15 +198,6 @@ def event_json(event: Event, actor: Actor, conversation_id: int) -> tuple[str, s
     return event.type, json.dumps(data)
 
 
-def card_message_id(approval: Approval) -> int:
-    """The chat line of the card: its run's continuation comes after it."""
-    return db.session.scalar(sa.select(sa.func.min(Message.id)).where(Message.approval_id == approval.id)) or 0
-
-
-def newest_message_id(conversation_id: int) -> int:
-    return db.session.scalar(sa.select(sa.func.max(Message.id)).where(Message.conversation_id == conversation_id)) or 0
-
-
 @bp.post("/approvals/<approval_id>/<any(confirm, decline, cancel, submit):decision>")
 @limit_per_person_and_address("ANSWERS")
 def answer(approval_id: str, decision: str) -> Any:
@@ -227,7 +218,7 @@ def answer(approval_id: str, decision: str) -> Any:
     # Read only after the answer (a bad token is refused before anything is looked up); the
     # continuation's end is after this cursor if runs.wait still finds it going.
     cursor = events.last_id(approval.conversation_id)
-    return turn_reply(approval.conversation_id, approval.run_id, [], card_message_id(approval), cursor, actor, 200,
+    return turn_reply(approval.conversation_id, approval.run_id, [], runs.card_message_id(approval), cursor, actor, 200,
                       status=approval.status,
                       result=approval.result if approval.type == "confirm" else None)
 

@@ -56,10 +56,6 @@ class Turn:
         return self.allowed is None or name in self.allowed
 
 
-narrow = runs.narrow
-split_toolsets = runs.split_toolsets
-
-
 class Engine:
     """The registry, the model and the agent built from them, per app."""
 
@@ -85,7 +81,7 @@ class Engine:
     def reachable(self, toolsets: Sequence[str] | None) -> frozenset[str]:
         """The names of the actions a credential limited to `toolsets` reaches (None: all the
         app's COUNTERSIGN_TOOLSETS); never more than the app's."""
-        return frozenset(a.name for a in self.registry.exposed(list(narrow(self.toolsets, toolsets) or ())))
+        return frozenset(a.name for a in self.registry.exposed(list(runs.narrow(self.toolsets, toolsets) or ())))
 
     def model(self) -> Model:
         """The model for a pass on the running event loop. A provider's model (and its HTTP

@@ -16,7 +16,6 @@ from app.models import Approval, Conversation, Message, Run, utcnow
 
 log = logging.getLogger(__name__)
 
-ENDED = ("done", "failed", "stopped", "interrupted")
 RETRYABLE = ("failed", "interrupted")
 STOP_FOR = 3600  # seconds a stop request waits for its pass to notice it
 
@@ -99,6 +98,16 @@ def resume_if_ready(run_id: int) -> Run | None:
     jobs.submit(run.id)
     db.session.refresh(run)
     return run
+
+
+def newest_message_id(conversation_id: int) -> int:
+    """The id of the conversation's newest message (0 for none): what a turn adds comes after it."""
+    return db.session.scalar(sa.select(sa.func.max(Message.id)).where(Message.conversation_id == conversation_id)) or 0
+
+
+def card_message_id(approval: Approval) -> int:
+    """The chat line of a card: its run's continuation comes after it."""
+    return db.session.scalar(sa.select(sa.func.min(Message.id)).where(Message.approval_id == approval.id)) or 0
 
 
 def latest_run(conversation_id: int) -> Run | None:

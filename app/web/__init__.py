@@ -140,10 +140,6 @@ def messages_after(conversation_id: int, after_id: int) -> list[Message]:
     ))
 
 
-def newest_message_id(conversation_id: int) -> int:
-    return db.session.scalar(sa.select(sa.func.max(Message.id)).where(Message.conversation_id == conversation_id)) or 0
-
-
 @bp.get("/")
 @login_required
 def index() -> Any:
@@ -221,7 +217,7 @@ def retry(conversation_id: int) -> Any:
     """Run the failed turn again; the failure note is replaced by its new state and the reply."""
     actor = current_actor()
     conversation = own_conversation(conversation_id, actor.user)
-    before = newest_message_id(conversation.id)
+    before = runs.newest_message_id(conversation.id)
     run = runs.retry(conversation, actor)
     return messages_or_page(before, actor, conversation.id, run.id if run else None)
 
@@ -312,8 +308,8 @@ def answer(approval_id: str, decision: str) -> Any:
         # The card's final state now; the model's continuation streams in under it (or is here
         # already, when it ran inline).
         body = render_partial(approval, card_context(approval, actor))
-        card_line = db.session.scalar(sa.select(sa.func.min(Message.id)).where(Message.approval_id == approval.id))
-        added = [m for m in messages_after(approval.conversation_id, card_line or 0) if m.run_id == approval.run_id]
+        card_line = runs.card_message_id(approval)
+        added = [m for m in messages_after(approval.conversation_id, card_line) if m.run_id == approval.run_id]
         status = 200
     if added:
         body += render_messages(added, actor, oob=True)
