@@ -122,6 +122,10 @@ def app(database_url: str, app_config: dict[str, Any], tmp_path: Any) -> Iterato
     if hasattr(runner, "wait_idle"):
         runner.wait_idle(60)  # a turn still running would hold a connection past the pool's disposal
     runner.close()
+    for name in ("redis", "redis_blocking"):  # their sockets closed now, not whenever a GC cycle finds them
+        pool = getattr(app.extensions.get(name), "connection_pool", None)
+        if pool is not None:
+            pool.disconnect()
     with app.app_context():
         db.session.remove()
         db.engine.dispose()

@@ -169,6 +169,9 @@ class Dramatiq(Runner):
     def call(self, target: str, *args: Any) -> None:
         self.task.send(target, list(args))
 
+    def close(self) -> None:
+        self.broker.client.connection_pool.disconnect()
+
 
 def _dramatiq(app: Flask) -> tuple[Any, Any, Any]:
     """A Redis broker for this app and the turn actor on it. Retries are off (a pass is never run
