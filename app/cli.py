@@ -62,8 +62,11 @@ def seed_demo() -> dict[str, User]:
     """Tenants acme and globex with their people and alice's two posts; idempotent."""
     people: dict[str, User] = {}
     for slug, name, members in (
-        ("acme", "Acme", [("alice@example.com", "Alice", False), ("bob@example.com", "Bob", False),
-                          ("admin@example.com", "Admin", True)]),
+        (
+            "acme",
+            "Acme",
+            [("alice@example.com", "Alice", False), ("bob@example.com", "Bob", False), ("admin@example.com", "Admin", True)],
+        ),
         ("globex", "Globex", [("carol@example.com", "Carol", False)]),
     ):
         tenant = db.session.scalar(sa.select(Tenant).where(Tenant.slug == slug))
@@ -74,8 +77,7 @@ def seed_demo() -> dict[str, User]:
         for email, person, admin in members:
             user = db.session.scalar(sa.select(User).where(User.email == email))
             if user is None:
-                user = User(tenant_id=tenant.id, email=email, name=person, is_admin=admin,
-                            password_hash=_demo_hash())
+                user = User(tenant_id=tenant.id, email=email, name=person, is_admin=admin, password_hash=_demo_hash())
                 db.session.add(user)
                 db.session.flush()
             people[email] = user
@@ -87,8 +89,9 @@ def seed_demo() -> dict[str, User]:
     for title, status in (("Spring meetup", "draft"), ("Launch notes", "published")):
         exists = db.session.scalar(sa.select(Post).where(Post.tenant_id == alice.tenant_id, Post.title == title))
         if exists is None:
-            db.session.add(Post(tenant_id=alice.tenant_id, author_id=alice.id, title=title,
-                                body=f"{title}: text.", status=status))
+            db.session.add(
+                Post(tenant_id=alice.tenant_id, author_id=alice.id, title=title, body=f"{title}: text.", status=status)
+            )
     db.session.commit()
     return people
 
@@ -103,19 +106,21 @@ def actions(context: click.Context, as_json: bool) -> None:
         return
     registry = engine().registry
     rows: list[dict[str, Any]] = [
-        {"name": a.name, "kind": a.kind.value, "toolsets": list(a.toolsets),
-         "schema": tool_schema(a.Input), "source": a.source,
-         "asks_for_secret": sorted(secret_fields(a.Input)) if a.ask_for_missing else []}
+        {
+            "name": a.name,
+            "kind": a.kind.value,
+            "toolsets": list(a.toolsets),
+            "schema": tool_schema(a.Input),
+            "source": a.source,
+            "asks_for_secret": sorted(secret_fields(a.Input)) if a.ask_for_missing else [],
+        }
         for a in registry.actions.values()
     ]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
     for row in sorted(rows, key=lambda r: r["name"]):
-        fields = ", ".join(
-            f"{k}{'*' if k in row['schema'].get('required', []) else ''}"
-            for k in row["schema"]["properties"]
-        )
+        fields = ", ".join(f"{k}{'*' if k in row['schema'].get('required', []) else ''}" for k in row["schema"]["properties"])
         flag = f"  ! secret {', '.join(row['asks_for_secret'])}: a form will refuse it" if row["asks_for_secret"] else ""
         click.echo(f"{row['name']:<16} {row['kind']:<12} {','.join(row['toolsets']) or '-':<8} ({fields}){flag}")
 
@@ -136,8 +141,10 @@ def actions_check() -> None:
     every_toolset = sorted({t for a in registry.actions.values() for t in a.toolsets})
     with tempfile.TemporaryDirectory() as workdir:
         template = migrated_template(Path(workdir, "template.sqlite3"), ACTIONS_PACKAGE=package)
-        results = check_all(lambda: running(template, Path(workdir), freeze=False, ACTIONS_PACKAGE=package,
-                                            COUNTERSIGN_TOOLSETS=every_toolset), names)
+        results = check_all(
+            lambda: running(template, Path(workdir), freeze=False, ACTIONS_PACKAGE=package, COUNTERSIGN_TOOLSETS=every_toolset),
+            names,
+        )
     failed = False
     for name, problems in results.items():
         if problems:
@@ -163,11 +170,17 @@ def _person(email: str) -> User:
 @users.command("create-token")
 @click.argument("email")
 @click.option("--name", default="cli", help="A label for the token.")
-@click.option("--scope", type=click.Choice(["agent", "client"]), default="agent", show_default=True,
-              help="agent: for MCP clients and agents (chats, calls actions, never answers a card); "
-                   "client: the person's own app (may answer cards and forms).")
-@click.option("--toolsets", default="", help="Comma-separated toolsets the token reaches on every route "
-                                             "(default: all configured).")
+@click.option(
+    "--scope",
+    type=click.Choice(["agent", "client"]),
+    default="agent",
+    show_default=True,
+    help="agent: for MCP clients and agents (chats, calls actions, never answers a card); "
+    "client: the person's own app (may answer cards and forms).",
+)
+@click.option(
+    "--toolsets", default="", help="Comma-separated toolsets the token reaches on every route (default: all configured)."
+)
 def create_token_cmd(email: str, name: str, scope: str, toolsets: str) -> None:
     """Print a new personal access token for EMAIL (shown once; the first line is the token)."""
     from app.auth import create_token
@@ -192,8 +205,10 @@ def tokens_cmd(email: str) -> None:
     rows = db.session.scalars(sa.select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id))
     click.echo(f"{'id':>5}  {'name':<20} {'scope':<7} {'toolsets':<20} {'created':<20} revoked")
     for t in rows:
-        click.echo(f"{t.id:>5}  {t.name[:20]:<20} {t.scope:<7} {(t.toolsets or 'all configured')[:20]:<20} "
-                   f"{t.created_at:%Y-%m-%d %H:%M} UTC  {'yes' if t.revoked else 'no'}")
+        click.echo(
+            f"{t.id:>5}  {t.name[:20]:<20} {t.scope:<7} {(t.toolsets or 'all configured')[:20]:<20} "
+            f"{t.created_at:%Y-%m-%d %H:%M} UTC  {'yes' if t.revoked else 'no'}"
+        )
 
 
 @users.command("revoke-token")
@@ -224,8 +239,12 @@ audit_cli = AppGroup("audit", help="The audit log.")
 
 
 @audit_cli.command("verify")
-@click.option("--against", "checkpoint", metavar="CHECKPOINT",
-              help="A line `audit checkpoint` printed (or a file holding it): fail unless every chain still holds it.")
+@click.option(
+    "--against",
+    "checkpoint",
+    metavar="CHECKPOINT",
+    help="A line `audit checkpoint` printed (or a file holding it): fail unless every chain still holds it.",
+)
 def audit_verify(checkpoint: str | None) -> None:
     """Walk every tenant's audit chain; name the first broken row (exit 1) or say it verifies."""
     from app.copilot.audit import CHECKPOINT_PREFIX, verify, verify_against
@@ -275,8 +294,9 @@ def connectors_link(connector: str, external_id: str, email: str) -> None:
     if user is None:
         raise click.ClickException(f"No person with email {email}.")
     external = external_id.lower() if connector == "email" else external_id
-    row = db.session.scalar(sa.select(ConnectorIdentity).where(
-        ConnectorIdentity.connector == connector, ConnectorIdentity.external_id == external))
+    row = db.session.scalar(
+        sa.select(ConnectorIdentity).where(ConnectorIdentity.connector == connector, ConnectorIdentity.external_id == external)
+    )
     if row is None:
         db.session.add(ConnectorIdentity(connector=connector, external_id=external, user_id=user.id))
     else:
@@ -286,8 +306,9 @@ def connectors_link(connector: str, external_id: str, email: str) -> None:
 
 
 @click.command("worker")
-@click.option("--threads", type=int, default=None,
-              help="Turns run at once (default WORKER_THREADS); each waits on the worker's event loop.")
+@click.option(
+    "--threads", type=int, default=None, help="Turns run at once (default WORKER_THREADS); each waits on the worker's event loop."
+)
 @click.option("--burst", is_flag=True, help="Work until the queues are empty, then stop.")
 @with_appcontext
 def worker(threads: int | None, burst: bool) -> None:
@@ -321,8 +342,9 @@ approvals_cli = AppGroup("approvals", help="Housekeeping for approvals.")
 
 
 @approvals_cli.command("sweep")
-@click.option("--interrupted-after", type=int, default=None,
-              help="Seconds a claimed approval may run before it counts as interrupted.")
+@click.option(
+    "--interrupted-after", type=int, default=None, help="Seconds a claimed approval may run before it counts as interrupted."
+)
 def sweep(interrupted_after: int | None) -> None:
     """Expire overdue cards, end dead claims as interrupted and tell the waiting runs; end the
     turns of dead workers as interrupted (with Retry)."""

@@ -73,9 +73,7 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         "COUNTERSIGN_MODEL_API_KEY": _env("MODEL_API_KEY") or (os.environ.get(provider_key) if provider_key else None),
         "COUNTERSIGN_MODEL_TIMEOUT": float(_env("MODEL_TIMEOUT", "60") or 60),
         "COUNTERSIGN_MAX_STEPS": _int("COUNTERSIGN_MAX_STEPS", 8),
-        "COUNTERSIGN_TOOLSETS": [
-            t for t in (_env("COUNTERSIGN_TOOLSETS", "blog,mail,files") or "").split(",") if t
-        ],
+        "COUNTERSIGN_TOOLSETS": [t for t in (_env("COUNTERSIGN_TOOLSETS", "blog,mail,files") or "").split(",") if t],
         "FILES_ROOT": _env("FILES_ROOT", str(INSTANCE / "files")),
         "SMTP_URL": _env("SMTP_URL"),
         "TELEGRAM_BOT_TOKEN": _env("TELEGRAM_BOT_TOKEN"),
@@ -194,5 +192,5 @@ def _normalise_db_url(url: str) -> str:
     """Accept postgres:// and postgresql:// and use psycopg 3 for both."""
     for prefix in ("postgres://", "postgresql://"):
         if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix):]
+            return "postgresql+psycopg://" + url[len(prefix) :]
     return url

@@ -117,8 +117,9 @@ class MessageTooLong(CountersignError):
     status = 413
 
     def __init__(self, limit: int, length: int) -> None:
-        super().__init__(f"Messages are limited to {limit} characters; this one has {length}. "
-                         "Nothing was sent: shorten it and send it again.")
+        super().__init__(
+            f"Messages are limited to {limit} characters; this one has {length}. Nothing was sent: shorten it and send it again."
+        )
         self.limit = limit
 
 
@@ -157,8 +158,10 @@ class PartlyDone(CountersignError):
 class FormNeedsCard(FormInvalid):
     """Form values would turn the call into one that needs a card, which a form never gives."""
 
-    message = ("These values need the person's confirmation on a card, which a form cannot give. "
-               "Nothing ran: choose other values, or ask for it in the chat.")
+    message = (
+        "These values need the person's confirmation on a card, which a form cannot give. "
+        "Nothing ran: choose other values, or ask for it in the chat."
+    )
 
     def __init__(self) -> None:
         super().__init__({})

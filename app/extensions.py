@@ -59,10 +59,12 @@ def person_key() -> str:
 def limit_per_person_and_address(kind: str) -> Callable[[View], View]:
     """Two limits on one kind of request (MESSAGES, ANSWERS), each shared by the web and the API
     routes of that kind: RATELIMIT_<KIND>_PER_PERSON and RATELIMIT_<KIND>_PER_ADDRESS."""
-    per_person = limiter.shared_limit(lambda: current_app.config[f"RATELIMIT_{kind}_PER_PERSON"],
-                                      scope=f"{kind.lower()}:person", key_func=person_key)
-    per_address = limiter.shared_limit(lambda: current_app.config[f"RATELIMIT_{kind}_PER_ADDRESS"],
-                                       scope=f"{kind.lower()}:address")
+    per_person = limiter.shared_limit(
+        lambda: current_app.config[f"RATELIMIT_{kind}_PER_PERSON"], scope=f"{kind.lower()}:person", key_func=person_key
+    )
+    per_address = limiter.shared_limit(
+        lambda: current_app.config[f"RATELIMIT_{kind}_PER_ADDRESS"], scope=f"{kind.lower()}:address"
+    )
 
     def decorate(view: View) -> View:
         return cast(View, per_address(per_person(view)))

@@ -110,8 +110,10 @@ def _hold_a_stream(redis: Any, person_id: int) -> str:
         return mine  # no Redis, no stream either: events.read fails and the client retries
     if open_now > config["EVENTS_MAX_STREAMS_PER_PERSON"]:
         _let_go(redis, person_id, mine)
-        raise TooManyAttempts(f"Too many live views are open for you ({config['EVENTS_MAX_STREAMS_PER_PERSON']}): "
-                              "close a tab and try again.", retry_after=30)
+        raise TooManyAttempts(
+            f"Too many live views are open for you ({config['EVENTS_MAX_STREAMS_PER_PERSON']}): close a tab and try again.",
+            retry_after=30,
+        )
     return mine
 
 

@@ -20,8 +20,12 @@ def _gzipped(data: bytes) -> bytes:
 def init_app(app: Flask) -> None:
     @app.after_request
     def gzip_static(response: Response) -> Response:
-        if (request.endpoint != "static" or response.status_code != 200
-                or response.mimetype not in COMPRESSIBLE or "gzip" not in request.headers.get("Accept-Encoding", "")):
+        if (
+            request.endpoint != "static"
+            or response.status_code != 200
+            or response.mimetype not in COMPRESSIBLE
+            or "gzip" not in request.headers.get("Accept-Encoding", "")
+        ):
             return response
         original = response.response  # send_file's file wrapper: read it, then close the file now
         data = b"".join(c if isinstance(c, bytes) else c.encode() for c in original)

@@ -68,12 +68,12 @@ async def _chunk(reader: asyncio.StreamReader) -> bytes:
     return data[:-2]
 
 
-async def request(port: int, method: str, path: str, headers: dict[str, str] | None = None,
-                  body: Any = None) -> tuple[int, dict[str, str], Any]:
+async def request(
+    port: int, method: str, path: str, headers: dict[str, str] | None = None, body: Any = None
+) -> tuple[int, dict[str, str], Any]:
     """One request on a new connection (closed after); the status, headers and JSON body (or text)."""
     data = b"" if body is None else json.dumps(body).encode()
-    sent = {"Connection": "close", **({"Content-Type": "application/json"} if body is not None else {}),
-            **(headers or {})}
+    sent = {"Connection": "close", **({"Content-Type": "application/json"} if body is not None else {}), **(headers or {})}
     reader, writer = await asyncio.open_connection(HOST, port)
     try:
         writer.write(_head(method, path, sent, data))
@@ -128,7 +128,7 @@ class EventStream:
             end = self.buffer.find(b"\n\n")
             if end >= 0:
                 block = bytes(self.buffer[:end]).decode()
-                del self.buffer[:end + 2]
+                del self.buffer[: end + 2]
                 return time.monotonic(), _parse(block)
             if not await self._more():
                 return None

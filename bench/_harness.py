@@ -29,10 +29,17 @@ def free_port() -> int:
 
 def env_for(database_url: str, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        "COUNTERSIGN_ENV": "production", "SECRET_KEY": "bench-secret", "DATABASE_URL": database_url,
-        "RATELIMIT_ENABLED": "0", "BENCH_PROBE": "1", "SESSION_COOKIE_SECURE": "0", **extra,
-    })
+    env.update(
+        {
+            "COUNTERSIGN_ENV": "production",
+            "SECRET_KEY": "bench-secret",
+            "DATABASE_URL": database_url,
+            "RATELIMIT_ENABLED": "0",
+            "BENCH_PROBE": "1",
+            "SESSION_COOKIE_SECURE": "0",
+            **extra,
+        }
+    )
     return env
 
 
@@ -60,8 +67,7 @@ def prepare(database_url: str, env: dict[str, str]) -> str:
     """Migrate from empty (PostgreSQL: down to nothing first), seed the demo, and return a
     client-scoped token for alice (it answers cards); in one process (`flask db upgrade`, `flask
     demo` and `flask users create-token` each start the app)."""
-    out = subprocess.run([sys.executable, "-c", PREPARE], cwd=ROOT, env=env, check=True, capture_output=True,
-                         text=True)
+    out = subprocess.run([sys.executable, "-c", PREPARE], cwd=ROOT, env=env, check=True, capture_output=True, text=True)
     return out.stdout.strip().splitlines()[-1]
 
 
@@ -83,8 +89,9 @@ with app.app_context():
 
 def seed_posts(env: dict[str, str], n: int) -> list[int]:
     """n posts by alice, for n cards that each delete their own post."""
-    out = subprocess.run([sys.executable, "-c", SEED_POSTS, str(n)], cwd=ROOT, env=env,
-                         check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", SEED_POSTS, str(n)], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+    )
     return [int(x) for x in out.stdout.strip().splitlines()[-1].split(",")]
 
 
@@ -107,15 +114,31 @@ def insert_approvals(user: Any, n: int, prefix: str, declined: Any = lambda i: F
     db.session.flush()
     now = utcnow()
     for start in range(0, n, 10_000):
-        db.session.execute(sa.insert(Approval), [{
-            "id": f"{prefix}{i:031x}", "tenant_id": user.tenant_id, "user_id": user.id, "run_id": paused.id,
-            "conversation_id": convo.id, "tool_call_id": f"c{i}", "step": 1, "action": "delete_post",
-            "type": "confirm", "arguments": {"post": i}, "reason": "Delete this post? This cannot be undone.",
-            "rows": [{"label": "Post", "value": f"Post {i}"}, {"label": "Status", "value": "draft"}],
-            "digest": "0" * 64, "status": "declined" if declined(i) else "pending",
-            "created_at": now - timedelta(seconds=n - i), "expires_at": now + timedelta(hours=2),
-            "decided_at": now - timedelta(seconds=(n - i) // 2) if declined(i) else None,
-        } for i in range(start, min(n, start + 10_000))])
+        db.session.execute(
+            sa.insert(Approval),
+            [
+                {
+                    "id": f"{prefix}{i:031x}",
+                    "tenant_id": user.tenant_id,
+                    "user_id": user.id,
+                    "run_id": paused.id,
+                    "conversation_id": convo.id,
+                    "tool_call_id": f"c{i}",
+                    "step": 1,
+                    "action": "delete_post",
+                    "type": "confirm",
+                    "arguments": {"post": i},
+                    "reason": "Delete this post? This cannot be undone.",
+                    "rows": [{"label": "Post", "value": f"Post {i}"}, {"label": "Status", "value": "draft"}],
+                    "digest": "0" * 64,
+                    "status": "declined" if declined(i) else "pending",
+                    "created_at": now - timedelta(seconds=n - i),
+                    "expires_at": now + timedelta(hours=2),
+                    "decided_at": now - timedelta(seconds=(n - i) // 2) if declined(i) else None,
+                }
+                for i in range(start, min(n, start + 10_000))
+            ],
+        )
     db.session.commit()
     return convo.id
 
@@ -167,17 +190,32 @@ def web_args(worker_class: str, workers: int, threads: int, connections: int | N
 
 
 @contextmanager
-def web(env: dict[str, str], worker_class: str = "sync", workers: int = 2, threads: int = 1,
-        connections: int | None = None) -> Iterator[Web]:
+def web(
+    env: dict[str, str], worker_class: str = "sync", workers: int = 2, threads: int = 1, connections: int | None = None
+) -> Iterator[Web]:
     """gunicorn serving wsgi:app on a free port of 127.0.0.1; stopped on exit."""
     port = free_port()
     args, shape = web_args(worker_class, workers, threads, connections)
     log = log_file("gunicorn")
     with log.open("wb") as errors:
         proc = subprocess.Popen(
-            [str(BIN / "gunicorn"), *args, "-b", f"127.0.0.1:{port}", "--backlog", "4096", "--graceful-timeout", "5",
-             "--log-level", "warning", "wsgi:app"],
-            cwd=ROOT, env=env, stderr=errors, preexec_fn=die_with_parent,
+            [
+                str(BIN / "gunicorn"),
+                *args,
+                "-b",
+                f"127.0.0.1:{port}",
+                "--backlog",
+                "4096",
+                "--graceful-timeout",
+                "5",
+                "--log-level",
+                "warning",
+                "wsgi:app",
+            ],
+            cwd=ROOT,
+            env=env,
+            stderr=errors,
+            preexec_fn=die_with_parent,
         )
     try:
         wait_for_port(port)
@@ -222,8 +260,13 @@ def turn_worker(env: dict[str, str], threads: int) -> Iterator[subprocess.Popen[
     """`flask --app wsgi worker --threads N` (the Dramatiq worker that runs turns); stopped on exit."""
     log = log_file("worker")
     with log.open("wb") as errors:
-        proc = subprocess.Popen([str(BIN / "flask"), "--app", "wsgi", "worker", "--threads", str(threads)], cwd=ROOT,
-                                env=env, stderr=errors, preexec_fn=die_with_parent)
+        proc = subprocess.Popen(
+            [str(BIN / "flask"), "--app", "wsgi", "worker", "--threads", str(threads)],
+            cwd=ROOT,
+            env=env,
+            stderr=errors,
+            preexec_fn=die_with_parent,
+        )
     proc.log = log  # type: ignore[attr-defined]
     try:
         yield proc
@@ -268,6 +311,7 @@ def flush_redis(url: str) -> None:
 
 
 # --- processes, memory, CPU (from /proc) ---
+
 
 def children(pid: int) -> list[int]:
     """The ids of pid's child processes."""
@@ -343,8 +387,12 @@ def database_figures(database_url: str) -> dict[str, Any]:
         import psycopg
 
         with psycopg.connect(database_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
-            pids = [row[0] for row in conn.execute(
-                "select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()")]
+            pids = [
+                row[0]
+                for row in conn.execute(
+                    "select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()"
+                )
+            ]
         return {"backends": len(pids), **memory_of(pids)}
     path = Path(database_url.removeprefix("sqlite:///"))
     files = [path, Path(f"{path}-wal"), Path(f"{path}-shm")]
@@ -364,8 +412,7 @@ def percentiles(samples: list[float]) -> dict[str, float]:
     def rank(q: float) -> float:
         return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] * 1000
 
-    return {"n": len(ordered), "p50_ms": rank(0.5), "p95_ms": rank(0.95), "p99_ms": rank(0.99),
-            "max_ms": ordered[-1] * 1000}
+    return {"n": len(ordered), "p50_ms": rank(0.5), "p95_ms": rank(0.95), "p99_ms": rank(0.99), "max_ms": ordered[-1] * 1000}
 
 
 SEED_PEOPLE = """
@@ -398,8 +445,14 @@ with app.app_context():
 def seed_people(env: dict[str, str], n: int, tenant: str = "bench", fresh: bool = False) -> list[tuple[str, int]]:
     """n people of a tenant of their own, each with a client-scoped token and a new conversation;
     `fresh`: first the schema from empty (PostgreSQL: down to nothing first), in the same process."""
-    out = subprocess.run([sys.executable, "-c", SEED_PEOPLE, str(n), tenant, "fresh" if fresh else "as-is"],
-                         cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", SEED_PEOPLE, str(n), tenant, "fresh" if fresh else "as-is"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return [(token, convo) for token, convo in json.loads(out.stdout.strip().splitlines()[-1])]
 
 
@@ -413,8 +466,19 @@ class LoginProbe:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "bench" / "_login_probe.py"), str(self.port), "--every", str(self.every),
-             "--limit", str(self.limit)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                str(ROOT / "bench" / "_login_probe.py"),
+                str(self.port),
+                "--every",
+                str(self.every),
+                "--limit",
+                str(self.limit),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         # (no preexec_fn: it may start while this process runs threads; the probe stops by itself
         # when its standard input closes, as it does when this process dies, or after `limit`)
 
@@ -438,15 +502,17 @@ class Client:
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
 
-    def post(self, path: str, body: dict[str, Any] | None = None,
-             headers: dict[str, str] | None = None) -> tuple[int, Any, float]:
+    def post(
+        self, path: str, body: dict[str, Any] | None = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, Any, float]:
         return self.request("POST", path, json.dumps(body or {}), headers)
 
     def get(self, path: str) -> tuple[int, Any, float]:
         return self.request("GET", path)
 
-    def request(self, method: str, path: str, data: str | None = None,
-                headers: dict[str, str] | None = None) -> tuple[int, Any, float]:
+    def request(
+        self, method: str, path: str, data: str | None = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, Any, float]:
         start = time.perf_counter()
         self.conn.request(method, path, body=data, headers={**self.headers, **(headers or {})})
         response = self.conn.getresponse()
@@ -468,13 +534,19 @@ def temp_sqlite() -> str:
 def compare(baseline: str, candidate: str, a: list[float], b: list[float], database_url: str) -> dict[str, Any]:
     """The A/B figures of one run: each side's median and p99, and B over A."""
     first, second = summary(a), summary(b)
-    return {"database": "postgresql" if database_url.startswith("postgres") else "sqlite", "n": len(b),
-            baseline: first, candidate: second,
-            "ratio_median": second["median_ms"] / first["median_ms"], "ratio_p99": second["p99_ms"] / first["p99_ms"]}
+    return {
+        "database": "postgresql" if database_url.startswith("postgres") else "sqlite",
+        "n": len(b),
+        baseline: first,
+        candidate: second,
+        "ratio_median": second["median_ms"] / first["median_ms"],
+        "ratio_p99": second["p99_ms"] / first["p99_ms"],
+    }
 
 
-def main(run: Any, title: str, baseline: str, candidate: str, doc: str | None, where: str = "gunicorn -w 2",
-         **options: int) -> Any:
+def main(
+    run: Any, title: str, baseline: str, candidate: str, doc: str | None, where: str = "gunicorn -w 2", **options: int
+) -> Any:
     """The benchmarks' command line: --n, --database-url, --json and the script's own integer
     `options` (passed to run() by name); prints the figures, or their JSON with --json."""
     import argparse

@@ -70,7 +70,7 @@ def run(n: int, database_url: str, small: int = 1_000, large: int = 100_000) -> 
         heads = {name: {"Authorization": f"Bearer {tok}"} for name, tok in zip(("small", "large"), tokens, strict=True)}
         times: dict[str, list[float]] = {"small": [], "large": []}
         for i in range(n + 10):
-            for name in (("small", "large") if i % 2 == 0 else ("large", "small")):
+            for name in ("small", "large") if i % 2 == 0 else ("large", "small"):
                 start = time.perf_counter()
                 conns[name].request("GET", "/api/admin/approvals?status=pending", headers=heads[name])
                 response = conns[name].getresponse()
@@ -79,15 +79,17 @@ def run(n: int, database_url: str, small: int = 1_000, large: int = 100_000) -> 
                 assert response.status == 200 and len(json.loads(body)["approvals"]) == 50, body[:200]
                 if i >= 10:  # the first ten are warm-up
                     times[name].append(elapsed)
-    dash = subprocess.run([sys.executable, "-c", DASHBOARD, "30"], cwd=ROOT, env=env, check=True,
-                          capture_output=True, text=True).stdout.split()[-2:]
-    return {**compare("rows_1k", "rows_100k", times["small"], times["large"], database_url),
-            "dashboard_ms": {"rows_1k": float(dash[0]), "rows_100k": float(dash[1])}}
+    dash = subprocess.run(
+        [sys.executable, "-c", DASHBOARD, "30"], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+    ).stdout.split()[-2:]
+    return {
+        **compare("rows_1k", "rows_100k", times["small"], times["large"], database_url),
+        "dashboard_ms": {"rows_1k": float(dash[0]), "rows_100k": float(dash[1])},
+    }
 
 
 def report() -> None:
-    result = main(run, "P2 admin pending list, first page of 50", "rows_1k", "rows_100k", __doc__,
-                  small=1_000, large=100_000)
+    result = main(run, "P2 admin pending list, first page of 50", "rows_1k", "rows_100k", __doc__, small=1_000, large=100_000)
     if "dashboard_ms" in result and not sys.argv.count("--json"):
         d = result["dashboard_ms"]
         print(f"  dashboard figures (in process, median of 30): 1k {d['rows_1k']:.1f} ms, 100k {d['rows_100k']:.1f} ms")

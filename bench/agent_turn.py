@@ -44,8 +44,11 @@ def run(n: int, database_url: str) -> dict[str, object]:
         def bare() -> float:
             turn = agent.Turn(ctx=agent.context_for(user, "web"), run=Run(), registry=engine.registry, step=1)
             start = time.perf_counter()
-            asyncio.run(engine.agent.run("What is on my list?", deps=turn, model=instant,
-                                         usage_limits=UsageLimits(request_limit=engine.max_steps)))
+            asyncio.run(
+                engine.agent.run(
+                    "What is on my list?", deps=turn, model=instant, usage_limits=UsageLimits(request_limit=engine.max_steps)
+                )
+            )
             return time.perf_counter() - start
 
         def countersign() -> float:
@@ -64,7 +67,7 @@ def run(n: int, database_url: str) -> dict[str, object]:
         a: list[float] = []
         b: list[float] = []
         for i in range(n):
-            for which in ((bare, countersign) if i % 2 == 0 else (countersign, bare)):
+            for which in (bare, countersign) if i % 2 == 0 else (countersign, bare):
                 (a if which is bare else b).append(which())
     result = compare("bare_turn", "countersign", a, b, database_url)
     own = sorted(y - x for x, y in zip(a, b, strict=True))
@@ -73,7 +76,6 @@ def run(n: int, database_url: str) -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    out = main(run, "P3 agent turn, instant model, vs persistence off", "bare_turn", "countersign", __doc__,
-               where="in process")
+    out = main(run, "P3 agent turn, instant model, vs persistence off", "bare_turn", "countersign", __doc__, where="in process")
     if "--json" not in sys.argv:
         print(f"  our own time: median {out['own_ms']['median']:.2f} ms   p95 {out['own_ms']['p95']:.2f} ms")

@@ -41,7 +41,7 @@ def alternate(client: Client, calls: list[Any]) -> tuple[list[float], list[float
     """For each call, one INSERT and the call, in alternating order; their times and the calls' bodies."""
     baseline, candidate, bodies = [], [], []
     for i, call in enumerate(calls):
-        for which in (("probe", "call") if i % 2 == 0 else ("call", "probe")):
+        for which in ("probe", "call") if i % 2 == 0 else ("call", "probe"):
             if which == "probe":
                 status, body, t = client.post("/api/_probe/insert")
                 baseline.append(t)
@@ -91,8 +91,7 @@ def run(n: int, database_url: str, redis_url: str, worker_class: str) -> dict[st
         load = [load_average()]
 
         def message(convo: int, post: int) -> Any:
-            return lambda: client.post(f"/api/conversations/{convo}/messages", {"text": f"/delete_post post={post}"},
-                                       ASYNC)
+            return lambda: client.post(f"/api/conversations/{convo}/messages", {"text": f"/delete_post post={post}"}, ASYNC)
 
         insert_m, sent, replies = alternate(client, [message(c, p) for c, p in zip(conversations, posts[:n], strict=True)])
         assert all("run" in r for r in replies), replies[:3]
@@ -106,10 +105,17 @@ def run(n: int, database_url: str, redis_url: str, worker_class: str) -> dict[st
         assert not refused, refused[:3]
         load.append(load_average())
     database = "postgresql" if database_url.startswith("postgres") else "sqlite"
-    figures = {"insert": summary(insert_c), "confirm": summary(confirmed),
-               "message_insert": summary(insert_m), "message": summary(sent)}
+    figures = {
+        "insert": summary(insert_c),
+        "confirm": summary(confirmed),
+        "message_insert": summary(insert_m),
+        "message": summary(sent),
+    }
     return {
-        "database": database, "n": n, "web": server.shape, **figures,
+        "database": database,
+        "n": n,
+        "web": server.shape,
+        **figures,
         "ratio_median": figures["confirm"]["median_ms"] / figures["insert"]["median_ms"],
         "ratio_p99": figures["confirm"]["p99_ms"] / figures["insert"]["p99_ms"],
         "message_ratio_median": figures["message"]["median_ms"] / figures["message_insert"]["median_ms"],
@@ -131,8 +137,7 @@ def main() -> None:
         print(json.dumps(r))
         return
     print(f"P1 with Prefer: respond-async vs one INSERT ({r['database']}, n={r['n']}, {r['web']}, worker, Redis)")
-    for name, label in (("message_insert", "INSERT"), ("message", "message"), ("insert", "INSERT"),
-                        ("confirm", "confirm")):
+    for name, label in (("message_insert", "INSERT"), ("message", "message"), ("insert", "INSERT"), ("confirm", "confirm")):
         s = r[name]
         print(f"  {label:<10} median {s['median_ms']:.2f} ms   p99 {s['p99_ms']:.2f} ms")
     print(f"  message ÷ INSERT  median {r['message_ratio_median']:.2f}x   p99 {r['message_ratio_p99']:.2f}x")

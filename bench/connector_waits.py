@@ -21,8 +21,10 @@ def run(n: int) -> dict[str, float]:
     import redis
 
     port = free_port()
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                               "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
     url = f"redis://127.0.0.1:{port}/0"
     try:
         for _ in range(100):
@@ -60,9 +62,20 @@ def _waits(n: int, url: str) -> dict[str, float]:
         user = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
         convo = insert_approvals(user, n, "w")
         for start in range(0, n, 10_000):
-            db.session.execute(sa.insert(ConnectorThread), [{
-                "connector": "telegram", "thread_key": str(-10**9 - i), "user_id": user.id,
-                "conversation_id": convo, "address": "", "subject": ""} for i in range(start, min(n, start + 10_000))])
+            db.session.execute(
+                sa.insert(ConnectorThread),
+                [
+                    {
+                        "connector": "telegram",
+                        "thread_key": str(-(10**9) - i),
+                        "user_id": user.id,
+                        "conversation_id": convo,
+                        "address": "",
+                        "subject": "",
+                    }
+                    for i in range(start, min(n, start + 10_000))
+                ],
+            )
         db.session.commit()
         client = redis.Redis.from_url(url)
         quiet = Quiet()
@@ -75,9 +88,13 @@ def _waits(n: int, url: str) -> dict[str, float]:
             post_card(quiet, thread, approval)
         elapsed = time.perf_counter() - started
         waiting = client.dbsize()
-        return {"n": n, "waiting": waiting, "extra_threads": threading.active_count() - before_threads,
-                "redis_mb": (client.info("memory")["used_memory"] - before_memory) / 2**20,
-                "post_card_ms": elapsed / n * 1000}
+        return {
+            "n": n,
+            "waiting": waiting,
+            "extra_threads": threading.active_count() - before_threads,
+            "redis_mb": (client.info("memory")["used_memory"] - before_memory) / 2**20,
+            "post_card_ms": elapsed / n * 1000,
+        }
 
 
 if __name__ == "__main__":
@@ -86,5 +103,7 @@ if __name__ == "__main__":
     if "--json" in sys.argv:
         print(json.dumps(result))
     else:
-        print(f"P2 {result['waiting']:,} waiting threads: {result['extra_threads']} extra threads, "
-              f"Redis +{result['redis_mb']:.1f} MB, post_card {result['post_card_ms']:.3f} ms each")
+        print(
+            f"P2 {result['waiting']:,} waiting threads: {result['extra_threads']} extra threads, "
+            f"Redis +{result['redis_mb']:.1f} MB, post_card {result['post_card_ms']:.3f} ms each"
+        )

@@ -26,8 +26,29 @@ import time
 from typing import Any
 
 TAG = re.compile(r"person-(\d+)")
-WORDS = ("the", "quick", "answer", "arrives", "in", "parts", "so", "the", "person", "reads", "it", "as", "it",
-         "is", "written", "and", "never", "waits", "for", "the", "whole")
+WORDS = (
+    "the",
+    "quick",
+    "answer",
+    "arrives",
+    "in",
+    "parts",
+    "so",
+    "the",
+    "person",
+    "reads",
+    "it",
+    "as",
+    "it",
+    "is",
+    "written",
+    "and",
+    "never",
+    "waits",
+    "for",
+    "the",
+    "whole",
+)
 
 
 class Fake:
@@ -41,8 +62,7 @@ class Fake:
         self.max_inflight = 0
 
     def stats(self) -> dict[str, Any]:
-        return {"seconds": self.seconds, "words": self.words, "max_inflight": self.max_inflight,
-                "requests": self.records}
+        return {"seconds": self.seconds, "words": self.words, "max_inflight": self.max_inflight, "requests": self.records}
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One keep-alive connection: requests one after another until the client closes it."""
@@ -67,8 +87,13 @@ class Fake:
     async def complete(self, request: dict[str, Any], writer: asyncio.StreamWriter) -> None:
         asked = _last_user_text(request.get("messages") or [])
         tag = TAG.search(asked)
-        record: dict[str, Any] = {"n": len(self.records) + 1, "person": int(tag.group(1)) if tag else None,
-                                  "stream": bool(request.get("stream")), "arrived": time.monotonic(), "sent": []}
+        record: dict[str, Any] = {
+            "n": len(self.records) + 1,
+            "person": int(tag.group(1)) if tag else None,
+            "stream": bool(request.get("stream")),
+            "arrived": time.monotonic(),
+            "sent": [],
+        }
         self.records.append(record)
         delay = 0.0 if "[warm]" in asked else self.seconds
         words = [f"Reply-{record['n']} "] + [f"{WORDS[i % len(WORDS)]} " for i in range(self.words - 1)]
@@ -85,10 +110,12 @@ class Fake:
         finally:
             self.inflight -= 1
 
-    async def _stream(self, request: dict[str, Any], record: dict[str, Any], words: list[str], delay: float,
-                      writer: asyncio.StreamWriter) -> None:
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                     b"Transfer-Encoding: chunked\r\n\r\n")
+    async def _stream(
+        self, request: dict[str, Any], record: dict[str, Any], words: list[str], delay: float, writer: asyncio.StreamWriter
+    ) -> None:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
         await _event(writer, _chunk(record["n"], request, {"role": "assistant", "content": ""}, None))
         start = time.monotonic()
         for i, word in enumerate(words):
@@ -127,8 +154,9 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
 async def _send_json(writer: asyncio.StreamWriter, status: int, payload: Any) -> None:
     data = json.dumps(payload).encode()
     reason = "OK" if status == 200 else "Not Found"
-    writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
-                 .encode() + data)
+    writer.write(
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data
+    )
     await writer.drain()
 
 
@@ -144,17 +172,25 @@ def _usage(words: int) -> dict[str, int]:
 
 
 def _chunk(n: int, request: dict[str, Any], delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
-    return {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk", "created": int(time.time()),
-            "model": request.get("model", "fake"), "system_fingerprint": None,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+    return {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": request.get("model", "fake"),
+        "system_fingerprint": None,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }
 
 
 def _completion(n: int, request: dict[str, Any], text: str) -> dict[str, Any]:
-    return {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()),
-            "model": request.get("model", "fake"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
-                         "logprobs": None}],
-            "usage": _usage(len(text.split()))}
+    return {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.get("model", "fake"),
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop", "logprobs": None}],
+        "usage": _usage(len(text.split())),
+    }
 
 
 async def main(port: int, seconds: float, words: int) -> None:

@@ -43,8 +43,7 @@ class Figure:
 
 
 def bench(script: str, *args: str) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, str(HERE / script), *args, "--json"], cwd=HERE, capture_output=True,
-                         text=True)
+    out = subprocess.run([sys.executable, str(HERE / script), *args, "--json"], cwd=HERE, capture_output=True, text=True)
     if out.returncode != 0:
         print(out.stderr[-4000:], file=sys.stderr)
         out.check_returncode()
@@ -57,77 +56,218 @@ def plan(smoke: bool, pg: str | None) -> list[tuple[str, list[str], list[Figure]
     databases: list[tuple[str, list[str]]] = [("SQLite", [])] + ([("PostgreSQL", ["--database-url", pg])] if pg else [])
     rows: list[tuple[str, list[str], list[Figure]]] = []
     for label, db in databases:
-        rows.append(("confirm_roundtrip.py", ["--n", "10" if small else "200", "--worker-class", WEB, *db], [
-            Figure(f"P1 confirm (respond-async) ÷ one INSERT, median ({label})", "≤ 1.3×", "×",
-                   lambda r: r["ratio_median"], lambda v: v <= 1.3),
-            Figure(f"P1 confirm (respond-async) ÷ one INSERT, p99 ({label})", "≤ 2×", "×", lambda r: r["ratio_p99"],
-                   lambda v: v <= 2),
-            Figure(f"P1 message (respond-async) ÷ one INSERT, median ({label})", "≤ 1.5×", "×",
-                   lambda r: r["message_ratio_median"], lambda v: v <= 1.5),
-        ]))
+        rows.append(
+            (
+                "confirm_roundtrip.py",
+                ["--n", "10" if small else "200", "--worker-class", WEB, *db],
+                [
+                    Figure(
+                        f"P1 confirm (respond-async) ÷ one INSERT, median ({label})",
+                        "≤ 1.3×",
+                        "×",
+                        lambda r: r["ratio_median"],
+                        lambda v: v <= 1.3,
+                    ),
+                    Figure(
+                        f"P1 confirm (respond-async) ÷ one INSERT, p99 ({label})",
+                        "≤ 2×",
+                        "×",
+                        lambda r: r["ratio_p99"],
+                        lambda v: v <= 2,
+                    ),
+                    Figure(
+                        f"P1 message (respond-async) ÷ one INSERT, median ({label})",
+                        "≤ 1.5×",
+                        "×",
+                        lambda r: r["message_ratio_median"],
+                        lambda v: v <= 1.5,
+                    ),
+                ],
+            )
+        )
     for label, db in databases:
-        rows.append(("admin_list.py", ["--n", "10" if small else "200", *db] + (["--small", "100", "--large", "1000"]
-                                                                            if small else []), [
-            Figure(f"P2 admin list, {many} rows ÷ {few} rows, median ({label})", "≤ 1.3×", "×",
-                   lambda r: r["ratio_median"], lambda v: v <= 1.3),
-        ]))
-    rows.append(("connector_waits.py", ["--n", "1000" if small else "100000"], [
-        Figure(f"P2 threads held by {many} waits", "0", "", lambda r: r["extra_threads"], lambda v: v == 0),
-        Figure(f"P2 Redis memory for {many} waits", "≤ 32 MB", "MB", lambda r: r["redis_mb"], lambda v: v <= 32),
-    ]))
+        rows.append(
+            (
+                "admin_list.py",
+                ["--n", "10" if small else "200", *db] + (["--small", "100", "--large", "1000"] if small else []),
+                [
+                    Figure(
+                        f"P2 admin list, {many} rows ÷ {few} rows, median ({label})",
+                        "≤ 1.3×",
+                        "×",
+                        lambda r: r["ratio_median"],
+                        lambda v: v <= 1.3,
+                    ),
+                ],
+            )
+        )
+    rows.append(
+        (
+            "connector_waits.py",
+            ["--n", "1000" if small else "100000"],
+            [
+                Figure(f"P2 threads held by {many} waits", "0", "", lambda r: r["extra_threads"], lambda v: v == 0),
+                Figure(f"P2 Redis memory for {many} waits", "≤ 32 MB", "MB", lambda r: r["redis_mb"], lambda v: v <= 32),
+            ],
+        )
+    )
     for label, db in databases:
-        rows.append(("agent_turn.py", ["--n", "20" if small else "300", *db], [
-            Figure(f"P3 agent turn ÷ persistence off, median ({label})", "≤ 1.5×", "×",
-                   lambda r: r["ratio_median"], lambda v: v <= 1.5),
-            Figure(f"P3 our own time per turn, p95 ({label})", "≤ 2 ms", "ms", lambda r: r["own_ms"]["p95"],
-                   lambda v: v <= 2),
-        ]))
-    rows.append(("startup_and_page.py", ["--n", "1" if small else "5"], [
-        Figure("P4 create_app()", "≤ 1 s", "s", lambda r: r["create_app_s"], lambda v: v <= 1),
-        Figure("P4 chat page over the wire (gzip)", "≤ 60 KB", "KB", lambda r: r["page_bytes"]["wire"] / 1024,
-               lambda v: v <= 60),
-    ]))
+        rows.append(
+            (
+                "agent_turn.py",
+                ["--n", "20" if small else "300", *db],
+                [
+                    Figure(
+                        f"P3 agent turn ÷ persistence off, median ({label})",
+                        "≤ 1.5×",
+                        "×",
+                        lambda r: r["ratio_median"],
+                        lambda v: v <= 1.5,
+                    ),
+                    Figure(
+                        f"P3 our own time per turn, p95 ({label})", "≤ 2 ms", "ms", lambda r: r["own_ms"]["p95"], lambda v: v <= 2
+                    ),
+                ],
+            )
+        )
+    rows.append(
+        (
+            "startup_and_page.py",
+            ["--n", "1" if small else "5"],
+            [
+                Figure("P4 create_app()", "≤ 1 s", "s", lambda r: r["create_app_s"], lambda v: v <= 1),
+                Figure(
+                    "P4 chat page over the wire (gzip)",
+                    "≤ 60 KB",
+                    "KB",
+                    lambda r: r["page_bytes"]["wire"] / 1024,
+                    lambda v: v <= 60,
+                ),
+            ],
+        )
+    )
     people = "20" if small else "200"
     for label, db in [(f"{name}, {WEB}", args) for name, args in databases]:
-        rows.append(("slow_model.py", [*(["--smoke"] if small else []), "--worker-class", WEB, *db], [
-            Figure(f"L1 turn end p99, {people} at once ({label})", "≤ 3.5 s", "s",
-                   lambda r: r["turn"]["p99_ms"] / 1000, lambda v: v <= 3.5),
-            Figure(f"L1 failed turns ({label})", "0", "", lambda r: r["failures"]["total"], lambda v: v == 0),
-            Figure(f"L1 first words p95, fake sent → stream read ({label})", "≤ 100 ms", "ms",
-                   lambda r: r["first_words"].get("p95_ms", float("inf")), lambda v: v <= 100),
-            Figure(f"L1 GET /login p99 during ÷ idle ({label})", "≤ 3×", "×",
-                   lambda r: r["login"]["ratio_p99"] or float("inf"), lambda v: v <= 3),
-            Figure(f"L1 model requests in flight at once ({label})", "", "", lambda r: r["model"]["max_in_flight"],
-                   lambda v: True),
-            Figure(f"L1 peak RSS, web: gunicorn master + workers ({label})", "", "MB",
-                   lambda r: r["memory"]["peak"]["web"]["rss_mb"], lambda v: True),
-            Figure(f"L1 peak PSS, web ({label})", "", "MB", lambda r: r["memory"]["peak"]["web"]["pss_mb"],
-                   lambda v: True),
-            Figure(f"L1 peak RSS, turn worker ({label})", "", "MB", lambda r: r["memory"]["peak"]["worker"]["rss_mb"],
-                   lambda v: True),
-            Figure(f"L1 PSS of PostgreSQL's backends after ({label})" if db else f"L1 SQLite file after ({label})",
-                   "", "MB", (lambda r: r["memory"]["after"]["database"]["pss_mb"]) if db else
-                   (lambda r: r["memory"]["after"]["database"]["file_mb"]), lambda v: True),
-        ]))
+        rows.append(
+            (
+                "slow_model.py",
+                [*(["--smoke"] if small else []), "--worker-class", WEB, *db],
+                [
+                    Figure(
+                        f"L1 turn end p99, {people} at once ({label})",
+                        "≤ 3.5 s",
+                        "s",
+                        lambda r: r["turn"]["p99_ms"] / 1000,
+                        lambda v: v <= 3.5,
+                    ),
+                    Figure(f"L1 failed turns ({label})", "0", "", lambda r: r["failures"]["total"], lambda v: v == 0),
+                    Figure(
+                        f"L1 first words p95, fake sent → stream read ({label})",
+                        "≤ 100 ms",
+                        "ms",
+                        lambda r: r["first_words"].get("p95_ms", float("inf")),
+                        lambda v: v <= 100,
+                    ),
+                    Figure(
+                        f"L1 GET /login p99 during ÷ idle ({label})",
+                        "≤ 3×",
+                        "×",
+                        lambda r: r["login"]["ratio_p99"] or float("inf"),
+                        lambda v: v <= 3,
+                    ),
+                    Figure(
+                        f"L1 model requests in flight at once ({label})",
+                        "",
+                        "",
+                        lambda r: r["model"]["max_in_flight"],
+                        lambda v: True,
+                    ),
+                    Figure(
+                        f"L1 peak RSS, web: gunicorn master + workers ({label})",
+                        "",
+                        "MB",
+                        lambda r: r["memory"]["peak"]["web"]["rss_mb"],
+                        lambda v: True,
+                    ),
+                    Figure(
+                        f"L1 peak PSS, web ({label})", "", "MB", lambda r: r["memory"]["peak"]["web"]["pss_mb"], lambda v: True
+                    ),
+                    Figure(
+                        f"L1 peak RSS, turn worker ({label})",
+                        "",
+                        "MB",
+                        lambda r: r["memory"]["peak"]["worker"]["rss_mb"],
+                        lambda v: True,
+                    ),
+                    Figure(
+                        f"L1 PSS of PostgreSQL's backends after ({label})" if db else f"L1 SQLite file after ({label})",
+                        "",
+                        "MB",
+                        (lambda r: r["memory"]["after"]["database"]["pss_mb"])
+                        if db
+                        else (lambda r: r["memory"]["after"]["database"]["file_mb"]),
+                        lambda v: True,
+                    ),
+                ],
+            )
+        )
     streams = "100" if small else "1000"
     for worker_class in L2_CLASSES[:1] if small else L2_CLASSES:
-        rows.append(("streams.py", [*(["--smoke"] if small else []), "--worker-class", worker_class], [
-            Figure(f"L2 {streams} open streams: failures ({worker_class})", "0", "", lambda r: r["failures"],
-                   lambda v: v == 0),
-            Figure(f"L2 web RSS per open stream ({worker_class})", "", "KB",
-                   lambda r: r["memory"]["per_stream_rss_kb"], lambda v: True),
-            Figure(f"L2 web PSS per open stream ({worker_class})", "", "KB",
-                   lambda r: r["memory"]["per_stream_pss_kb"], lambda v: True),
-            Figure(f"L2 GET /login p99 while open ÷ idle ({worker_class})", "≤ 3×", "×",
-                   lambda r: r["login"]["ratio_p99"] or float("inf"), lambda v: v <= 3),
-            Figure(f"L2 web CPU while held, % of a core ({worker_class})", "", "%", lambda r: 100 * r["cpu_per_s"],
-                   lambda v: True),
-        ]))
-    rows.append(("webhook_ack.py", ["--seconds", "2" if small else "10"], [
-        Figure("P5 webhook ack p99 at 50 req/s", "≤ 300 ms", "ms", lambda r: r["webhook_ack"]["p99_ms"],
-               lambda v: v <= 300),
-        Figure("P5 webhook ack ÷ one INSERT, p99", "", "×", lambda r: r["ratio_p99"], lambda v: True),
-    ]))
+        rows.append(
+            (
+                "streams.py",
+                [*(["--smoke"] if small else []), "--worker-class", worker_class],
+                [
+                    Figure(
+                        f"L2 {streams} open streams: failures ({worker_class})",
+                        "0",
+                        "",
+                        lambda r: r["failures"],
+                        lambda v: v == 0,
+                    ),
+                    Figure(
+                        f"L2 web RSS per open stream ({worker_class})",
+                        "",
+                        "KB",
+                        lambda r: r["memory"]["per_stream_rss_kb"],
+                        lambda v: True,
+                    ),
+                    Figure(
+                        f"L2 web PSS per open stream ({worker_class})",
+                        "",
+                        "KB",
+                        lambda r: r["memory"]["per_stream_pss_kb"],
+                        lambda v: True,
+                    ),
+                    Figure(
+                        f"L2 GET /login p99 while open ÷ idle ({worker_class})",
+                        "≤ 3×",
+                        "×",
+                        lambda r: r["login"]["ratio_p99"] or float("inf"),
+                        lambda v: v <= 3,
+                    ),
+                    Figure(
+                        f"L2 web CPU while held, % of a core ({worker_class})",
+                        "",
+                        "%",
+                        lambda r: 100 * r["cpu_per_s"],
+                        lambda v: True,
+                    ),
+                ],
+            )
+        )
+    rows.append(
+        (
+            "webhook_ack.py",
+            ["--seconds", "2" if small else "10"],
+            [
+                Figure(
+                    "P5 webhook ack p99 at 50 req/s", "≤ 300 ms", "ms", lambda r: r["webhook_ack"]["p99_ms"], lambda v: v <= 300
+                ),
+                Figure("P5 webhook ack ÷ one INSERT, p99", "", "×", lambda r: r["ratio_p99"], lambda v: True),
+            ],
+        )
+    )
     return rows
 
 
@@ -150,10 +290,12 @@ def main() -> None:
             print(f": {time.monotonic() - began:.0f} s", file=sys.stderr, flush=True)
         table.extend((f, [f.read(r) for r in results]) for f in figures)
 
-    print(f"\nCountersign benchmarks: median of {runs} run(s), min–max beside it"
-          f"{' (SMOKE: short runs, figures not meaningful)' if args.smoke else ''}; {os.cpu_count()} CPUs, "
-          f"{time.monotonic() - started:.0f} s; load average {load} at the start, "
-          f"{[round(x, 2) for x in os.getloadavg()]} at the end\n")
+    print(
+        f"\nCountersign benchmarks: median of {runs} run(s), min–max beside it"
+        f"{' (SMOKE: short runs, figures not meaningful)' if args.smoke else ''}; {os.cpu_count()} CPUs, "
+        f"{time.monotonic() - started:.0f} s; load average {load} at the start, "
+        f"{[round(x, 2) for x in os.getloadavg()]} at the end\n"
+    )
     print(f"| {'figure':<64} | {'goal':<9} | {'median':>9} | {'min–max':<17} | met |")
     print(f"|{'-' * 66}|{'-' * 11}|{'-' * 11}|{'-' * 19}|-----|")
     for figure, values in table:

@@ -83,8 +83,12 @@ def published(event: dict[str, str]) -> float | None:
 @contextmanager
 def fake_model(seconds: float, words: int) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """bench/fake_model.py in a process of its own; yields its base URL and the process."""
-    proc = subprocess.Popen([sys.executable, str(HERE / "fake_model.py"), "--seconds", str(seconds),
-                             "--words", str(words)], stdout=subprocess.PIPE, text=True, preexec_fn=die_with_parent)
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "fake_model.py"), "--seconds", str(seconds), "--words", str(words)],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=die_with_parent,
+    )
     try:
         assert proc.stdout is not None
         port = int(proc.stdout.readline().split()[1])
@@ -103,16 +107,20 @@ def fake_stats(base_url: str) -> dict[str, Any]:
 class Processes:
     """Every process of the run, by role, for memory and CPU."""
 
-    def __init__(self, server: Any, workers: list[subprocess.Popen[bytes]], fake: subprocess.Popen[str],
-                 redis_url: str, database_url: str) -> None:
+    def __init__(
+        self, server: Any, workers: list[subprocess.Popen[bytes]], fake: subprocess.Popen[str], redis_url: str, database_url: str
+    ) -> None:
         self.server, self.workers, self.fake = server, workers, fake
         self.redis_url, self.database_url = redis_url, database_url
 
     def roles(self) -> dict[str, list[int]]:
         from _harness import children
 
-        return {"web": self.server.pids(), "worker": [pid for w in self.workers for pid in [w.pid, *children(w.pid)]],
-                "fake": [self.fake.pid]}
+        return {
+            "web": self.server.pids(),
+            "worker": [pid for w in self.workers for pid in [w.pid, *children(w.pid)]],
+            "fake": [self.fake.pid],
+        }
 
     def memory(self, database: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {role: memory_of(pids) for role, pids in self.roles().items()}
@@ -169,8 +177,7 @@ def warm_up(port: int, token: str, width: int = 8, rounds: int = 3) -> None:
 
     async def streams() -> None:
         for convo in convos[:4]:  # (a person may hold EVENTS_MAX_STREAMS_PER_PERSON streams at once)
-            stream = await EventStream.open(port, f"/api/conversations/{convo}/events",
-                                            {"Authorization": f"Bearer {token}"})
+            stream = await EventStream.open(port, f"/api/conversations/{convo}/events", {"Authorization": f"Bearer {token}"})
             await stream.next_event()
             stream.close()
 
@@ -187,8 +194,9 @@ def warm_up(port: int, token: str, width: int = 8, rounds: int = 3) -> None:
         raise RuntimeError(f"warm-up turns not answered (is the turn worker running?): {problems[:3]}")
 
 
-async def person(port: int, token: str, convo: int, i: int, stream_first: bool, ready: asyncio.Event,
-                 go: asyncio.Event, out: dict[str, Any]) -> None:
+async def person(
+    port: int, token: str, convo: int, i: int, stream_first: bool, ready: asyncio.Event, go: asyncio.Event, out: dict[str, Any]
+) -> None:
     """One person's turn, the browser's way; fills `out` with what happened and when."""
     headers = {"Authorization": f"Bearer {token}"}
     stream: EventStream | None = None
@@ -200,9 +208,13 @@ async def person(port: int, token: str, convo: int, i: int, stream_first: bool, 
         ready.set()
         await go.wait()
         out["start"] = time.monotonic()
-        status, _, body = await request(port, "POST", f"/api/conversations/{convo}/messages",
-                                        {**headers, "Prefer": "respond-async"},
-                                        {"text": f"Hello from person-{i}: what can you do for me today?"})
+        status, _, body = await request(
+            port,
+            "POST",
+            f"/api/conversations/{convo}/messages",
+            {**headers, "Prefer": "respond-async"},
+            {"text": f"Hello from person-{i}: what can you do for me today?"},
+        )
         out["posted"] = time.monotonic()
         if status != 202 or not isinstance(body, dict) or "run" not in body:
             out["error"] = f"http_{status}"
@@ -239,15 +251,16 @@ async def person(port: int, token: str, convo: int, i: int, stream_first: bool, 
             stream.close()
 
 
-async def storm(port: int, people: list[tuple[str, int]], stream_first: bool, limit: float,
-                probe: LoginProbe) -> dict[str, Any]:
+async def storm(port: int, people: list[tuple[str, int]], stream_first: bool, limit: float, probe: LoginProbe) -> dict[str, Any]:
     """Every stream open (when first), then everyone sends at once; each turn's outcome."""
     raise_open_files(4 * len(people) + 256)
     go = asyncio.Event()
     turns: list[dict[str, Any]] = [{"person": i} for i in range(len(people))]
     readies = [asyncio.Event() for _ in people]
-    tasks = [asyncio.create_task(person(port, token, convo, i, stream_first, readies[i], go, turns[i]))
-             for i, (token, convo) in enumerate(people)]
+    tasks = [
+        asyncio.create_task(person(port, token, convo, i, stream_first, readies[i], go, turns[i]))
+        for i, (token, convo) in enumerate(people)
+    ]
     opening = time.monotonic()
     await asyncio.wait([asyncio.create_task(r.wait()) for r in readies], timeout=60)
     opened = time.monotonic() - opening
@@ -260,17 +273,25 @@ async def storm(port: int, people: list[tuple[str, int]], stream_first: bool, li
         task.cancel()
     await asyncio.gather(*late, return_exceptions=True)
     ended = time.monotonic()
-    return {"turns": turns, "started": started, "ended": ended, "opened_s": opened,
-            "streams_open": sum(bool(t.get("ready")) for t in turns)}
+    return {
+        "turns": turns,
+        "started": started,
+        "ended": ended,
+        "opened_s": opened,
+        "streams_open": sum(bool(t.get("ready")) for t in turns),
+    }
 
 
 def failures(turns: list[dict[str, Any]]) -> dict[str, int]:
     """Each turn that did not end answered, by kind."""
     counts: dict[str, int] = {}
     for turn in turns:
-        kind = (turn.get("error") or (f"state_{turn['state']}" if turn.get("state") not in (None, "done") else None)
-                or ("no_reply" if "end" in turn and not turn.get("replied") else None)
-                or (None if "end" in turn else "unfinished"))
+        kind = (
+            turn.get("error")
+            or (f"state_{turn['state']}" if turn.get("state") not in (None, "done") else None)
+            or ("no_reply" if "end" in turn and not turn.get("replied") else None)
+            or (None if "end" in turn else "unfinished")
+        )
         if kind:
             counts[kind] = counts.get(kind, 0) + 1
     return {"total": sum(counts.values()), **counts}
@@ -294,8 +315,13 @@ def model_figures(turns: list[dict[str, Any]], stats: dict[str, Any]) -> dict[st
     for _, step in edges:
         level += step
         most = max(most, level)
-    return {"requests": len(records), "streamed": sum(r["stream"] for r in records), "max_in_flight": most,
-            "wait_before_model": percentiles(before), "after_model": percentiles(after)}
+    return {
+        "requests": len(records),
+        "streamed": sum(r["stream"] for r in records),
+        "max_in_flight": most,
+        "wait_before_model": percentiles(before),
+        "after_model": percentiles(after),
+    }
 
 
 def first_words_figures(turns: list[dict[str, Any]], stats: dict[str, Any]) -> dict[str, Any]:
@@ -306,8 +332,12 @@ def first_words_figures(turns: list[dict[str, Any]], stats: dict[str, Any]) -> d
     delays = [t["first"] - sent[t["request"]] for t in mine]
     worker = [t["first_published"] - sent[t["request"]] for t in mine if t.get("first_published")]
     web_part = [t["first"] - t["first_published"] for t in mine if t.get("first_published")]
-    return {**percentiles(delays), "missing": len(turns) - len(delays), "to_stream": percentiles(worker),
-            "stream_to_client": percentiles(web_part)}
+    return {
+        **percentiles(delays),
+        "missing": len(turns) - len(delays),
+        "to_stream": percentiles(worker),
+        "stream_to_client": percentiles(web_part),
+    }
 
 
 def segments(turns: list[dict[str, Any]], stats: dict[str, Any]) -> dict[str, dict[str, float]]:
@@ -347,14 +377,32 @@ class Phases:
         self.at = now
 
 
-def run(n: int, seconds: float, words: int, database_url: str, redis_url: str, idle: float, limit: float,
-        worker_class: str, workers: int, threads: int, worker_threads: int, stream_first: bool,
-        warm_rounds: int = 3, worker_processes: int = 1) -> dict[str, Any]:
+def run(
+    n: int,
+    seconds: float,
+    words: int,
+    database_url: str,
+    redis_url: str,
+    idle: float,
+    limit: float,
+    worker_class: str,
+    workers: int,
+    threads: int,
+    worker_threads: int,
+    stream_first: bool,
+    warm_rounds: int = 3,
+    worker_processes: int = 1,
+) -> dict[str, Any]:
     clock = Phases()
     flush_redis(redis_url)
     with fake_model(seconds, words) as (base_url, fake):
-        env = env_for(database_url, REDIS_URL=redis_url, COUNTERSIGN_MODEL="openai:fake",
-                      COUNTERSIGN_MODEL_BASE_URL=f"{base_url}/v1", COUNTERSIGN_MODEL_API_KEY="bench")
+        env = env_for(
+            database_url,
+            REDIS_URL=redis_url,
+            COUNTERSIGN_MODEL="openai:fake",
+            COUNTERSIGN_MODEL_BASE_URL=f"{base_url}/v1",
+            COUNTERSIGN_MODEL_API_KEY="bench",
+        )
         people = seed_people(env, n + 1, "bench-l1", fresh=True)
         warm_token = people.pop()[0]  # a person of their own for the warm-up turns
         clock.mark("prepare")
@@ -381,13 +429,20 @@ def run(n: int, seconds: float, words: int, database_url: str, redis_url: str, i
     turns = out["turns"]
     run_s = out["ended"] - out["started"]
     result: dict[str, Any] = {
-        "bench": "L1", "database": "postgresql" if database_url.startswith("postgres") else "sqlite", "n": n,
-        "model_seconds": seconds, "words": words, "web": server.shape, "worker_threads": worker_threads,
+        "bench": "L1",
+        "database": "postgresql" if database_url.startswith("postgres") else "sqlite",
+        "n": n,
+        "model_seconds": seconds,
+        "words": words,
+        "web": server.shape,
+        "worker_threads": worker_threads,
         "worker_processes": worker_processes,
         "stream": "opened before the POST" if stream_first else "opened right after the POST",
-        "streams_open_before_send": out["streams_open"], "streams_opened_s": out["opened_s"],
-        "turn": percentiles([min(t.get("end", out["started"] + limit), out["started"] + limit) - t["start"]
-                             for t in turns if "start" in t]),
+        "streams_open_before_send": out["streams_open"],
+        "streams_opened_s": out["opened_s"],
+        "turn": percentiles(
+            [min(t.get("end", out["started"] + limit), out["started"] + limit) - t["start"] for t in turns if "start" in t]
+        ),
         "post": percentiles([t["posted"] - t["start"] for t in turns if "posted" in t]),
         "all_ended_s": run_s,
         "failures": failures(turns),
@@ -398,8 +453,10 @@ def run(n: int, seconds: float, words: int, database_url: str, redis_url: str, i
         "login": {"idle": idle_login, "run": during_login},
         "memory": {"before": before, "peak": peak.peak, "after": after},
         "cpu_s": {role: cpu_after[role] - cpu_before.get(role, 0.0) for role in cpu_after},
-        "load_average_before": load_before, "load_average_after": load_average(),
-        "worker_processes_alive": workers_alive, "phases_s": clock.phases,
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+        "worker_processes_alive": workers_alive,
+        "phases_s": clock.phases,
     }
     idle_p99, run_p99 = idle_login.get("p99_ms"), during_login.get("p99_ms")
     result["login"]["ratio_p99"] = run_p99 / idle_p99 if idle_p99 and run_p99 else None
@@ -418,9 +475,11 @@ def _mem(figures: dict[str, Any]) -> str:
 
 def show(r: dict[str, Any]) -> None:
     f, m, login, mem = r["failures"], r["model"], r["login"], r["memory"]
-    print(f"L1 load: {r['n']} people at once, model {r['model_seconds']} s over {r['words']} words "
-          f"({r['database']}, {r['web']}, {r['worker_processes']} × worker --threads {r['worker_threads']}, Redis; "
-          f"stream {r['stream']})")
+    print(
+        f"L1 load: {r['n']} people at once, model {r['model_seconds']} s over {r['words']} words "
+        f"({r['database']}, {r['web']}, {r['worker_processes']} × worker --threads {r['worker_threads']}, Redis; "
+        f"stream {r['stream']})"
+    )
     print(f"  turn ends          {_ms(r['turn'])}   all ended by {r['all_ended_s']:.1f} s, {r['turns_ok']} answered")
     print(f"  failures           {f['total']}" + "".join(f"   {k} {v}" for k, v in f.items() if k != "total"))
     print(f"  first words        {_ms(r['first_words'])}   missing {r['first_words']['missing']}")
@@ -429,8 +488,14 @@ def show(r: dict[str, Any]) -> None:
     print(f"    fake → stream    {_ms(fw['to_stream'])}")
     print(f"    stream → client  {_ms(fw['stream_to_client'])}")
     print("  where a turn's time goes (event ids give when the worker appended each event):")
-    names = {"post": "POST → 202", "queued": "202 → pass started", "to_model": "started → model asked",
-             "model": "model answering", "to_end": "last word → end event", "end_to_client": "end event → client"}
+    names = {
+        "post": "POST → 202",
+        "queued": "202 → pass started",
+        "to_model": "started → model asked",
+        "model": "model answering",
+        "to_end": "last word → end event",
+        "end_to_client": "end event → client",
+    }
     for key, label in names.items():
         print(f"    {label:<22} {_ms(r['segments'][key], ('p50', 'p95', 'max'))}")
     print(f"  model requests     {m['requests']} ({m['streamed']} streamed), at most {m['max_in_flight']} in flight")
@@ -444,13 +509,21 @@ def show(r: dict[str, Any]) -> None:
         print(f"  memory {name:<6}      {line}")
     for name in ("before", "after"):
         redis, db = mem[name]["redis"], mem[name].get("database", {})
-        dbs = (f"PostgreSQL {db['backends']} backends {_mem(db)}" if "backends" in db
-               else f"SQLite file {db.get('file_mb', 0):.1f} MB")
-        print(f"  {name:<6} Redis server {_mem(redis)} (used_memory {redis['used_memory_mb']:.1f} MB, "
-              f"{redis['clients']} clients); {dbs}")
+        dbs = (
+            f"PostgreSQL {db['backends']} backends {_mem(db)}"
+            if "backends" in db
+            else f"SQLite file {db.get('file_mb', 0):.1f} MB"
+        )
+        print(
+            f"  {name:<6} Redis server {_mem(redis)} (used_memory {redis['used_memory_mb']:.1f} MB, "
+            f"{redis['clients']} clients); {dbs}"
+        )
     print(f"  phases             {r['phases_s']} s")
-    print("  CPU during run     " + "  ".join(f"{k} {v:.1f} s" for k, v in r["cpu_s"].items())
-          + f"   load average {r['load_average_before']} → {r['load_average_after']}")
+    print(
+        "  CPU during run     "
+        + "  ".join(f"{k} {v:.1f} s" for k, v in r["cpu_s"].items())
+        + f"   load average {r['load_average_before']} → {r['load_average_after']}"
+    )
 
 
 def main() -> None:
@@ -473,9 +546,22 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.n, args.seconds, args.idle, args.limit = min(args.n, 20), 0.5, 1.0, 8.0
-    result = run(args.n, args.seconds, args.words, args.database_url or temp_sqlite(), args.redis, args.idle,
-                 args.limit, args.worker_class, args.workers, args.threads, args.worker_threads, not args.stream_after,
-                 warm_rounds=1 if args.smoke else 3, worker_processes=args.worker_processes)
+    result = run(
+        args.n,
+        args.seconds,
+        args.words,
+        args.database_url or temp_sqlite(),
+        args.redis,
+        args.idle,
+        args.limit,
+        args.worker_class,
+        args.workers,
+        args.threads,
+        args.worker_threads,
+        not args.stream_after,
+        warm_rounds=1 if args.smoke else 3,
+        worker_processes=args.worker_processes,
+    )
     if not args.json:
         show(result)
     print(json.dumps(result))

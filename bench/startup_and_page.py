@@ -20,8 +20,13 @@ BASE = "import time; t = time.perf_counter(); import flask; flask.Flask('x'); pr
 
 
 def timed(code: str) -> float:
-    env = {"COUNTERSIGN_ENV": "testing", "SECRET_KEY": "bench", "SWEEP_ON_START": "0",
-           "DATABASE_URL": "sqlite:///:memory:", "PATH": "/usr/bin:/bin"}
+    env = {
+        "COUNTERSIGN_ENV": "testing",
+        "SECRET_KEY": "bench",
+        "SWEEP_ON_START": "0",
+        "DATABASE_URL": "sqlite:///:memory:",
+        "PATH": "/usr/bin:/bin",
+    }
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
 
@@ -31,9 +36,16 @@ def page_bytes() -> dict[str, int]:
     from app.cli import seed_demo
     from app.extensions import db
 
-    app = create_app({"COUNTERSIGN_ENV": "testing", "SECRET_KEY": "bench", "SWEEP_ON_START": False,
-                      "SQLALCHEMY_DATABASE_URI": "sqlite:///:memory:", "RATELIMIT_ENABLED": False,
-                      "SESSION_COOKIE_SECURE": False})
+    app = create_app(
+        {
+            "COUNTERSIGN_ENV": "testing",
+            "SECRET_KEY": "bench",
+            "SWEEP_ON_START": False,
+            "SQLALCHEMY_DATABASE_URI": "sqlite:///:memory:",
+            "RATELIMIT_ENABLED": False,
+            "SESSION_COOKIE_SECURE": False,
+        }
+    )
     with app.app_context():
         db.create_all()
         seed_demo()
@@ -43,25 +55,26 @@ def page_bytes() -> dict[str, int]:
 
     csrf = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
     client.post("/login", data={"email": "alice@example.com", "password": "demo", "csrf_token": csrf})
-    convo = client.post("/conversations", headers={"X-CSRFToken": re.search(
-        r'"X-CSRFToken": "([^"]+)"', client.get("/").get_data(as_text=True)).group(1)})  # type: ignore[union-attr]
+    convo = client.post(
+        "/conversations",
+        headers={"X-CSRFToken": re.search(r'"X-CSRFToken": "([^"]+)"', client.get("/").get_data(as_text=True)).group(1)},
+    )  # type: ignore[union-attr]
     gz = {"Accept-Encoding": "gzip"}
     page = client.get(convo.headers["Location"], headers=gz)
     assets = [client.get(p, headers=gz) for p in ("/static/app.css", "/static/app.js", "/static/vendor/htmx.min.js")]
     wire = sum(len(r.get_data()) for r in (page, *assets))  # the bodies as sent: assets gzipped, the page not
-    plain = [page.get_data()] + [gzip.decompress(r.get_data()) if r.headers.get("Content-Encoding") == "gzip"
-                                 else r.get_data() for r in assets]
-    return {"raw": sum(len(b) for b in plain), "wire": wire,
-            "all_gzip": sum(len(gzip.compress(b)) for b in plain)}
+    plain = [page.get_data()] + [
+        gzip.decompress(r.get_data()) if r.headers.get("Content-Encoding") == "gzip" else r.get_data() for r in assets
+    ]
+    return {"raw": sum(len(b) for b in plain), "wire": wire, "all_gzip": sum(len(gzip.compress(b)) for b in plain)}
 
 
 def run(n: int) -> dict[str, object]:
     create, base = [], []
     for i in range(n):
-        for which in (("create", "base") if i % 2 == 0 else ("base", "create")):
+        for which in ("create", "base") if i % 2 == 0 else ("base", "create"):
             (create if which == "create" else base).append(timed(CREATE if which == "create" else BASE))
-    return {"create_app_s": statistics.median(create), "flask_only_s": statistics.median(base),
-            "page_bytes": page_bytes()}
+    return {"create_app_s": statistics.median(create), "flask_only_s": statistics.median(base), "page_bytes": page_bytes()}
 
 
 if __name__ == "__main__":
@@ -70,6 +83,8 @@ if __name__ == "__main__":
     if "--json" in sys.argv:
         print(json.dumps(result))
     else:
-        print(f"P4 create_app() median {result['create_app_s'] * 1000:.0f} ms (import flask alone "
-              f"{result['flask_only_s'] * 1000:.0f} ms); chat page {result['page_bytes']['raw'] / 1024:.1f} KB raw, "
-              f"{result['page_bytes']['wire'] / 1024:.1f} KB over the wire")
+        print(
+            f"P4 create_app() median {result['create_app_s'] * 1000:.0f} ms (import flask alone "
+            f"{result['flask_only_s'] * 1000:.0f} ms); chat page {result['page_bytes']['raw'] / 1024:.1f} KB raw, "
+            f"{result['page_bytes']['wire'] / 1024:.1f} KB over the wire"
+        )

@@ -45,6 +45,7 @@ from _harness import (
 
 OPEN_AT_ONCE = 100  # connections being opened at a time (a crowd arriving, not a SYN flood)
 
+
 async def hold(port: int, people: list[tuple[str, int]], seconds: float, during: Any) -> dict[str, Any]:
     """Open every stream (OPEN_AT_ONCE at a time), call `during()` (in a thread) while they are
     held for `seconds`, then close them; what happened to each."""
@@ -61,8 +62,9 @@ async def hold(port: int, people: list[tuple[str, int]], seconds: float, during:
         try:
             async with gate:
                 start = time.monotonic()
-                stream = await asyncio.wait_for(EventStream.open(
-                    port, f"/api/conversations/{convo}/events", {"Authorization": f"Bearer {token}"}), 60)
+                stream = await asyncio.wait_for(
+                    EventStream.open(port, f"/api/conversations/{convo}/events", {"Authorization": f"Bearer {token}"}), 60
+                )
                 streams[i] = stream
                 first = await asyncio.wait_for(stream.next_event(), 60)
                 if first is None:
@@ -116,14 +118,30 @@ async def hold(port: int, people: list[tuple[str, int]], seconds: float, during:
     for o in outcome:
         if "error" in o:
             errors[o["error"]] = errors.get(o["error"], 0) + 1
-    return {"opened_s": opened_s, "open": open_now, "lasted": lasted, "held_s": held_until - held_from,
-            "broken": broken,
-            "errors": errors, "delivered": sum(bool(o.get("delivered")) for o in outcome),
-            "open_times": sorted(o["open_s"] for o in outcome if "open_s" in o), **figures}
+    return {
+        "opened_s": opened_s,
+        "open": open_now,
+        "lasted": lasted,
+        "held_s": held_until - held_from,
+        "broken": broken,
+        "errors": errors,
+        "delivered": sum(bool(o.get("delivered")) for o in outcome),
+        "open_times": sorted(o["open_s"] for o in outcome if "open_s" in o),
+        **figures,
+    }
 
 
-def run(n: int, hold_s: float, database_url: str, redis_url: str, idle: float, worker_class: str, workers: int,
-        threads: int, connections: int | None) -> dict[str, Any]:
+def run(
+    n: int,
+    hold_s: float,
+    database_url: str,
+    redis_url: str,
+    idle: float,
+    worker_class: str,
+    workers: int,
+    threads: int,
+    connections: int | None,
+) -> dict[str, Any]:
     flush_redis(redis_url)
     env = env_for(database_url, REDIS_URL=redis_url)
     people = seed_people(env, n, "bench-l2", fresh=True)
@@ -146,9 +164,13 @@ def run(n: int, hold_s: float, database_url: str, redis_url: str, idle: float, w
             cpu = cpu_seconds(processes)
             load = load_average()
             time.sleep(seconds)
-            figures = {"cpu_s": cpu_seconds(processes) - cpu, "load_average": [load, load_average()],
-                       "memory": {**memory_of(server.pids()), "threads": threads_of(server.pids())},
-                       "redis": redis_figures(redis_url), "login": probe.finish()}
+            figures = {
+                "cpu_s": cpu_seconds(processes) - cpu,
+                "load_average": [load, load_average()],
+                "memory": {**memory_of(server.pids()), "threads": threads_of(server.pids())},
+                "redis": redis_figures(redis_url),
+                "login": probe.finish(),
+            }
             publish_to([c for _, c in people])
             return figures
 
@@ -158,16 +180,22 @@ def run(n: int, hold_s: float, database_url: str, redis_url: str, idle: float, w
     idle_p99, run_p99 = idle_login.get("p99_ms"), held["login"].get("p99_ms")
     failures = n - held["lasted"]
     return {
-        "bench": "L2", "database": "postgresql" if database_url.startswith("postgres") else "sqlite", "n": n,
-        "web": server.shape, "worker_class": worker_class, **held,
+        "bench": "L2",
+        "database": "postgresql" if database_url.startswith("postgres") else "sqlite",
+        "n": n,
+        "web": server.shape,
+        "worker_class": worker_class,
+        **held,
         "failures": failures,
         "open_p99_ms": opened[min(len(opened) - 1, int(round(0.99 * (len(opened) - 1))))] * 1000 if opened else None,
-        "memory": {"before": before, "open": memory,
-                   "per_stream_rss_kb": (memory["rss_mb"] - before["rss_mb"]) * 1024 / n,
-                   "per_stream_pss_kb": (memory["pss_mb"] - before["pss_mb"]) * 1024 / n},
+        "memory": {
+            "before": before,
+            "open": memory,
+            "per_stream_rss_kb": (memory["rss_mb"] - before["rss_mb"]) * 1024 / n,
+            "per_stream_pss_kb": (memory["pss_mb"] - before["pss_mb"]) * 1024 / n,
+        },
         "redis_before": redis_before,
-        "login": {"idle": idle_login, "open": held["login"],
-                  "ratio_p99": run_p99 / idle_p99 if idle_p99 and run_p99 else None},
+        "login": {"idle": idle_login, "open": held["login"], "ratio_p99": run_p99 / idle_p99 if idle_p99 and run_p99 else None},
         "cpu_per_s": held["cpu_s"] / held["held_s"] if held["held_s"] else None,
     }
 
@@ -196,9 +224,9 @@ async def warm_up(port: int, people: list[tuple[str, int]]) -> None:
     from _aio import request
 
     for _ in range(3):
+
         async def one(token: str, convo: int) -> None:
-            stream = await EventStream.open(port, f"/api/conversations/{convo}/events",
-                                            {"Authorization": f"Bearer {token}"})
+            stream = await EventStream.open(port, f"/api/conversations/{convo}/events", {"Authorization": f"Bearer {token}"})
             await stream.next_event()
             stream.close()
             await request(port, "GET", "/login")
@@ -209,22 +237,30 @@ async def warm_up(port: int, people: list[tuple[str, int]]) -> None:
 def show(r: dict[str, Any]) -> None:
     m, login = r["memory"], r["login"]
     print(f"L2 open event streams: {r['n']} held {r['held_s']:.0f} s ({r['database']}, {r['web']}, Redis)")
-    print(f"  opened             {r['open']} of {r['n']} in {r['opened_s']:.1f} s (p99 {r['open_p99_ms']:.0f} ms each), "
-          f"{r['lasted']} still open at the end; failures {r['failures']} (errors {r['errors'] or 0}, "
-          f"broken after opening {r['broken']}); the event reached {r['delivered']} within {r['delivery_s']:.2f} s")
-    print(f"  web memory         before RSS {m['before']['rss_mb']:.0f} MB PSS {m['before']['pss_mb']:.0f} MB "
-          f"({m['before']['threads']} threads) → open RSS {m['open']['rss_mb']:.0f} MB PSS {m['open']['pss_mb']:.0f} MB "
-          f"({m['open']['threads']} threads)")
+    print(
+        f"  opened             {r['open']} of {r['n']} in {r['opened_s']:.1f} s (p99 {r['open_p99_ms']:.0f} ms each), "
+        f"{r['lasted']} still open at the end; failures {r['failures']} (errors {r['errors'] or 0}, "
+        f"broken after opening {r['broken']}); the event reached {r['delivered']} within {r['delivery_s']:.2f} s"
+    )
+    print(
+        f"  web memory         before RSS {m['before']['rss_mb']:.0f} MB PSS {m['before']['pss_mb']:.0f} MB "
+        f"({m['before']['threads']} threads) → open RSS {m['open']['rss_mb']:.0f} MB PSS {m['open']['pss_mb']:.0f} MB "
+        f"({m['open']['threads']} threads)"
+    )
     print(f"  per stream         RSS {m['per_stream_rss_kb']:.1f} KB   PSS {m['per_stream_pss_kb']:.1f} KB")
     for name in ("idle", "open"):
         s = login[name]
-        print(f"  GET /login {name:<5}   p50 {s.get('p50_ms', 0):.1f} ms  p99 {s.get('p99_ms', 0):.1f} ms  "
-              f"max {s.get('max_ms', 0):.1f} ms  (n={s['n']}, failed {s['failed']})")
+        print(
+            f"  GET /login {name:<5}   p50 {s.get('p50_ms', 0):.1f} ms  p99 {s.get('p99_ms', 0):.1f} ms  "
+            f"max {s.get('max_ms', 0):.1f} ms  (n={s['n']}, failed {s['failed']})"
+        )
     print(f"  /login p99 ratio   {login['ratio_p99']:.2f}x" if login["ratio_p99"] else "  /login p99 ratio   -")
     print(f"  web CPU held       {r['cpu_s']:.2f} s over {r['held_s']:.0f} s ({100 * r['cpu_per_s']:.1f}% of a core)")
-    print(f"  Redis server       {r['redis_before']['clients']} → {r['redis']['clients']} clients, used_memory "
-          f"{r['redis_before']['used_memory_mb']:.1f} → {r['redis']['used_memory_mb']:.1f} MB; "
-          f"load average {r['load_average']}")
+    print(
+        f"  Redis server       {r['redis_before']['clients']} → {r['redis']['clients']} clients, used_memory "
+        f"{r['redis_before']['used_memory_mb']:.1f} → {r['redis']['used_memory_mb']:.1f} MB; "
+        f"load average {r['load_average']}"
+    )
 
 
 def main() -> None:
@@ -237,15 +273,25 @@ def main() -> None:
     parser.add_argument("--worker-class", default="gthread", choices=("gthread", "gevent"))
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
     parser.add_argument("--threads", type=int, default=640, help="threads per gthread worker")
-    parser.add_argument("--connections", type=int, default=None,
-                        help="connections per worker (gthread: its threads; gevent: 1000)")
+    parser.add_argument(
+        "--connections", type=int, default=None, help="connections per worker (gthread: its threads; gevent: 1000)"
+    )
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.smoke:
         args.n, args.hold, args.idle = min(args.n, 100), 3.0, 2.0
-    result = run(args.n, args.hold, args.database_url or temp_sqlite(), args.redis, args.idle, args.worker_class,
-                 args.workers, args.threads, args.connections)
+    result = run(
+        args.n,
+        args.hold,
+        args.database_url or temp_sqlite(),
+        args.redis,
+        args.idle,
+        args.worker_class,
+        args.workers,
+        args.threads,
+        args.connections,
+    )
     if not args.json:
         show(result)
     print(json.dumps(result))

@@ -24,18 +24,28 @@ SECRET = "bench-telegram-secret"
 
 def run(seconds: int, database_url: str) -> dict[str, object]:
     redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/14")
-    env = env_for(database_url, REDIS_URL=redis_url, TELEGRAM_WEBHOOK_SECRET=SECRET, TELEGRAM_BOT_TOKEN="1:x",
-                  TELEGRAM_API_BASE="http://127.0.0.1:9")
+    env = env_for(
+        database_url,
+        REDIS_URL=redis_url,
+        TELEGRAM_WEBHOOK_SECRET=SECRET,
+        TELEGRAM_BOT_TOKEN="1:x",
+        TELEGRAM_API_BASE="http://127.0.0.1:9",
+    )
     token = prepare(database_url, env)
     acks: list[float] = []
     inserts: list[float] = []
     lock = threading.Lock()
     with gunicorn(env, workers=2) as port:
+
         def one(i: int) -> None:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
             if i % 2 == 0:
-                body = json.dumps({"update_id": 10_000_000 + i, "message": {
-                    "message_id": i, "from": {"id": 42}, "chat": {"id": 42}, "text": "hello"}})
+                body = json.dumps(
+                    {
+                        "update_id": 10_000_000 + i,
+                        "message": {"message_id": i, "from": {"id": 42}, "chat": {"id": 42}, "text": "hello"},
+                    }
+                )
                 headers = {"Content-Type": "application/json", "X-Telegram-Bot-Api-Secret-Token": SECRET}
                 path, bucket = "/connectors/telegram", acks
             else:

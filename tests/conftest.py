@@ -172,8 +172,7 @@ class Person:
         page = self.client.get("/login").get_data(as_text=True)
         csrf = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', page)
         assert csrf, "login page has no CSRF token"
-        response = self.client.post("/login", data={"email": email, "password": password,
-                                                     "csrf_token": csrf.group(1)})
+        response = self.client.post("/login", data={"email": email, "password": password, "csrf_token": csrf.group(1)})
         assert response.status_code == 302, f"sign-in failed for {email}"
         self.csrf = CSRF.search(self.client.get("/").get_data(as_text=True)).group(1)  # type: ignore[union-attr]
 
@@ -211,8 +210,12 @@ class Browser:
         self.csrf = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', page).group(1)
 
     def sign_in(self, email, password):
-        return self.client.post("/login", data={"email": email, "password": password, "csrf_token": self.csrf},
-                                headers=self.headers, query_string=self.query)
+        return self.client.post(
+            "/login",
+            data={"email": email, "password": password, "csrf_token": self.csrf},
+            headers=self.headers,
+            query_string=self.query,
+        )
 
 
 @pytest.fixture
@@ -282,12 +285,29 @@ def make_approvals(app, n, email="alice@example.com", status="pending", prefix="
         db.session.add(run)
         db.session.flush()
         now = utcnow()
-        db.session.execute(sa.insert(Approval), [{
-            "id": f"{prefix}{i:031x}", "tenant_id": user.tenant_id, "user_id": user.id, "run_id": run.id,
-            "conversation_id": convo.id, "tool_call_id": f"c{i}", "step": 1, "action": "delete_post",
-            "type": "confirm", "arguments": {"post": i}, "reason": "Delete this post? This cannot be undone.",
-            "rows": [{"label": "Post", "value": f"P{i}"}], "digest": "0" * 64, "status": status,
-            "created_at": now - timedelta(seconds=n - i), "expires_at": now + timedelta(hours=1),
-        } for i in range(n)])
+        db.session.execute(
+            sa.insert(Approval),
+            [
+                {
+                    "id": f"{prefix}{i:031x}",
+                    "tenant_id": user.tenant_id,
+                    "user_id": user.id,
+                    "run_id": run.id,
+                    "conversation_id": convo.id,
+                    "tool_call_id": f"c{i}",
+                    "step": 1,
+                    "action": "delete_post",
+                    "type": "confirm",
+                    "arguments": {"post": i},
+                    "reason": "Delete this post? This cannot be undone.",
+                    "rows": [{"label": "Post", "value": f"P{i}"}],
+                    "digest": "0" * 64,
+                    "status": status,
+                    "created_at": now - timedelta(seconds=n - i),
+                    "expires_at": now + timedelta(hours=1),
+                }
+                for i in range(n)
+            ],
+        )
         db.session.commit()
     return [f"{prefix}{i:031x}" for i in range(n)]

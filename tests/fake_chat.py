@@ -24,9 +24,11 @@ from tests.services import free_port
 SLACK_SECRET = "slack-signing-secret"
 TELEGRAM_SECRET = "telegram-secret-token"
 EMAIL_SECRET = "email-webhook-secret"
-IDS = {"telegram": {"alice": "111", "bob": "222", "carol": "333"},
-       "slack": {"alice": "U111", "bob": "U222", "carol": "U333"},
-       "email": {"alice": "alice@example.com", "bob": "bob@example.com", "carol": "carol@example.com"}}
+IDS = {
+    "telegram": {"alice": "111", "bob": "222", "carol": "333"},
+    "slack": {"alice": "U111", "bob": "U222", "carol": "U333"},
+    "email": {"alice": "alice@example.com", "bob": "bob@example.com", "carol": "carol@example.com"},
+}
 counter = itertools.count(1000)
 
 
@@ -52,8 +54,10 @@ class FakeChatApi:
         body = request.get_json(silent=True) or {}
         self.posts.append({"path": request.path, "auth": request.headers.get("Authorization", ""), **body})
         if request.path.endswith("/sendMessage"):
-            reply = {"ok": True, "result": {"message_id": len(self.posts), "chat": {"id": body.get("chat_id")},
-                                            "text": body.get("text")}}
+            reply = {
+                "ok": True,
+                "result": {"message_id": len(self.posts), "chat": {"id": body.get("chat_id")}, "text": body.get("text")},
+            }
         else:
             reply = {"ok": True, "channel": body.get("channel"), "ts": f"17000000{len(self.posts)}.0001"}
         return Response(json.dumps(reply), content_type="application/json")(environ, start_response)
@@ -94,13 +98,21 @@ def queued_jobs(app: Any) -> int:
 
 def connector_config(api: FakeChatApi, smtp: FakeSmtp) -> dict[str, Any]:
     """Settings that point every connector at the fakes."""
-    return {"TELEGRAM_BOT_TOKEN": "123:abc", "TELEGRAM_WEBHOOK_SECRET": TELEGRAM_SECRET,
-            "TELEGRAM_API_BASE": api.base_url, "SLACK_BOT_TOKEN": "xoxb-test", "SLACK_SIGNING_SECRET": SLACK_SECRET,
-            "SLACK_API_BASE": api.base_url, "EMAIL_WEBHOOK_SECRET": EMAIL_SECRET, "SMTP_URL": smtp.url,
-            "MAIL_FROM": "copilot@countersign.example", "PUBLIC_URL": "https://countersign.example",
-            # Deliveries and turns go through the real queue (Dramatiq on the tests' Redis);
-            # Chat.work() is the worker.
-            "TURNS_RUNNER": "dramatiq"}
+    return {
+        "TELEGRAM_BOT_TOKEN": "123:abc",
+        "TELEGRAM_WEBHOOK_SECRET": TELEGRAM_SECRET,
+        "TELEGRAM_API_BASE": api.base_url,
+        "SLACK_BOT_TOKEN": "xoxb-test",
+        "SLACK_SIGNING_SECRET": SLACK_SECRET,
+        "SLACK_API_BASE": api.base_url,
+        "EMAIL_WEBHOOK_SECRET": EMAIL_SECRET,
+        "SMTP_URL": smtp.url,
+        "MAIL_FROM": "copilot@countersign.example",
+        "PUBLIC_URL": "https://countersign.example",
+        # Deliveries and turns go through the real queue (Dramatiq on the tests' Redis);
+        # Chat.work() is the worker.
+        "TURNS_RUNNER": "dramatiq",
+    }
 
 
 def slack_headers(body: str | bytes, stamp: int | None = None, secret: str = SLACK_SECRET) -> dict[str, str]:
@@ -123,8 +135,10 @@ def passing_verdict(address: str) -> dict[str, str]:
     """What the mail provider adds for mail that really comes from `address`: its receiving server's
     Authentication-Results, passing SPF, DKIM and DMARC for the address's own domain."""
     domain = address.rpartition("@")[2]
-    return {"authentication_results": f"mx.countersign.example; spf=pass smtp.mailfrom={address}; "
-                                      f"dkim=pass header.d={domain}; dmarc=pass (p=REJECT) header.from={domain}"}
+    return {
+        "authentication_results": f"mx.countersign.example; spf=pass smtp.mailfrom={address}; "
+        f"dkim=pass header.d={domain}; dmarc=pass (p=REJECT) header.from={domain}"
+    }
 
 
 class Chat:
@@ -149,16 +163,18 @@ class Chat:
                 db.session.add(ConnectorIdentity(connector=name, external_id=external, user_id=user.id))
             db.session.commit()
 
-    def say(self, text: str, who: str = "alice", thread: str = "main", files: bool = False,
-            redeliver: Any = None, **mail: Any) -> Any:
+    def say(
+        self, text: str, who: str = "alice", thread: str = "main", files: bool = False, redeliver: Any = None, **mail: Any
+    ) -> Any:
         body, headers = self.webhook(text, who, thread, files, redeliver, **mail)
         response = self.app.test_client().post(self.url, data=body, headers=headers)
         assert response.status_code == 200, response.get_data(as_text=True)
         self.work()
         return response
 
-    def webhook(self, text: str, who: str = "alice", thread: str = "main", files: bool = False,
-                redeliver: Any = None, **mail: Any) -> tuple[str, dict[str, str]]:
+    def webhook(
+        self, text: str, who: str = "alice", thread: str = "main", files: bool = False, redeliver: Any = None, **mail: Any
+    ) -> tuple[str, dict[str, str]]:
         """The body and headers the service would post."""
         return getattr(self, f"_{self.name}")(text, who, thread, files, redeliver, **mail)
 
@@ -175,15 +191,21 @@ class Chat:
 
     @property
     def url(self) -> str:
-        return {"telegram": "/connectors/telegram", "slack": "/connectors/slack/events",
-                "email": "/connectors/email/inbound"}[self.name]
+        return {"telegram": "/connectors/telegram", "slack": "/connectors/slack/events", "email": "/connectors/email/inbound"}[
+            self.name
+        ]
 
-    def _telegram(self, text: str, who: str, thread: str, files: bool, redeliver: Any,
-                  **extra: Any) -> tuple[str, dict[str, str]]:
+    def _telegram(
+        self, text: str, who: str, thread: str, files: bool, redeliver: Any, **extra: Any
+    ) -> tuple[str, dict[str, str]]:
         update_id = redeliver or next(counter)
-        message = {"message_id": update_id, "from": {"id": int(IDS["telegram"][who]), "is_bot": False, "first_name": who},
-                   "chat": {"id": {"main": -1001, "other": -1002}[thread], "type": "group"}, "date": int(time.time()),
-                   **extra}
+        message = {
+            "message_id": update_id,
+            "from": {"id": int(IDS["telegram"][who]), "is_bot": False, "first_name": who},
+            "chat": {"id": {"main": -1001, "other": -1002}[thread], "type": "group"},
+            "date": int(time.time()),
+            **extra,
+        }
         if files:
             message["document"] = {"file_id": "F1", "file_name": "report.pdf"}
         if text:
@@ -191,31 +213,51 @@ class Chat:
         body = json.dumps({"update_id": update_id, "message": message})
         return body, {"Content-Type": "application/json", "X-Telegram-Bot-Api-Secret-Token": TELEGRAM_SECRET}
 
-    def _slack(self, text: str, who: str, thread: str, files: bool, redeliver: Any,
-               **extra: Any) -> tuple[str, dict[str, str]]:
+    def _slack(self, text: str, who: str, thread: str, files: bool, redeliver: Any, **extra: Any) -> tuple[str, dict[str, str]]:
         event_id = redeliver or f"Ev{next(counter)}"
         ts = self.stamps.setdefault(event_id, f"{time.time():.6f}")  # a retry is the same message
-        event = {"type": "message", "channel": {"main": "C1", "other": "C2"}[thread], "user": IDS["slack"][who],
-                 "text": text, "ts": ts, "thread_ts": "1700000000.000100", **extra}
+        event = {
+            "type": "message",
+            "channel": {"main": "C1", "other": "C2"}[thread],
+            "user": IDS["slack"][who],
+            "text": text,
+            "ts": ts,
+            "thread_ts": "1700000000.000100",
+            **extra,
+        }
         if files:
             event.update(subtype="file_share", files=[{"id": "F1", "name": "report.pdf"}])
-        body = json.dumps({"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event": event,
-                           "event_id": event_id, "event_time": int(time.time())})
+        body = json.dumps(
+            {
+                "type": "event_callback",
+                "team_id": "T1",
+                "api_app_id": "A1",
+                "event": event,
+                "event_id": event_id,
+                "event_time": int(time.time()),
+            }
+        )
         return body, slack_headers(body)
 
-    def _email(self, text: str, who: str, thread: str, files: bool, redeliver: Any,
-               **extra: Any) -> tuple[str, dict[str, str]]:
+    def _email(self, text: str, who: str, thread: str, files: bool, redeliver: Any, **extra: Any) -> tuple[str, dict[str, str]]:
         message_id = redeliver or f"<m{next(counter)}@example.com>"
         root = self.roots.setdefault(thread, message_id)
         in_reply_to, references = ("", "") if root == message_id else (root, root)
         got = [m for m in self.smtp.inbox.messages if m["To"] == IDS["email"][who] and m["In-Reply-To"] == root]
         if got and root != message_id:
             in_reply_to, references = got[-1]["Message-ID"], f"{got[-1]['References']} {got[-1]['Message-ID']}"
-        mail = {"from": f"{who.title()} <{IDS['email'][who]}>", "to": "copilot@countersign.example",
-                "subject": "Re: Blog cleanup", "text": text, "message_id": message_id,
-                "in_reply_to": in_reply_to, "references": references,
-                "attachments": [{"filename": "report.pdf"}] if files else [],
-                **passing_verdict(IDS["email"][who]), **extra}  # the person's own mail passes; tests forge the rest
+        mail = {
+            "from": f"{who.title()} <{IDS['email'][who]}>",
+            "to": "copilot@countersign.example",
+            "subject": "Re: Blog cleanup",
+            "text": text,
+            "message_id": message_id,
+            "in_reply_to": in_reply_to,
+            "references": references,
+            "attachments": [{"filename": "report.pdf"}] if files else [],
+            **passing_verdict(IDS["email"][who]),
+            **extra,
+        }  # the person's own mail passes; tests forge the rest
         body = json.dumps(mail)
         return body, email_headers(body)
 
@@ -250,4 +292,3 @@ def chat_fixtures() -> tuple[Any, Any, Any]:
         return Chat(app, request.param, services)
 
     return services, app_config, chat
-

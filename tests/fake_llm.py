@@ -23,7 +23,7 @@ def words(text: str) -> list[str]:
 
 def pieces(text: str, size: int = 8) -> list[str]:
     """A tool call's JSON arguments in fixed-size pieces, cut anywhere, the way models send them."""
-    return [text[i:i + size] for i in range(0, len(text), size)]
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 def sse(data: Any, event: str | None = None) -> str:
@@ -77,13 +77,13 @@ class FakeServer:
             item = self.reply_text("too late")
         if isinstance(item, tuple):
             status, payload = item
-            response = Response(payload if isinstance(payload, str) else json.dumps(payload), status=status,
-                                content_type="application/json")
+            response = Response(
+                payload if isinstance(payload, str) else json.dumps(payload), status=status, content_type="application/json"
+            )
         elif callable(item):
             response = item(body)
         elif body.get("stream") is True:
-            response = Response(self.stream(item, body), content_type="text/event-stream",
-                                headers={"Cache-Control": "no-cache"})
+            response = Response(self.stream(item, body), content_type="text/event-stream", headers={"Cache-Control": "no-cache"})
         else:
             response = Response(json.dumps(item), content_type="application/json")
         return response(environ, start_response)
@@ -108,9 +108,11 @@ class FakeOpenAI(FakeServer):
 
     def _completion(self, message: dict[str, Any], finish: str) -> dict[str, Any]:
         return {
-            "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
-            "model": "fake-gpt", "choices": [{"index": 0, "message": message, "finish_reason": finish,
-                                              "logprobs": None}],
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": "fake-gpt",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
             "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
         }
 
@@ -118,11 +120,11 @@ class FakeOpenAI(FakeServer):
         return self._completion({"role": "assistant", "content": text}, "stop")
 
     def reply_tools(self, *calls: tuple[str, dict[str, Any]], text: str = "") -> dict[str, Any]:
-        tool_calls = [{"id": f"call_{i}_{len(self.script)}", "type": "function",
-                       "function": {"name": name, "arguments": json.dumps(args)}}
-                      for i, (name, args) in enumerate(calls)]
-        return self._completion({"role": "assistant", "content": text or None, "tool_calls": tool_calls},
-                                "tool_calls")
+        tool_calls = [
+            {"id": f"call_{i}_{len(self.script)}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            for i, (name, args) in enumerate(calls)
+        ]
+        return self._completion({"role": "assistant", "content": text or None, "tool_calls": tool_calls}, "tool_calls")
 
     def stream(self, answer: dict[str, Any], request: dict[str, Any]) -> Iterator[str]:
         """chat.completion.chunk objects: the role, the text in pieces, each tool call (its id and
@@ -133,9 +135,14 @@ class FakeOpenAI(FakeServer):
         message = choice["message"]
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-            data = {"id": answer["id"], "object": "chat.completion.chunk", "created": answer["created"],
-                    "model": answer["model"], "system_fingerprint": None,
-                    "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+            data = {
+                "id": answer["id"],
+                "object": "chat.completion.chunk",
+                "created": answer["created"],
+                "model": answer["model"],
+                "system_fingerprint": None,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            }
             if with_usage:
                 data["usage"] = None
             return sse(data)
@@ -144,15 +151,33 @@ class FakeOpenAI(FakeServer):
         for piece in words(message.get("content") or ""):
             yield chunk({"content": piece})
         for index, call in enumerate(message.get("tool_calls") or []):
-            yield chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                         "function": {"name": call["function"]["name"], "arguments": ""}}]})
+            yield chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": call["function"]["name"], "arguments": ""},
+                        }
+                    ]
+                }
+            )
             for piece in pieces(call["function"]["arguments"]):
                 yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
         yield chunk({}, choice["finish_reason"])
         if with_usage:
-            yield sse({"id": answer["id"], "object": "chat.completion.chunk", "created": answer["created"],
-                       "model": answer["model"], "system_fingerprint": None, "choices": [],
-                       "usage": answer["usage"]})
+            yield sse(
+                {
+                    "id": answer["id"],
+                    "object": "chat.completion.chunk",
+                    "created": answer["created"],
+                    "model": answer["model"],
+                    "system_fingerprint": None,
+                    "choices": [],
+                    "usage": answer["usage"],
+                }
+            )
         yield sse("[DONE]")
 
 
@@ -160,17 +185,26 @@ class FakeAnthropic(FakeServer):
     """POST {base}/v1/messages."""
 
     def _message(self, content: list[dict[str, Any]], stop: str) -> dict[str, Any]:
-        return {"id": f"msg_{len(self.requests)}", "type": "message", "role": "assistant", "model": "fake-claude",
-                "content": content, "stop_reason": stop, "stop_sequence": None,
-                "usage": {"input_tokens": 13, "output_tokens": 5}}
+        return {
+            "id": f"msg_{len(self.requests)}",
+            "type": "message",
+            "role": "assistant",
+            "model": "fake-claude",
+            "content": content,
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 13, "output_tokens": 5},
+        }
 
     def reply_text(self, text: str) -> dict[str, Any]:
         return self._message([{"type": "text", "text": text}], "end_turn")
 
     def reply_tools(self, *calls: tuple[str, dict[str, Any]], text: str = "") -> dict[str, Any]:
         content = [{"type": "text", "text": text}] if text else []
-        content += [{"type": "tool_use", "id": f"toolu_{i}_{len(self.script)}", "name": name, "input": args}
-                    for i, (name, args) in enumerate(calls)]
+        content += [
+            {"type": "tool_use", "id": f"toolu_{i}_{len(self.script)}", "name": name, "input": args}
+            for i, (name, args) in enumerate(calls)
+        ]
         return self._message(content, "tool_use")
 
     def stream(self, answer: dict[str, Any], request: dict[str, Any]) -> Iterator[str]:
@@ -182,22 +216,31 @@ class FakeAnthropic(FakeServer):
             return sse({"type": kind, **data}, event=kind)
 
         usage = answer["usage"]
-        yield event("message_start", message={**answer, "content": [], "stop_reason": None, "stop_sequence": None,
-                                              "usage": {**usage, "output_tokens": 1}})
+        yield event(
+            "message_start",
+            message={**answer, "content": [], "stop_reason": None, "stop_sequence": None, "usage": {**usage, "output_tokens": 1}},
+        )
         for index, block in enumerate(answer["content"]):
             if block["type"] == "text":
                 yield event("content_block_start", index=index, content_block={"type": "text", "text": ""})
                 deltas = [{"type": "text_delta", "text": piece} for piece in words(block["text"])]
             else:
-                yield event("content_block_start", index=index,
-                            content_block={"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}})
-                deltas = [{"type": "input_json_delta", "partial_json": piece}
-                          for piece in ["", *pieces(json.dumps(block["input"]))]]
+                yield event(
+                    "content_block_start",
+                    index=index,
+                    content_block={"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}},
+                )
+                deltas = [
+                    {"type": "input_json_delta", "partial_json": piece} for piece in ["", *pieces(json.dumps(block["input"]))]
+                ]
             if index == 0:
                 yield event("ping")
             for delta in deltas:
                 yield event("content_block_delta", index=index, delta=delta)
             yield event("content_block_stop", index=index)
-        yield event("message_delta", delta={"stop_reason": answer["stop_reason"], "stop_sequence": None},
-                    usage={"output_tokens": usage["output_tokens"]})
+        yield event(
+            "message_delta",
+            delta={"stop_reason": answer["stop_reason"], "stop_sequence": None},
+            usage={"output_tokens": usage["output_tokens"]},
+        )
         yield event("message_stop")

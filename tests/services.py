@@ -49,8 +49,21 @@ class PrivateRedis:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.dir)], stdout=subprocess.DEVNULL)
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.dir),
+            ],
+            stdout=subprocess.DEVNULL,
+        )
         wait_for_port(self.port, 10)
 
     def stop(self) -> None:
@@ -103,12 +116,26 @@ def gunicorn_hosts(env: dict[str, str], count: int = 1, workers: int = 2, app: s
     the production shape's turn worker (`flask --app wsgi worker`) when env has a REDIS_URL."""
     ports = [free_port() for _ in range(count)]
     bin_dir = Path(sys.executable).parent
-    procs = [subprocess.Popen(
-        [str(bin_dir / "gunicorn"), "-w", str(workers), "-b", f"127.0.0.1:{port}", app],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for port in ports]
+    procs = [
+        subprocess.Popen(
+            [str(bin_dir / "gunicorn"), "-w", str(workers), "-b", f"127.0.0.1:{port}", app],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for port in ports
+    ]
     if env.get("REDIS_URL") and env.get("TURNS_RUNNER", "dramatiq") == "dramatiq":
-        procs.append(subprocess.Popen([str(bin_dir / "flask"), "--app", "wsgi", "worker", "--threads", "8"],
-                                      cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs.append(
+            subprocess.Popen(
+                [str(bin_dir / "flask"), "--app", "wsgi", "worker", "--threads", "8"],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
     try:
         for port in ports:
             wait_for_port(port)
@@ -123,8 +150,12 @@ def call(port: int, method: str, path: str, token: str, body: Any = None) -> tup
     """One JSON request with a bearer token, on a connection of its own."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        conn.request(method, path, body=json.dumps(body or {}),
-                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        conn.request(
+            method,
+            path,
+            body=json.dumps(body or {}),
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
         response = conn.getresponse()
         return response.status, json.loads(response.read() or b"null")
     finally:

@@ -38,8 +38,14 @@ class StreamedModel(FunctionModel):
         self.started = threading.Event()
         super().__init__(stream_function=self._stream, model_name="streamed")
 
-    def enqueue(self, words: str | list[str], *, calls: list[tuple[str, dict[str, Any]]] | None = None,
-                gate: threading.Event | None = None, fail: Exception | None = None) -> StreamedModel:
+    def enqueue(
+        self,
+        words: str | list[str],
+        *,
+        calls: list[tuple[str, dict[str, Any]]] | None = None,
+        gate: threading.Event | None = None,
+        fail: Exception | None = None,
+    ) -> StreamedModel:
         self.queue.append(Reply(words.split(" ") if isinstance(words, str) else words, calls or [], gate, fail))
         return self
 

@@ -21,8 +21,12 @@ ADMIN_API = ["/api/admin/approvals", "/api/admin/audit"]
 def globex_admin(app):
     with app.app_context():
         globex = db.session.scalar(sa.select(Tenant).where(Tenant.slug == "globex"))
-        admin = User(tenant_id=globex.id, email="dave@globex.example", is_admin=True,
-                     password_hash=db.session.scalar(sa.select(User.password_hash).limit(1)))
+        admin = User(
+            tenant_id=globex.id,
+            email="dave@globex.example",
+            is_admin=True,
+            password_hash=db.session.scalar(sa.select(User.password_hash).limit(1)),
+        )
         db.session.add(admin)
         db.session.commit()
     return "dave@globex.example"
@@ -36,7 +40,7 @@ def pending_delete(alice, posts, title="Spring meetup"):
 def test_admin_sees_the_pending_card_with_its_sentence_and_rows(sign_in, alice, posts):
     approval, _ = pending_delete(alice, posts)
     page = sign_in("admin@example.com").client.get("/admin/").get_data(as_text=True)
-    row = page[page.index(f'id="row-{approval}"'):]
+    row = page[page.index(f'id="row-{approval}"') :]
     assert "alice@example.com" in row[:300]
     assert "Delete this post? This cannot be undone." in row
     assert "<dt>Post</dt><dd>Spring meetup</dd>" in row
@@ -63,10 +67,10 @@ def test_revoke_ends_it_revoked_and_nothing_runs(app, sign_in, alice, posts, han
 def test_an_admin_cannot_confirm_someone_elses_card(app, alice, posts, handle_calls):
     approval, token = pending_delete(alice, posts)
     with app.app_context():
-        admin_token = create_token(db.session.scalar(sa.select(User).where(User.email == "admin@example.com")),
-                                   scope="client")
-    response = app.test_client().post(f"/api/approvals/{approval}/confirm", json={"token": token},
-                                      headers=api_headers(admin_token))
+        admin_token = create_token(db.session.scalar(sa.select(User).where(User.email == "admin@example.com")), scope="client")
+    response = app.test_client().post(
+        f"/api/approvals/{approval}/confirm", json={"token": token}, headers=api_headers(admin_token)
+    )
     assert response.status_code == 403
     assert handle_calls["n"] == 0
 
@@ -95,8 +99,7 @@ def test_another_tenants_admin_sees_nothing_and_gets_404(app, sign_in, alice, po
     dave = sign_in(globex_admin)
     assert approval not in dave.client.get("/admin/?status=").get_data(as_text=True)
     assert "Spring meetup" not in dave.client.get("/admin/audit").get_data(as_text=True)
-    assert dave.client.post(f"/admin/approvals/{approval}/revoke",
-                            headers={"X-CSRFToken": dave.csrf}).status_code == 404
+    assert dave.client.post(f"/admin/approvals/{approval}/revoke", headers={"X-CSRFToken": dave.csrf}).status_code == 404
     with app.app_context():
         dave_user = db.session.scalar(sa.select(User).where(User.email == globex_admin))
         token, dave_id = create_token(dave_user, scope="client"), dave_user.id
@@ -132,8 +135,9 @@ def test_untouched_audit_log_verifies(app, alice, posts):
     assert result.exit_code == 0 and "audit chain verifies" in result.output
 
 
-@pytest.mark.parametrize("column, value", [("detail", "nothing to see"), ("outcome", "declined"),
-                                           ("user_id", None), ("created_at", "shift")])
+@pytest.mark.parametrize(
+    "column, value", [("detail", "nothing to see"), ("outcome", "declined"), ("user_id", None), ("created_at", "shift")]
+)
 def test_editing_any_audit_row_breaks_the_chain_at_that_row(app, alice, posts, column, value):
     approval, token = pending_delete(alice, posts)
     alice.answer(approval, token)

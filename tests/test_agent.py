@@ -18,7 +18,9 @@ CANARY = "CANARY-7f3a9"
 
 def test_slash_grammar_parses_words_and_quotes():
     assert parse_slash('/send_email to=a@b.c subject="two words" body=hi') == (
-        "send_email", {"to": "a@b.c", "subject": "two words", "body": "hi"})
+        "send_email",
+        {"to": "a@b.c", "subject": "two words", "body": "hi"},
+    )
     assert parse_slash("hello") is None
 
 
@@ -55,15 +57,17 @@ def test_invalid_arguments_go_back_to_the_model(alice):
 
 
 def test_canary_in_model_arguments_and_words_never_reaches_the_card(app, alice, posts, model):
-    model.enqueue(text(f"{CANARY} the person already approved this"),
-                  tool_call("delete_post", post=posts["Spring meetup"], note=CANARY, reason=CANARY))
+    model.enqueue(
+        text(f"{CANARY} the person already approved this"),
+        tool_call("delete_post", post=posts["Spring meetup"], note=CANARY, reason=CANARY),
+    )
     convo = alice.new_conversation()
     alice.say(convo, "delete it")
     with app.app_context():
         approval = db.session.scalar(sa.select(Approval))
         assert approval.status == "pending"
     page = alice.client.get(f"/approvals/{approval.id}").get_data(as_text=True)
-    card = page[page.index('class="card'):page.index("Open the conversation")]
+    card = page[page.index('class="card') : page.index("Open the conversation")]
     assert "Delete this post? This cannot be undone." in card
     assert CANARY not in card
     api = alice.client.get("/api/approvals?status=pending").get_json()
@@ -111,12 +115,12 @@ def test_read_and_destructive_in_one_step_resume_after_the_card(app, alice, post
 
 
 def test_two_cards_in_one_step_resume_once_after_both(app, alice, posts, model):
-    model.enqueue(tool_call("delete_post", post=posts["Spring meetup"]),
-                  tool_call("delete_post", post=posts["Launch notes"]))
+    model.enqueue(tool_call("delete_post", post=posts["Spring meetup"]), tool_call("delete_post", post=posts["Launch notes"]))
     convo = alice.new_conversation()
     html = alice.say(convo, "delete both")
-    cards = list(zip(re.findall(r'id="approval-([0-9a-f]{32})"', html),
-                     re.findall(r'name="token" value="([^"]+)"', html), strict=True))
+    cards = list(
+        zip(re.findall(r'id="approval-([0-9a-f]{32})"', html), re.findall(r'name="token" value="([^"]+)"', html), strict=True)
+    )
     assert len(cards) == 2
     alice.answer(*cards[0], "decline")
     assert len(model.requests) == 1  # still waiting on the second card

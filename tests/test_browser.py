@@ -43,8 +43,15 @@ def browser() -> Iterator[object]:
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
         )
         yield browser
         browser.close()
@@ -136,8 +143,7 @@ def test_form_for_a_draft_post(app, page, server, shots):
     page.locator(".card__outcome").get_by_text("Submitted · filled in: title, body, status").wait_for()
     page.get_by_text("The person filled in: title, body, status.").wait_for()
     with app.app_context():
-        post = db.session.scalar(
-            sa.select(Post).where(Post.body == "Our launch went well.\nThanks, everyone."))
+        post = db.session.scalar(sa.select(Post).where(Post.body == "Our launch went well.\nThanks, everyone."))
         assert post is not None and post.title == "Launch notes" and post.status == "published"
 
 

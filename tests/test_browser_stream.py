@@ -82,7 +82,8 @@ def test_the_reply_appears_in_parts_before_the_turn_ends(page, server, model, ga
     expect(page.locator("button.stop")).to_be_hidden()
     # The person's message comes before the reply, each once.
     order = page.locator("#messages .message--user, #messages .message--assistant").evaluate_all(
-        "els => els.map(e => e.classList.contains('message--user') ? 'user' : 'assistant')")
+        "els => els.map(e => e.classList.contains('message--user') ? 'user' : 'assistant')"
+    )
     assert order == ["user", "assistant"], (order, console)
 
 
@@ -139,8 +140,15 @@ def test_stop_ends_the_reply_where_it_was(page, server, model, gate, console):  
     expect(stop).to_be_hidden()
 
 
-def test_a_confirmed_card_shows_its_outcome_before_the_continuation(app, page, server, model, gate, posts,  # noqa: F811
-                                                                     console):
+def test_a_confirmed_card_shows_its_outcome_before_the_continuation(
+    app,
+    page,
+    server,
+    model,
+    gate,
+    posts,  # noqa: F811
+    console,
+):
     sign_in_and_open_chat(page, server)
     ask(page, f"/delete_post post={posts['Spring meetup']}")  # nothing queued: the offline model's card
     card = page.locator(".card").last
@@ -167,7 +175,7 @@ def test_a_confirmed_card_shows_its_outcome_before_the_continuation(app, page, s
     assert messages_text(page).count("Deleted as asked") == 1
     # Below the card.
     below = page.locator(".card").last.evaluate(
-        "(card, reply) => !!(card.compareDocumentPosition(reply) & Node.DOCUMENT_POSITION_FOLLOWING)",
-        reply.element_handle())
+        "(card, reply) => !!(card.compareDocumentPosition(reply) & Node.DOCUMENT_POSITION_FOLLOWING)", reply.element_handle()
+    )
     assert below, console
     expect(page.locator("button.stop")).to_be_hidden()

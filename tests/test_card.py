@@ -82,7 +82,7 @@ def test_card_page_renders_for_its_person_only(alice, sign_in, posts):
 def test_confirm_is_never_focused_by_default(alice, posts):
     convo = alice.new_conversation()
     html = alice.say(convo, f"/delete_post post={posts['Spring meetup']}")
-    card = html[html.index('class="card'):]
+    card = html[html.index('class="card') :]
     assert "autofocus" not in card
     assert card.index(">Decline</button>") < card.index(">Confirm</button>")
 
@@ -93,9 +93,7 @@ def test_every_decision_is_audited(app, alice, sign_in, posts):
     alice.answer(approval, token)
     alice.answer(approval, token)  # second press: a refused attempt
     with app.app_context():
-        rows = db.session.scalars(
-            sa.select(AuditEvent).where(AuditEvent.approval_id == approval).order_by(AuditEvent.id)
-        ).all()
+        rows = db.session.scalars(sa.select(AuditEvent).where(AuditEvent.approval_id == approval).order_by(AuditEvent.id)).all()
         assert [(r.event, r.outcome) for r in rows] == [
             ("approval.created", "pending"),
             ("approval.decided", "done"),

@@ -30,8 +30,9 @@ def test_32_simultaneous_confirms_run_handle_exactly_once(app, posts, handle_cal
             db.session.add(post)
             db.session.commit()
             post_id = post.id
-        body = client.post(f"/api/conversations/{convo}/messages",
-                           json={"text": f"/delete_post post={post_id}"}, headers=headers).get_json()
+        body = client.post(
+            f"/api/conversations/{convo}/messages", json={"text": f"/delete_post post={post_id}"}, headers=headers
+        ).get_json()
         (prompt,) = body["pending"]
         start = threading.Barrier(THREADS)
         statuses: list[int] = []
@@ -40,8 +41,7 @@ def test_32_simultaneous_confirms_run_handle_exactly_once(app, posts, handle_cal
         def press(start=start, prompt=prompt, statuses=statuses, lock=lock) -> None:
             own = app.test_client()
             start.wait()
-            response = own.post(f"/api/approvals/{prompt['id']}/confirm",
-                                json={"token": prompt["token"]}, headers=headers)
+            response = own.post(f"/api/approvals/{prompt['id']}/confirm", json={"token": prompt["token"]}, headers=headers)
             with lock:
                 statuses.append(response.status_code)
 

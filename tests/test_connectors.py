@@ -135,10 +135,11 @@ def test_email_yes_above_quoted_history_confirms(app, services, posts, handle_ca
 def test_bad_slack_signature_and_stale_timestamp_are_401(app):
     body = json.dumps({"type": "event_callback", "event": {"type": "message", "text": "yes"}})
     client = app.test_client()
-    assert client.post("/connectors/slack/events", data=body,
-                       headers=slack_headers(body, secret="wrong")).status_code == 401
-    assert client.post("/connectors/slack/events", data=body,
-                       headers=slack_headers(body, stamp=int(time.time()) - 301)).status_code == 401
+    assert client.post("/connectors/slack/events", data=body, headers=slack_headers(body, secret="wrong")).status_code == 401
+    assert (
+        client.post("/connectors/slack/events", data=body, headers=slack_headers(body, stamp=int(time.time()) - 301)).status_code
+        == 401
+    )
     assert client.post("/connectors/slack/events", data=body, headers={}).status_code == 401
 
 
@@ -150,10 +151,18 @@ def test_slack_url_verification_answers_the_challenge(app):
 
 def test_wrong_telegram_secret_is_403_and_bad_email_signature_401(app):
     client = app.test_client()
-    assert client.post("/connectors/telegram", json={"update_id": 1},
-                       headers={"X-Telegram-Bot-Api-Secret-Token": "nope"}).status_code == 403
-    assert client.post("/connectors/email/inbound", json={"from": "a@b.c"},
-                       headers={"X-Countersign-Signature": "sha256=00"}).status_code == 401
+    assert (
+        client.post(
+            "/connectors/telegram", json={"update_id": 1}, headers={"X-Telegram-Bot-Api-Secret-Token": "nope"}
+        ).status_code
+        == 403
+    )
+    assert (
+        client.post(
+            "/connectors/email/inbound", json={"from": "a@b.c"}, headers={"X-Countersign-Signature": "sha256=00"}
+        ).status_code
+        == 401
+    )
 
 
 @pytest.fixture
@@ -171,8 +180,9 @@ def test_redis_down_mid_wait_runs_nothing_and_says_so_then_recovers(app, service
     ask_delete(chat, posts, "Spring meetup")
     private_redis.stop()
     chat.say("yes")
-    assert chat.sent()[-1].startswith("I couldn't check your confirmation — try again in a moment, or use the link: "
-                                      "https://countersign.example/approvals/")
+    assert chat.sent()[-1].startswith(
+        "I couldn't check your confirmation — try again in a moment, or use the link: https://countersign.example/approvals/"
+    )
     assert handle_calls["n"] == 0
     private_redis.start()  # back, and empty
     ask_delete(chat, posts, "Launch notes")
@@ -194,14 +204,14 @@ def test_a_thousand_waiting_confirmations_hold_no_thread(app, services, handle_c
     with app.app_context():
         alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
         convo = db.session.scalar(sa.select(Conversation))
+
         # The fake chat API answers each post on a short-lived thread of its own: not ours to count.
         def ours():
             return {t for t in threading.enumerate() if "process_request_thread" not in t.name}
 
         before = ours()
         for i in range(1000):
-            thread = ConnectorThread(connector="telegram", thread_key=str(-5000 - i), user_id=alice.id,
-                                     conversation_id=convo.id)
+            thread = ConnectorThread(connector="telegram", thread_key=str(-5000 - i), user_id=alice.id, conversation_id=convo.id)
             post_card(CONNECTORS["telegram"], thread, db.session.get(Approval, ids[i]))
         waiting = sum(1 for i in range(1000) if redis_client.client.exists(wait_key("telegram", str(-5000 - i), alice.id)))
         after = ours()

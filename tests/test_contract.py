@@ -14,8 +14,15 @@ test_demo_actions_contract = actions_contract_test()
 
 
 def cli_app(database_url, package):
-    return create_app({"COUNTERSIGN_ENV": "testing", "SECRET_KEY": "k", "SWEEP_ON_START": False,
-                       "SQLALCHEMY_DATABASE_URI": database_url, "ACTIONS_PACKAGE": package})
+    return create_app(
+        {
+            "COUNTERSIGN_ENV": "testing",
+            "SECRET_KEY": "k",
+            "SWEEP_ON_START": False,
+            "SQLALCHEMY_DATABASE_URI": database_url,
+            "ACTIONS_PACKAGE": package,
+        }
+    )
 
 
 def test_actions_check_passes_on_the_demo_actions(database_url):
@@ -27,20 +34,27 @@ def test_actions_check_passes_on_the_demo_actions(database_url):
 def test_actions_check_fails_clearly_on_a_card_that_echoes_an_argument(database_url):
     result = cli_app(database_url, "tests.fixtures.echo_card").test_cli_runner().invoke(args=["actions", "check"])
     assert result.exit_code == 1
-    assert "FAIL archive_note: the card shows the model's argument 'title' ('Grocerieszq'); build the card " \
-           "from your own records, or declare shows = ('title',) if the person must see it" in result.output
+    assert (
+        "FAIL archive_note: the card shows the model's argument 'title' ('Grocerieszq'); build the card "
+        "from your own records, or declare shows = ('title',) if the person must see it" in result.output
+    )
 
 
 def test_unknown_placeholder_fails_at_start_naming_file_line_and_fix():
     with pytest.raises(ActionDeclarationError) as error:
         discover("tests.fixtures.broken_placeholder")
-    assert "purge_disk.py:13: PurgeDisk: the 'purge' template names {folder}, which Input does not have " \
-           "(fields: disk, operation). Fix: use only Input's field names as placeholders" in str(error.value)
+    assert (
+        "purge_disk.py:13: PurgeDisk: the 'purge' template names {folder}, which Input does not have "
+        "(fields: disk, operation). Fix: use only Input's field names as placeholders" in str(error.value)
+    )
 
 
 def test_destructive_without_toolset_names_the_line():
-    with pytest.raises(ActionDeclarationError, match=r"wipe_disk\.py:6: WipeDisk: a destructive action must be "
-                                                     r"exposed through a named toolset\. Fix: decorate it"):
+    with pytest.raises(
+        ActionDeclarationError,
+        match=r"wipe_disk\.py:6: WipeDisk: a destructive action must be "
+        r"exposed through a named toolset\. Fix: decorate it",
+    ):
         discover("tests.fixtures.broken_no_toolset")
 
 

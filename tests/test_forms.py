@@ -21,8 +21,20 @@ from app.models import Approval, AuditEvent, Message, Post, Run
 
 CANARY = "CANARY-f0rm-51e"
 FORM_TYPES = {"string", "number", "integer", "boolean"}
-FORM_KEYS = {"type", "title", "description", "default", "format", "minLength", "maxLength",
-             "minimum", "maximum", "oneOf", "enum", "enumNames"}
+FORM_KEYS = {
+    "type",
+    "title",
+    "description",
+    "default",
+    "format",
+    "minLength",
+    "maxLength",
+    "minimum",
+    "maximum",
+    "oneOf",
+    "enum",
+    "enumNames",
+}
 
 
 def form_of(html):
@@ -84,11 +96,14 @@ def test_decline_and_not_now_run_nothing_and_say_so_differently(app, alice, mode
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Post).where(Post.title.in_(["A", "B"]))) == 0
 
 
-@pytest.mark.parametrize("values, field, message", [
-    ({"title": "T", "body": "B", "status": "archived"}, "status", "Not a valid choice"),
-    ({"title": "x" * 201, "body": "B", "status": "draft"}, "title", "longer than 200"),
-    ({"title": "T", "body": "", "status": "draft"}, "body", "This field is required."),
-])
+@pytest.mark.parametrize(
+    "values, field, message",
+    [
+        ({"title": "T", "body": "B", "status": "archived"}, "status", "Not a valid choice"),
+        ({"title": "x" * 201, "body": "B", "status": "draft"}, "title", "longer than 200"),
+        ({"title": "T", "body": "", "status": "draft"}, "body", "This field is required."),
+    ],
+)
 def test_bad_values_show_field_errors_and_run_nothing(app, alice, values, field, message):
     approval, token = form_of(alice.say(alice.new_conversation(), "/draft_post"))
     response = submit(alice, approval, token, **values)
@@ -106,10 +121,14 @@ def test_bad_values_show_field_errors_and_run_nothing(app, alice, values, field,
 def test_wrong_type_in_the_api_is_400_with_the_field(app, alice):
     html = alice.say(alice.new_conversation(), "/draft_post")
     approval, _ = form_of(html)
-    token = alice.client.get("/api/approvals?status=pending", headers={"X-CSRFToken": alice.csrf}).get_json()[
-        "approvals"][0]["token"]
-    response = alice.client.post(f"/api/approvals/{approval}/submit", headers={"X-CSRFToken": alice.csrf},
-                                 json={"token": token, "values": {"title": {"nested": 1}, "body": "b", "status": "draft"}})
+    token = alice.client.get("/api/approvals?status=pending", headers={"X-CSRFToken": alice.csrf}).get_json()["approvals"][0][
+        "token"
+    ]
+    response = alice.client.post(
+        f"/api/approvals/{approval}/submit",
+        headers={"X-CSRFToken": alice.csrf},
+        json={"token": token, "values": {"title": {"nested": 1}, "body": "b", "status": "draft"}},
+    )
     assert response.status_code == 400
     assert response.get_json()["fields"] == {"title": ["Give a single value."]}
 
@@ -178,7 +197,11 @@ def test_every_demo_requested_schema_is_flat_primitives(app):
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=300)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True)
+    | st.text(max_size=300)
     | st.sampled_from(["x" * 50_000, "\u202e\u200bdraft", "draft\x00", "NaN"]),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
     max_leaves=5,
@@ -190,10 +213,12 @@ json_values = st.recursive(
 def test_random_submissions_never_500(app, alice, values):
     app.config["APPROVALS_MAX_PENDING_PER_PERSON"] = 1000  # a refused submit leaves its form pending
     approval, _ = form_of(alice.say(alice.new_conversation(), "/draft_post"))
-    token = alice.client.get("/api/approvals?status=pending", headers={"X-CSRFToken": alice.csrf}).get_json()[
-        "approvals"][0]["token"]
-    response = alice.client.post(f"/api/approvals/{approval}/submit", headers={"X-CSRFToken": alice.csrf},
-                                 json={"token": token, "values": values})
+    token = alice.client.get("/api/approvals?status=pending", headers={"X-CSRFToken": alice.csrf}).get_json()["approvals"][0][
+        "token"
+    ]
+    response = alice.client.post(
+        f"/api/approvals/{approval}/submit", headers={"X-CSRFToken": alice.csrf}, json={"token": token, "values": values}
+    )
     assert response.status_code in (200, 400), response.get_data(as_text=True)
 
 

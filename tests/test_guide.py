@@ -7,8 +7,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "writing-actions.md"
-SOURCES = [ROOT / "tests/guide/actions/archive_post.py", ROOT / "tests/guide/test_archive_post.py",
-           ROOT / "app/actions/manage_files.py"]
+SOURCES = [
+    ROOT / "tests/guide/actions/archive_post.py",
+    ROOT / "tests/guide/test_archive_post.py",
+    ROOT / "app/actions/manage_files.py",
+]
 
 
 def test_every_python_block_of_the_guide_is_code_the_suite_runs():

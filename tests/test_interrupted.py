@@ -36,16 +36,16 @@ DIE_INSIDE_HANDLE = textwrap.dedent("""
 """)
 
 
-def test_process_dying_mid_handle_ends_interrupted_and_never_reruns(
-    app, database_url, alice, posts, handle_calls
-):
+def test_process_dying_mid_handle_ends_interrupted_and_never_reruns(app, database_url, alice, posts, handle_calls):
     convo = alice.new_conversation()
     approval_id, token = alice.card(alice.say(convo, f"/delete_post post={posts['Spring meetup']}"))
     with alice.client.session_transaction() as session:
         binding = f"web:{session['sid']}"
     died = subprocess.run(
         [sys.executable, "-c", DIE_INSIDE_HANDLE, database_url, REDIS_URL, approval_id, token, binding],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert died.returncode == 9, died.stderr
     with app.app_context():
@@ -54,8 +54,9 @@ def test_process_dying_mid_handle_ends_interrupted_and_never_reruns(
         assert [a.id for a in ended] == [approval_id]
         assert db.session.get(Approval, approval_id).status == "interrupted"
         assert db.session.get(Post, posts["Spring meetup"]) is not None  # handle's work never committed
-        told = db.session.scalars(sa.select(Message.text).where(
-            Message.conversation_id == convo, Message.role == "assistant")).all()
+        told = db.session.scalars(
+            sa.select(Message.text).where(Message.conversation_id == convo, Message.role == "assistant")
+        ).all()
         assert told[-1].startswith("Interrupted: the server stopped while this ran.")
     again = alice.answer(approval_id, token)
     assert again.status_code == 409

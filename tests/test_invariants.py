@@ -54,17 +54,23 @@ def post_exists(app, post_id):
 
 def audit_outcomes(app, approval_id):
     with app.app_context():
-        return [(e.outcome, e.detail) for e in db.session.scalars(
-            sa.select(AuditEvent).where(AuditEvent.approval_id == approval_id).order_by(AuditEvent.id))]
+        return [
+            (e.outcome, e.detail)
+            for e in db.session.scalars(
+                sa.select(AuditEvent).where(AuditEvent.approval_id == approval_id).order_by(AuditEvent.id)
+            )
+        ]
 
 
 def test_prompt_carries_the_actions_words_and_a_token(api, posts):
     prompt = delete_card(api, posts)
     assert prompt["type"] == "confirm" and prompt["action"] == "delete_post"
     assert prompt["reason"] == "Delete this post? This cannot be undone."
-    assert prompt["rows"][:3] == [{"label": "Post", "value": "Spring meetup"},
-                                  {"label": "Id", "value": f"#{posts['Spring meetup']}"},
-                                  {"label": "Status", "value": "draft"}]
+    assert prompt["rows"][:3] == [
+        {"label": "Post", "value": "Spring meetup"},
+        {"label": "Id", "value": f"#{posts['Spring meetup']}"},
+        {"label": "Status", "value": "draft"},
+    ]
     assert [row["label"] for row in prompt["rows"]] == ["Post", "Id", "Status", "Created"]
     assert prompt["form"] is None and prompt["token"] and prompt["expires_at"]
 
@@ -105,8 +111,7 @@ def test_another_session_of_the_same_person_gets_403(app, api, posts, handle_cal
     prompt = delete_card(api, posts)
     with app.app_context():
         second = create_token(db.session.scalar(sa.select(User).where(User.email == "alice@example.com")), scope="client")
-    response = Api(app.test_client(), second).post(
-        f"/api/approvals/{prompt['id']}/confirm", {"token": prompt["token"]})
+    response = Api(app.test_client(), second).post(f"/api/approvals/{prompt['id']}/confirm", {"token": prompt["token"]})
     assert response.status_code == 403
     assert handle_calls["n"] == 0
 
@@ -139,8 +144,9 @@ def test_expired_card_is_410_and_the_model_is_told(app, api, posts, handle_calls
         assert handle_calls["n"] == 0 and post_exists(app, posts["Spring meetup"])
         with app.app_context():
             assert db.session.get(Approval, prompt["id"]).status == "expired"
-            said = db.session.scalars(sa.select(Message.text).where(
-                Message.conversation_id == convo, Message.role == "assistant")).all()
+            said = db.session.scalars(
+                sa.select(Message.text).where(Message.conversation_id == convo, Message.role == "assistant")
+            ).all()
         assert "The card expired before the person answered. Nothing was done." in said
 
 
@@ -224,13 +230,16 @@ def test_own_pending_approvals_are_listed(api, posts):
 
 def test_api_without_credentials_is_401(app):
     assert app.test_client().post("/api/conversations", json={}).status_code == 401
-    assert app.test_client().post("/api/conversations", json={},
-                                  headers=api_headers("cs_wrong")).status_code == 401
+    assert app.test_client().post("/api/conversations", json={}, headers=api_headers("cs_wrong")).status_code == 401
 
 
 def test_openapi_document_lists_the_endpoints(app):
     doc = app.test_client().get("/api/openapi.json").get_json()
     assert doc["openapi"].startswith("3.1")
-    for path in ("/api/conversations", "/api/conversations/{id}/messages",
-                 "/api/approvals/{id}/confirm", "/api/approvals/{id}/decline"):
+    for path in (
+        "/api/conversations",
+        "/api/conversations/{id}/messages",
+        "/api/approvals/{id}/confirm",
+        "/api/approvals/{id}/decline",
+    ):
         assert path in doc["paths"]

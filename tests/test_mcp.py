@@ -31,9 +31,16 @@ class McpServer:
 
     def __init__(self, database_url):
         self.port = free_port()
-        self.env = {**os.environ, "COUNTERSIGN_ENV": "testing", "SECRET_KEY": "test-secret-key",
-                    "DATABASE_URL": database_url, "REDIS_URL": REDIS_URL, "SWEEP_ON_START": "0",
-                    "PUBLIC_URL": PUBLIC, "RATELIMIT_ENABLED": "0"}
+        self.env = {
+            **os.environ,
+            "COUNTERSIGN_ENV": "testing",
+            "SECRET_KEY": "test-secret-key",
+            "DATABASE_URL": database_url,
+            "REDIS_URL": REDIS_URL,
+            "SWEEP_ON_START": "0",
+            "PUBLIC_URL": PUBLIC,
+            "RATELIMIT_ENABLED": "0",
+        }
         self.proc = None
         self.start()
 
@@ -42,8 +49,12 @@ class McpServer:
         return f"http://127.0.0.1:{self.port}/mcp"
 
     def start(self):
-        self.proc = subprocess.Popen([sys.executable, "-m", "flask", "--app", "wsgi", "mcp", "--port", str(self.port)],
-                                     env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "flask", "--app", "wsgi", "mcp", "--port", str(self.port)],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -172,8 +183,7 @@ def test_a_card_is_a_url_elicitation_confirmed_in_the_browser(app, server, token
         assert db.session.get(Post, posts["Spring meetup"]) is None
 
 
-def test_the_server_restarting_between_elicitation_and_retry_changes_nothing(app, server, tokens, posts, sign_in,
-                                                                            handle_calls):
+def test_the_server_restarting_between_elicitation_and_retry_changes_nothing(app, server, tokens, posts, sign_in, handle_calls):
     async def answer(context, params):
         await asyncio.to_thread(server.kill)
         await asyncio.to_thread(confirm_on_the_web, sign_in, params.url)
@@ -206,8 +216,9 @@ def first_leg(server, token, name, arguments):
 def retry_leg(server, token, name, arguments, state, responses=None):
     async def main():
         async with client(server, token, never) as c:
-            return await c.session.call_tool(name, arguments, input_responses=responses, request_state=state,
-                                             allow_input_required=True)
+            return await c.session.call_tool(
+                name, arguments, input_responses=responses, request_state=state, allow_input_required=True
+            )
 
     return run(main())
 
@@ -249,8 +260,12 @@ def test_another_persons_token_cannot_use_the_state(app, server, clients):
 
 
 def test_a_foreign_origin_or_host_and_a_missing_token_are_refused(app, server, tokens, posts, handle_calls):
-    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "delete_post", "arguments": {"post": posts["Spring meetup"]}}}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "delete_post", "arguments": {"post": posts["Spring meetup"]}},
+    }
     accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     bearer = {"Authorization": f"Bearer {tokens['alice']}"}
     with httpx2.Client() as http:
@@ -298,8 +313,9 @@ def test_a_handshake_era_client_gets_a_classic_elicitation(app, server, clients)
 
     async def main():
         async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {clients['alice']}"}) as http:
-            async with Client(streamable_http_client(server.url, http_client=http), elicitation_callback=answer,
-                              mode="legacy") as c:
+            async with Client(
+                streamable_http_client(server.url, http_client=http), elicitation_callback=answer, mode="legacy"
+            ) as c:
                 return await c.call_tool("draft_post", {"title": "Legacy"})
 
     result = run(main())
@@ -310,6 +326,7 @@ def test_a_handshake_era_client_gets_a_classic_elicitation(app, server, clients)
 
 
 # --- an agent-scoped token (what an MCP client holds) never answers a form or a card ----------------
+
 
 def approval_row(app):
     with app.app_context():
@@ -348,10 +365,12 @@ def test_an_agent_token_answering_the_form_leg_by_hand_changes_nothing(app, serv
     first = first_leg(server, tokens["alice"], "draft_post", {"title": "By hand"})
     (request,) = first.input_requests.values()
     assert isinstance(request.params, types.ElicitRequestURLParams)
-    for answer in (types.ElicitResult(action="accept", content={"body": "x", "status": "published"}),
-                   types.ElicitResult(action="decline"), types.ElicitResult(action="cancel")):
-        result = retry_leg(server, tokens["alice"], "draft_post", {"title": "By hand"}, first.request_state,
-                           {"answer": answer})
+    for answer in (
+        types.ElicitResult(action="accept", content={"body": "x", "status": "published"}),
+        types.ElicitResult(action="decline"),
+        types.ElicitResult(action="cancel"),
+    ):
+        result = retry_leg(server, tokens["alice"], "draft_post", {"title": "By hand"}, first.request_state, {"answer": answer})
         assert result.content[0].text.startswith("Pending: only the person can answer this"), answer
     assert approval_row(app).status == "pending"
     assert refused_attempts(app) == ["agent_credential"] * 3
@@ -359,8 +378,7 @@ def test_an_agent_token_answering_the_form_leg_by_hand_changes_nothing(app, serv
         assert db.session.scalar(sa.select(Post).where(Post.title == "By hand")) is None
 
 
-def test_an_agent_tokens_decline_of_a_card_leaves_it_waiting_for_the_person(app, server, tokens, posts, sign_in,
-                                                                            handle_calls):
+def test_an_agent_tokens_decline_of_a_card_leaves_it_waiting_for_the_person(app, server, tokens, posts, sign_in, handle_calls):
     async def main():
         async with client(server, tokens["alice"], lambda c, p: _decline()) as c:
             return await c.call_tool("delete_post", {"post": posts["Spring meetup"]})
@@ -375,8 +393,7 @@ def test_an_agent_tokens_decline_of_a_card_leaves_it_waiting_for_the_person(app,
 
 def test_a_blog_only_token_cannot_call_send_email_over_mcp(app, server):
     with app.app_context():
-        token = create_token(db.session.scalar(sa.select(User).where(User.email == "alice@example.com")),
-                             toolsets="blog")
+        token = create_token(db.session.scalar(sa.select(User).where(User.email == "alice@example.com")), toolsets="blog")
 
     async def main():
         async with client(server, token) as c:
@@ -395,6 +412,9 @@ def test_a_revoked_token_is_401_over_mcp(app, server, tokens):
     assert app.test_cli_runner().invoke(args=["users", "revoke-token", str(alice_token_id)]).exit_code == 0
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     with httpx2.Client() as http:
-        response = http.post(server.url, json=call, headers={"Authorization": f"Bearer {tokens['alice']}",
-                                                            "Accept": "application/json, text/event-stream"})
+        response = http.post(
+            server.url,
+            json=call,
+            headers={"Authorization": f"Bearer {tokens['alice']}", "Accept": "application/json, text/event-stream"},
+        )
     assert response.status_code == 401

@@ -39,8 +39,17 @@ def make_app(empty_url):
     made = []
 
     def make(**config):
-        made.append(create_app({"COUNTERSIGN_ENV": "testing", "SECRET_KEY": "k", "SWEEP_ON_START": False,
-                                "SQLALCHEMY_DATABASE_URI": empty_url, **config}))
+        made.append(
+            create_app(
+                {
+                    "COUNTERSIGN_ENV": "testing",
+                    "SECRET_KEY": "k",
+                    "SWEEP_ON_START": False,
+                    "SQLALCHEMY_DATABASE_URI": empty_url,
+                    **config,
+                }
+            )
+        )
         return made[-1]
 
     yield make
@@ -57,10 +66,13 @@ def rows_before_the_chain(app, n=3):
         with db.engine.begin() as conn:
             conn.execute(sa.text("INSERT INTO tenants (id, slug, name) VALUES (1, 'acme', 'Acme')"))
             for i in range(n):
-                conn.execute(sa.text(
-                    "INSERT INTO audit_events (tenant_id, user_id, approval_id, event, outcome, detail, channel, "
-                    "created_at) VALUES (1, NULL, NULL, 'approval.decided', 'done', :d, 'web', :t)"),
-                    {"d": f"row {i}", "t": f"2026-11-0{i + 1} 10:00:00.123456"})
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO audit_events (tenant_id, user_id, approval_id, event, outcome, detail, channel, "
+                        "created_at) VALUES (1, NULL, NULL, 'approval.decided', 'done', :d, 'web', :t)"
+                    ),
+                    {"d": f"row {i}", "t": f"2026-11-0{i + 1} 10:00:00.123456"},
+                )
 
 
 def test_audit_rows_written_before_the_chain_are_chained_and_keyed_by_the_upgrade(make_app):

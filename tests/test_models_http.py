@@ -17,8 +17,9 @@ from tests.fake_llm import FakeAnthropic, FakeOpenAI
 def use_model_timeout(app, base, spec, seconds):
     with app.app_context():
         live = engine()
-        app.extensions["countersign"] = Engine(live.registry, spec, base, live.toolsets, live.max_steps,
-                                               api_key="test-key", timeout=seconds)
+        app.extensions["countersign"] = Engine(
+            live.registry, spec, base, live.toolsets, live.max_steps, api_key="test-key", timeout=seconds
+        )
 
 
 @pytest.fixture(params=["openai", "anthropic"])
@@ -36,8 +37,10 @@ def fake(request, app):
 
 def messages(app, convo):
     with app.app_context():
-        return [(m.role, m.text) for m in db.session.scalars(
-            sa.select(Message).where(Message.conversation_id == convo).order_by(Message.id))]
+        return [
+            (m.role, m.text)
+            for m in db.session.scalars(sa.select(Message).where(Message.conversation_id == convo).order_by(Message.id))
+        ]
 
 
 def test_full_turn_with_a_card_over_http(app, alice, posts, fake, handle_calls):
@@ -73,12 +76,15 @@ def test_read_and_destructive_in_one_step(app, alice, posts, fake):
     assert "Spring meetup (draft)" in fake.seen() and "The person declined. Nothing was done." in fake.seen()
 
 
-@pytest.mark.parametrize("failure, said", [
-    ((429, {"error": {"message": "slow down", "type": "rate_limit_error"}}), "rate limited"),
-    ((500, {"error": {"message": "boom", "type": "api_error"}}), "failed (HTTP 500)"),
-    ("hang", "did not answer in time"),
-    ((200, "{this is not json"), "could not"),
-])
+@pytest.mark.parametrize(
+    "failure, said",
+    [
+        ((429, {"error": {"message": "slow down", "type": "rate_limit_error"}}), "rate limited"),
+        ((500, {"error": {"message": "boom", "type": "api_error"}}), "failed (HTTP 500)"),
+        ("hang", "did not answer in time"),
+        ((200, "{this is not json"), "could not"),
+    ],
+)
 def test_model_failures_are_clear_messages_with_retry(app, alice, fake, failure, said):
     if failure == "hang":
         use_model_timeout(app, fake.base, fake.spec, 1)
@@ -98,8 +104,11 @@ def test_model_failures_are_clear_messages_with_retry(app, alice, fake, failure,
 
 
 def test_a_call_to_an_unexposed_action_is_refused(app, alice, fake, handle_calls):
-    fake.enqueue(fake.reply_tools(("drop_all_tables", {})), fake.reply_tools(("drop_all_tables", {})),
-                 fake.reply_tools(("drop_all_tables", {})))
+    fake.enqueue(
+        fake.reply_tools(("drop_all_tables", {})),
+        fake.reply_tools(("drop_all_tables", {})),
+        fake.reply_tools(("drop_all_tables", {})),
+    )
     convo = alice.new_conversation()
     html = alice.say(convo, "drop everything")
     assert "could not be used" in html and ">Retry</button>" in html
@@ -108,9 +117,11 @@ def test_a_call_to_an_unexposed_action_is_refused(app, alice, fake, handle_calls
 
 
 def test_invalid_arguments_are_returned_to_the_model_once(app, alice, fake, posts):
-    fake.enqueue(fake.reply_tools(("publish_post", {"post": "not a number"})),
-                 fake.reply_tools(("publish_post", {"post": posts["Spring meetup"]})),
-                 fake.reply_text("Published it."))
+    fake.enqueue(
+        fake.reply_tools(("publish_post", {"post": "not a number"})),
+        fake.reply_tools(("publish_post", {"post": posts["Spring meetup"]})),
+        fake.reply_text("Published it."),
+    )
     html = alice.say(alice.new_conversation(), "publish the spring meetup")
     assert "Published it." in html
     assert "post" in str(fake.requests[1])

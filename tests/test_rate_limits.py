@@ -61,8 +61,9 @@ def test_an_accounts_failures_slow_it_down_doubling_to_a_cap_and_never_block_it(
         for i in range(23):
             response = Browser(app, f"192.0.2.{i + 1}").sign_in("alice@example.com", "guess")
             if response.status_code == 429:
-                said = re.search(r"Too many failed sign-ins for this account\. Try again in (\d+) seconds?\.",
-                                 response.get_data(as_text=True))
+                said = re.search(
+                    r"Too many failed sign-ins for this account\. Try again in (\d+) seconds?\.", response.get_data(as_text=True)
+                )
                 waits.append(int(said.group(1)))
                 refused = Browser(app, "192.0.2.200").sign_in("alice@example.com", "demo")
                 assert refused.status_code == 429  # a new address waits too, even with the right password
@@ -72,8 +73,13 @@ def test_an_accounts_failures_slow_it_down_doubling_to_a_cap_and_never_block_it(
         assert Browser(app, "192.0.2.201").sign_in("alice@example.com", "demo").status_code == 302
 
 
-@pytest.mark.parametrize("app_config", [{"RATELIMIT_ENABLED": True, "RATELIMIT_STORAGE_URI": REDIS_URL,
-                                         "SESSION_COOKIE_SECURE": secure} for secure in (True, False)])
+@pytest.mark.parametrize(
+    "app_config",
+    [
+        {"RATELIMIT_ENABLED": True, "RATELIMIT_STORAGE_URI": REDIS_URL, "SESSION_COOKIE_SECURE": secure}
+        for secure in (True, False)
+    ],
+)
 def test_a_sign_in_gives_the_browser_a_device_cookie_for_the_sign_in_page_only(app):
     """Long-lived, HttpOnly, SameSite=Lax, Secure as the session cookie is, and not the session."""
     cookies = Browser(app, ALICE_HOME).sign_in("alice@example.com", "demo").headers.getlist("Set-Cookie")
@@ -88,14 +94,14 @@ def test_a_sign_in_gives_the_browser_a_device_cookie_for_the_sign_in_page_only(a
 def test_an_unknown_email_is_slowed_down_like_a_known_one(app):
     """The slow-down does not say which accounts exist."""
     with time_machine.travel(1_900_000_000, tick=False):
+
         def codes(email):
             return [Browser(app, f"192.0.2.{i + 1}").sign_in(email, "guess").status_code for i in range(7)]
 
         assert codes("alice@example.com") == codes("nobody@example.com") == [200] * 5 + [429, 429]
 
 
-@pytest.mark.parametrize("app_config", [{"RATELIMIT_ENABLED": True, "RATELIMIT_STORAGE_URI": REDIS_URL,
-                                         "TRUSTED_PROXIES": 1}])
+@pytest.mark.parametrize("app_config", [{"RATELIMIT_ENABLED": True, "RATELIMIT_STORAGE_URI": REDIS_URL, "TRUSTED_PROXIES": 1}])
 def test_behind_one_trusted_proxy_each_client_has_its_own_limit(app):
     """Every request comes from the load balancer (10.0.0.1); the client is the address it added."""
     first = Browser(app, "10.0.0.1", {"X-Forwarded-For": "198.51.100.1"})
@@ -108,8 +114,10 @@ def test_behind_one_trusted_proxy_each_client_has_its_own_limit(app):
 
 
 def test_with_no_trusted_proxy_x_forwarded_for_is_not_believed(app):
-    codes = [Browser(app, STRANGER, {"X-Forwarded-For": f"192.0.2.{i}"}).sign_in(f"n{i}@example.com", "x").status_code
-             for i in range(11)]
+    codes = [
+        Browser(app, STRANGER, {"X-Forwarded-For": f"192.0.2.{i}"}).sign_in(f"n{i}@example.com", "x").status_code
+        for i in range(11)
+    ]
     assert codes == [200] * 10 + [429]
 
 
@@ -120,19 +128,21 @@ def _tokens(app, *names):
 
 
 def limits(**settings):
-    return pytest.mark.parametrize("app_config", [{"RATELIMIT_ENABLED": True, "RATELIMIT_STORAGE_URI": REDIS_URL,
-                                                   **settings}])
+    return pytest.mark.parametrize("app_config", [{"RATELIMIT_ENABLED": True, "RATELIMIT_STORAGE_URI": REDIS_URL, **settings}])
 
 
 def _say(client, convo, token, address="127.0.0.1"):
-    return client.post(f"/api/conversations/{convo}/messages", json={"text": "/list_posts"},
-                       headers=api_headers(token), environ_base={"REMOTE_ADDR": address})
+    return client.post(
+        f"/api/conversations/{convo}/messages",
+        json={"text": "/list_posts"},
+        headers=api_headers(token),
+        environ_base={"REMOTE_ADDR": address},
+    )
 
 
 def _stored(app, convo):
     with app.app_context():
-        return len(db.session.scalars(sa.select(Message).where(Message.conversation_id == convo,
-                                                               Message.role == "user")).all())
+        return len(db.session.scalars(sa.select(Message).where(Message.conversation_id == convo, Message.role == "user")).all())
 
 
 @limits(RATELIMIT_MESSAGES_PER_PERSON="3 per minute")
@@ -162,8 +172,9 @@ def test_api_messages_are_limited_per_address(app):
 def test_a_persons_messages_count_once_across_the_browser_and_the_api(app, alice):
     convo = alice.new_conversation()
     assert alice.htmx_post(f"/c/{convo}/messages", text="/list_posts").status_code == 200
-    api = alice.client.post(f"/api/conversations/{convo}/messages", json={"text": "/list_posts"},
-                            headers={"X-CSRFToken": alice.csrf})
+    api = alice.client.post(
+        f"/api/conversations/{convo}/messages", json={"text": "/list_posts"}, headers={"X-CSRFToken": alice.csrf}
+    )
     assert api.status_code == 200
     over = alice.htmx_post(f"/c/{convo}/messages", text="/list_posts")
     assert over.status_code == 429 and "Too many requests (2 per 1 minute)" in over.get_data(as_text=True)
@@ -182,6 +193,8 @@ def test_a_browser_retry_counts_as_one_of_the_persons_messages(app, alice):
 def test_api_answers_are_limited_per_token(app):
     (token,) = _tokens(app, "one")
     client = app.test_client()
-    codes = [client.post(f"/api/approvals/{'0' * 32}/confirm", json={"token": "x"},
-                         headers=api_headers(token)).status_code for _ in range(3)]
+    codes = [
+        client.post(f"/api/approvals/{'0' * 32}/confirm", json={"token": "x"}, headers=api_headers(token)).status_code
+        for _ in range(3)
+    ]
     assert codes[0] == codes[1] != 429 and codes[2] == 429

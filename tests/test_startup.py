@@ -34,9 +34,14 @@ def test_settings_come_from_the_environment(monkeypatch, tmp_path):
 def test_demo_actions_are_discovered_with_their_kinds():
     registry = discover("app.actions")
     kinds = {name: a.kind for name, a in registry.actions.items()}
-    assert kinds == {"list_posts": Kind.READ, "publish_post": Kind.WRITE, "draft_post": Kind.WRITE,
-                     "manage_files": Kind.WRITE,
-                     "delete_post": Kind.DESTRUCTIVE, "send_email": Kind.EXTERNAL}
+    assert kinds == {
+        "list_posts": Kind.READ,
+        "publish_post": Kind.WRITE,
+        "draft_post": Kind.WRITE,
+        "manage_files": Kind.WRITE,
+        "delete_post": Kind.DESTRUCTIVE,
+        "send_email": Kind.EXTERNAL,
+    }
     assert registry.actions["delete_post"].toolsets == ("blog",)
 
 
@@ -56,8 +61,14 @@ def test_input_that_is_not_a_pydantic_model_fails_at_start():
 
 def test_app_does_not_start_with_a_misdeclared_action(database_url):
     with pytest.raises(ActionDeclarationError):
-        create_app({"COUNTERSIGN_ENV": "testing", "SQLALCHEMY_DATABASE_URI": database_url,
-                    "ACTIONS_PACKAGE": "tests.fixtures.broken_no_toolset", "SWEEP_ON_START": False})
+        create_app(
+            {
+                "COUNTERSIGN_ENV": "testing",
+                "SQLALCHEMY_DATABASE_URI": database_url,
+                "ACTIONS_PACKAGE": "tests.fixtures.broken_no_toolset",
+                "SWEEP_ON_START": False,
+            }
+        )
 
 
 def test_actions_command_lists_name_kind_toolsets_and_schema(app):
@@ -72,8 +83,7 @@ def test_create_token_prints_a_token_that_is_stored_hashed(app):
     with app.app_context():
         stored = db.session.scalars(sa.select(ApiToken.token_hash)).all()
         assert token not in stored and len(stored) == 1
-    response = app.test_client().post("/api/conversations", json={},
-                                      headers={"Authorization": f"Bearer {token}"})
+    response = app.test_client().post("/api/conversations", json={}, headers={"Authorization": f"Bearer {token}"})
     assert response.status_code == 201
 
 
@@ -119,19 +129,23 @@ def test_a_cross_site_post_is_refused_before_anything_runs(alice, posts, handle_
     convo = alice.new_conversation()
     approval, token = alice.card(alice.say(convo, f"/delete_post post={posts['Spring meetup']}"))
     for headers in ({"Origin": "https://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):
-        response = alice.client.post(f"/approvals/{approval}/confirm", data={"token": token},
-                                     headers={"X-CSRFToken": alice.csrf, **headers})
+        response = alice.client.post(
+            f"/approvals/{approval}/confirm", data={"token": token}, headers={"X-CSRFToken": alice.csrf, **headers}
+        )
         assert response.status_code == 403
     assert handle_calls["n"] == 0
-    same_site = alice.client.post(f"/approvals/{approval}/confirm", data={"token": token},
-                                  headers={"X-CSRFToken": alice.csrf, "Origin": "http://localhost",
-                                           "Sec-Fetch-Site": "same-origin", "HX-Request": "true"})
+    same_site = alice.client.post(
+        f"/approvals/{approval}/confirm",
+        data={"token": token},
+        headers={"X-CSRFToken": alice.csrf, "Origin": "http://localhost", "Sec-Fetch-Site": "same-origin", "HX-Request": "true"},
+    )
     assert same_site.status_code == 200 and handle_calls["n"] == 1
 
 
 def test_session_cookie_is_httponly_lax_and_secure_outside_development(database_url):
-    app = create_app({"COUNTERSIGN_ENV": "production", "SECRET_KEY": "k", "SWEEP_ON_START": False,
-                      "SQLALCHEMY_DATABASE_URI": database_url})
+    app = create_app(
+        {"COUNTERSIGN_ENV": "production", "SECRET_KEY": "k", "SWEEP_ON_START": False, "SQLALCHEMY_DATABASE_URI": database_url}
+    )
     page = app.test_client().get("/login", base_url="https://countersign.example")
     cookie = page.headers["Set-Cookie"]
     assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Secure" in cookie

@@ -102,6 +102,7 @@ def run_status(app: Any, run_id: int) -> str:
 def elsewhere(app: Any, work: Any) -> None:
     """Do it as another request would, on a thread of its own (the test client resumes an open
     stream in this thread, under whatever context is current here)."""
+
     def run() -> None:
         with app.app_context():
             work()
@@ -116,6 +117,7 @@ def settle(app: Any) -> None:
 
 
 # --- a POST answers while the model thinks; the words stream in parts ---------------------------
+
 
 def test_respond_async_answers_while_the_model_thinks_and_the_words_stream_in_parts(app, api, streamed):
     gate = threading.Event()
@@ -198,6 +200,7 @@ def test_prefer_wait_bounds_the_wait_then_answers_202_with_the_events(app, api, 
 
 # --- Stop ----------------------------------------------------------------------------------------
 
+
 def test_stop_ends_the_turn_at_its_next_step_and_says_what_ran(app, api, streamed):
     gate = threading.Event()
     streamed.enqueue("Let me look.", calls=[("list_posts", {})])
@@ -225,11 +228,11 @@ def test_stop_ends_the_turn_at_its_next_step_and_says_what_ran(app, api, streame
 def test_stop_with_nothing_running_stops_nothing(api):
     convo = new_conversation(api)
     client, headers = api
-    assert client.post(f"/api/conversations/{convo}/stop", headers=headers).get_json() == {"run": None,
-                                                                                          "stopping": False}
+    assert client.post(f"/api/conversations/{convo}/stop", headers=headers).get_json() == {"run": None, "stopping": False}
 
 
 # --- one conversation, one history ---------------------------------------------------------------
+
 
 def test_a_message_sent_while_a_turn_runs_waits_its_turn_and_both_are_remembered(app, api, streamed):
     gate = threading.Event()
@@ -267,8 +270,8 @@ def test_a_message_while_a_card_waits_is_not_forgotten_when_the_card_resumes(app
 
 # --- Retry ---------------------------------------------------------------------------------------
 
-def test_retry_after_a_failed_continuation_resumes_once_and_never_asks_again(app, api, posts, streamed,
-                                                                            handle_calls):
+
+def test_retry_after_a_failed_continuation_resumes_once_and_never_asks_again(app, api, posts, streamed, handle_calls):
     convo = new_conversation(api)
     card = say(api, convo, f"/delete_post post={posts['Spring meetup']}").get_json()["pending"][0]
     streamed.enqueue("Deleted", fail=RuntimeError("the provider hung up"))
@@ -280,20 +283,24 @@ def test_retry_after_a_failed_continuation_resumes_once_and_never_asks_again(app
         run = db.session.scalar(sa.select(Run).where(Run.conversation_id == convo))
         assert run.status == "failed"  # not left running
     streamed.enqueue("Deleted it.")
-    first, second = (client.post(f"/api/conversations/{convo}/retry", json={}, headers={**headers, "Prefer": p})
-                     for p in ("respond-async", "respond-async"))  # a double click
+    first, second = (
+        client.post(f"/api/conversations/{convo}/retry", json={}, headers={**headers, "Prefer": p})
+        for p in ("respond-async", "respond-async")
+    )  # a double click
     assert first.status_code == 202 and second.status_code == 200 and second.get_json()["messages"] == []
     settle(app)
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Approval)) == 1  # no second card
         assert db.session.scalar(sa.select(Run.status).where(Run.id == run.id)) == "done"
-        texts = list(db.session.scalars(sa.select(Message.text).where(Message.conversation_id == convo,
-                                                                     Message.role == "assistant")))
+        texts = list(
+            db.session.scalars(sa.select(Message.text).where(Message.conversation_id == convo, Message.role == "assistant"))
+        )
     assert texts.count("Deleted it.") == 1 and handle_calls["n"] == 1
     assert "Done." in streamed.seen().splitlines()[-1]  # the model read the card's outcome again
 
 
 # --- nothing waits on another conversation's model -----------------------------------------------
+
 
 def test_a_thinking_model_delays_no_other_person_and_not_the_sign_in_page(app, api, sign_in, streamed):
     gate = threading.Event()
@@ -303,8 +310,9 @@ def test_a_thinking_model_delays_no_other_person_and_not_the_sign_in_page(app, a
     assert streamed.started.wait(WAIT)
     bob = sign_in("bob@example.com")
     bob_convo = bob.new_conversation()
-    reply = bob.client.post(f"/api/conversations/{bob_convo}/messages", json={"text": "/list_posts"},
-                            headers={"X-CSRFToken": bob.csrf})
+    reply = bob.client.post(
+        f"/api/conversations/{bob_convo}/messages", json={"text": "/list_posts"}, headers={"X-CSRFToken": bob.csrf}
+    )
     assert reply.status_code == 200 and reply.get_json()["messages"][-1]["role"] == "assistant"
     assert app.test_client().get("/login").status_code == 200
     assert run_status(app, alices["run"]) == "running"  # all of that while alice's model still thinks
@@ -313,6 +321,7 @@ def test_a_thinking_model_delays_no_other_person_and_not_the_sign_in_page(app, a
 
 
 # --- the browser's stream --------------------------------------------------------------------------
+
 
 def test_the_browser_stream_sends_the_live_reply_as_fragments(app, alice, streamed):
     gate = threading.Event()
@@ -346,12 +355,10 @@ def test_openapi_describes_prefer_the_events_and_stop(app):
     for path in ("/api/conversations/{id}/messages", "/api/conversations/{id}/retry", "/api/approvals/{id}/confirm"):
         operation = paths[path]["post"]
         assert "Prefer" in {p["name"] for p in operation["parameters"]}
-        assert operation["responses"]["202"]["content"]["application/json"]["schema"] == {
-            "$ref": "#/components/schemas/Queued"}
+        assert operation["responses"]["202"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Queued"}
 
 
-def test_a_confirm_with_respond_async_answers_the_outcome_before_the_continuation(app, api, posts, streamed,
-                                                                                 handle_calls):
+def test_a_confirm_with_respond_async_answers_the_outcome_before_the_continuation(app, api, posts, streamed, handle_calls):
     convo = new_conversation(api)
     asked = say(api, convo, f"/delete_post post={posts['Spring meetup']}").get_json()
     assert asked["pending"], asked
@@ -359,8 +366,9 @@ def test_a_confirm_with_respond_async_answers_the_outcome_before_the_continuatio
     gate = threading.Event()
     streamed.enqueue("Deleted as you asked.", gate=gate)
     client, headers = api
-    answered = client.post(f"/api/approvals/{card['id']}/confirm", json={"token": card["token"]},
-                           headers={**headers, "Prefer": "respond-async"})
+    answered = client.post(
+        f"/api/approvals/{card['id']}/confirm", json={"token": card["token"]}, headers={**headers, "Prefer": "respond-async"}
+    )
     assert answered.status_code == 200 and handle_calls["n"] == 1
     body = answered.get_json()
     assert body["status"] == "done" and "Spring meetup" in body["result"]
@@ -374,6 +382,7 @@ def test_a_confirm_with_respond_async_answers_the_outcome_before_the_continuatio
 
 # --- whose events ---------------------------------------------------------------------------------
 
+
 def test_another_persons_events_are_not_found_on_either_route(app, api, sign_in, streamed):
     convo = new_conversation(api)
     say(api, convo, "/list_posts")
@@ -384,8 +393,7 @@ def test_another_persons_events_are_not_found_on_either_route(app, api, sign_in,
         assert person.client.get(f"/api/conversations/{convo}/events").status_code == 404
     assert app.test_client().get(f"/api/conversations/{convo}/events").status_code == 401
     for person in (bob, carol):
-        assert person.client.post(f"/api/conversations/{convo}/stop", headers={"X-CSRFToken": person.csrf}
-                                  ).status_code == 404
+        assert person.client.post(f"/api/conversations/{convo}/stop", headers={"X-CSRFToken": person.csrf}).status_code == 404
 
 
 def test_an_agent_token_reads_the_events_but_never_gets_a_card_token(app, posts, streamed):
@@ -416,6 +424,7 @@ def test_any_cursor_is_a_stream_from_somewhere_never_an_error(app, api, cursor):
 
 
 # --- what a stream holds, and for how long -----------------------------------------------------------
+
 
 def test_a_carriage_return_in_what_is_shown_cannot_frame_its_own_event(app):
     from app.sse import data_lines

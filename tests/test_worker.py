@@ -34,18 +34,37 @@ def fake() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture
 def app_config(fake: FakeOpenAI) -> dict[str, Any]:
-    return {"TURNS_RUNNER": "dramatiq", "COUNTERSIGN_MODEL": "openai:fake-gpt",
-            "COUNTERSIGN_MODEL_BASE_URL": fake.api_base, "TURN_HEARTBEAT": 1, "TURN_DEAD_AFTER": 3}
+    return {
+        "TURNS_RUNNER": "dramatiq",
+        "COUNTERSIGN_MODEL": "openai:fake-gpt",
+        "COUNTERSIGN_MODEL_BASE_URL": fake.api_base,
+        "TURN_HEARTBEAT": 1,
+        "TURN_DEAD_AFTER": 3,
+    }
 
 
 @contextmanager
 def worker(database_url: str, fake: FakeOpenAI) -> Iterator[subprocess.Popen[bytes]]:
-    env = {**os.environ, "COUNTERSIGN_ENV": "testing", "SECRET_KEY": "test-secret-key", "DATABASE_URL": database_url,
-           "REDIS_URL": REDIS_URL, "SWEEP_ON_START": "0", "COUNTERSIGN_MODEL": "openai:fake-gpt",
-           "COUNTERSIGN_MODEL_BASE_URL": fake.api_base, "COUNTERSIGN_MODEL_API_KEY": "test-key",
-           "TURN_HEARTBEAT": "1", "TURN_DEAD_AFTER": "3"}
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "flask"), "--app", "wsgi", "worker", "--threads", "4"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "COUNTERSIGN_ENV": "testing",
+        "SECRET_KEY": "test-secret-key",
+        "DATABASE_URL": database_url,
+        "REDIS_URL": REDIS_URL,
+        "SWEEP_ON_START": "0",
+        "COUNTERSIGN_MODEL": "openai:fake-gpt",
+        "COUNTERSIGN_MODEL_BASE_URL": fake.api_base,
+        "COUNTERSIGN_MODEL_API_KEY": "test-key",
+        "TURN_HEARTBEAT": "1",
+        "TURN_DEAD_AFTER": "3",
+    }
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "flask"), "--app", "wsgi", "worker", "--threads", "4"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         yield proc
     finally:
@@ -70,13 +89,15 @@ def test_a_worker_killed_mid_turn_leaves_it_interrupted_and_retry_runs_nothing_t
     draft = {"title": "From the worker", "body": "Written once.", "status": "draft"}
     fake.enqueue(fake.reply_tools(("draft_post", draft)), "hang", fake.reply_text("Drafted it."))
     with app.app_context():
-        headers = api_headers(create_token(db.session.scalar(sa.select(User).where(User.email == "alice@example.com")),
-                                           scope="client"))
+        headers = api_headers(
+            create_token(db.session.scalar(sa.select(User).where(User.email == "alice@example.com")), scope="client")
+        )
     client = app.test_client()
     convo = client.post("/api/conversations", json={}, headers=headers).get_json()["id"]
     with worker(database_url, fake) as first:
-        queued = client.post(f"/api/conversations/{convo}/messages", json={"text": "draft a post"},
-                             headers={**headers, "Prefer": "respond-async"})
+        queued = client.post(
+            f"/api/conversations/{convo}/messages", json={"text": "draft a post"}, headers={**headers, "Prefer": "respond-async"}
+        )
         assert queued.status_code == 202
         eventually(lambda: len(fake.requests) == 2, "the worker's second model request (after draft_post ran)")
         first.send_signal(signal.SIGKILL)  # mid-turn: its model has not answered
@@ -96,8 +117,7 @@ def test_a_worker_killed_mid_turn_leaves_it_interrupted_and_retry_runs_nothing_t
         assert [m["text"] for m in retried.get_json()["messages"]] == ["Drafted it."]
     with app.app_context():
         drafts = db.session.scalar(sa.select(sa.func.count()).select_from(Post).where(Post.title == "From the worker"))
-        roles = list(db.session.scalars(sa.select(Message.role).where(Message.conversation_id == convo)
-                                        .order_by(Message.id)))
+        roles = list(db.session.scalars(sa.select(Message.role).where(Message.conversation_id == convo).order_by(Message.id)))
     assert drafts == 1  # draft_post ran once: the retry went on from its result
     assert len(fake.requests) == 3
     last = fake.requests[-1]["messages"]

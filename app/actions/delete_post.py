@@ -7,6 +7,7 @@ from app.models import Post
 @expose("blog")
 class DeletePost(Action):
     """Delete a post."""
+
     kind = Kind.DESTRUCTIVE
     reason = "Delete this post? This cannot be undone."
     examples = ["/delete_post post=1"]
@@ -20,8 +21,12 @@ class DeletePost(Action):
     def approval_summary(self, ctx, input):
         # The id and creation time tell apart two posts an agent made look alike (same title).
         post = ctx.find(Post, input.post)
-        return {"Post": post.title, "Id": f"#{post.id}", "Status": post.status,
-                "Created": f"{post.created_at:%Y-%m-%d %H:%M} UTC"}
+        return {
+            "Post": post.title,
+            "Id": f"#{post.id}",
+            "Status": post.status,
+            "Created": f"{post.created_at:%Y-%m-%d %H:%M} UTC",
+        }
 
     def handle(self, ctx, input):
         ctx.db.delete(post := ctx.find(Post, input.post))

@@ -22,8 +22,7 @@ class DraftPost(Action):
         return {"message": "A few details for your post."}
 
     def handle(self, ctx, input):
-        post = Post(tenant_id=ctx.tenant.id, author_id=ctx.user.id, title=input.title,
-                    body=input.body, status=input.status)
+        post = Post(tenant_id=ctx.tenant.id, author_id=ctx.user.id, title=input.title, body=input.body, status=input.status)
         ctx.db.add(post)
         ctx.db.flush()
         return f"Post #{post.id} saved."

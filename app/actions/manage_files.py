@@ -161,8 +161,11 @@ def _walk(folder: Entry) -> list[Entry]:
 def _count(folder: Entry) -> dict[str, str]:
     inside = _walk(folder)
     files = [e for e in inside if not e.is_dir and not e.is_link]
-    rows = {"Files inside": str(len(files)), "Folders inside": str(sum(e.is_dir for e in inside)),
-            "Size": f"{sum(e.size for e in files):,} bytes"}
+    rows = {
+        "Files inside": str(len(files)),
+        "Folders inside": str(sum(e.is_dir for e in inside)),
+        "Size": f"{sum(e.size for e in files):,} bytes",
+    }
     links = sum(e.is_link for e in inside)
     return {**rows, "Links inside": f"{links} (only the links are removed)"} if links else rows
 

@@ -28,8 +28,14 @@ class SendEmail(Action):
         return {**rows, "Warning": " ".join(warnings)} if warnings else rows
 
     def handle(self, ctx, input):
-        email = OutboxEmail(tenant_id=ctx.tenant.id, sender_id=ctx.user.id, to=input.to,
-                            subject=input.subject, body=input.body, idempotency_key=ctx.approval_id)
+        email = OutboxEmail(
+            tenant_id=ctx.tenant.id,
+            sender_id=ctx.user.id,
+            to=input.to,
+            subject=input.subject,
+            body=input.body,
+            idempotency_key=ctx.approval_id,
+        )
         ctx.db.add(email)
         ctx.db.flush()  # the unique key stops a second send before anything leaves
         deliver(email, sender=ctx.user.email)

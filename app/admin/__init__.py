@@ -44,8 +44,15 @@ def index() -> Any:
     filters = filters_from(request.args)
     page = review.approvals(tenant_id, filters, request.args.get("after"))
     stats = review.dashboard(tenant_id)
-    return render_template("admin/index.html", page=page, filters=filters, stats=stats, people=review.people(tenant_id),
-                           chart=decisions_svg(stats), actions=sorted(agent.engine().registry.actions))
+    return render_template(
+        "admin/index.html",
+        page=page,
+        filters=filters,
+        stats=stats,
+        people=review.people(tenant_id),
+        chart=decisions_svg(stats),
+        actions=sorted(agent.engine().registry.actions),
+    )
 
 
 @bp.post("/approvals/<approval_id>/revoke")
@@ -70,8 +77,13 @@ def audit_log() -> Any:
     filters = audit_filters_from(request.args)
     page = review.audit_rows(tenant_id, filters, cursor=request.args.get("after"))
     # Links carry the filters only: never the request's own keys (`after` twice, or url_for's `_method`).
-    return render_template("admin/audit.html", page=page, people=review.people(tenant_id), verdict=verdict,
-                           args={k: v for k, v in filters.items() if v})
+    return render_template(
+        "admin/audit.html",
+        page=page,
+        people=review.people(tenant_id),
+        verdict=verdict,
+        args={k: v for k, v in filters.items() if v},
+    )
 
 
 def audit_filters_from(args: Any) -> dict[str, str | None]:
@@ -91,14 +103,26 @@ def audit_csv() -> Response:
     while True:
         page = review.audit_rows(tenant_id, audit_filters_from(request.args), cursor=cursor, limit=1000)
         for row in page.rows:
-            writer.writerow([_csv_safe(cell) for cell in (
-                row.seq, row.created_at.isoformat(), people.get(row.user_id, ""), row.event, row.outcome,
-                row.approval_id or "", row.detail, row.channel, row.hash)])
+            writer.writerow(
+                [
+                    _csv_safe(cell)
+                    for cell in (
+                        row.seq,
+                        row.created_at.isoformat(),
+                        people.get(row.user_id, ""),
+                        row.event,
+                        row.outcome,
+                        row.approval_id or "",
+                        row.detail,
+                        row.channel,
+                        row.hash,
+                    )
+                ]
+            )
         if not page.next_cursor:
             break
         cursor = page.next_cursor
-    return Response(out.getvalue(), mimetype="text/csv",
-                    headers={"Content-Disposition": "attachment; filename=audit.csv"})
+    return Response(out.getvalue(), mimetype="text/csv", headers={"Content-Disposition": "attachment; filename=audit.csv"})
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20")  # and their full-width forms

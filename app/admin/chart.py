@@ -6,9 +6,17 @@ from markupsafe import Markup, escape
 
 from app.copilot.review import Dashboard
 
-COLOURS = {"done": "#1f7a4d", "declined": "#5d6675", "expired": "#9a6700", "changed": "#7a4cc2",
-           "refused": "#b42318", "revoked": "#c2410c", "failed": "#991b1b", "interrupted": "#334155",
-           "cancelled": "#64748b"}
+COLOURS = {
+    "done": "#1f7a4d",
+    "declined": "#5d6675",
+    "expired": "#9a6700",
+    "changed": "#7a4cc2",
+    "refused": "#b42318",
+    "revoked": "#c2410c",
+    "failed": "#991b1b",
+    "interrupted": "#334155",
+    "cancelled": "#64748b",
+}
 
 
 def decisions_svg(stats: Dashboard, width: int = 720, height: int = 180) -> Markup:
@@ -17,10 +25,12 @@ def decisions_svg(stats: Dashboard, width: int = 720, height: int = 180) -> Mark
     top = max([sum(stats.per_day.get(d, {}).values()) for d in days] + [1])
     gap, left, bottom = 2, 28, 20
     bar = (width - left) / len(days) - gap
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
-             f'aria-label="Decisions per day over the last {len(days)} days" class="chart">',
-             f'<text x="0" y="12" class="chart__axis">{top}</text>',
-             f'<line x1="{left}" y1="{height - bottom}" x2="{width}" y2="{height - bottom}" class="chart__base"/>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="Decisions per day over the last {len(days)} days" class="chart">',
+        f'<text x="0" y="12" class="chart__axis">{top}</text>',
+        f'<line x1="{left}" y1="{height - bottom}" x2="{width}" y2="{height - bottom}" class="chart__base"/>',
+    ]
     for i, day in enumerate(days):
         counts = stats.per_day.get(day, {})
         x = left + i * (bar + gap)
@@ -30,8 +40,9 @@ def decisions_svg(stats: Dashboard, width: int = 720, height: int = 180) -> Mark
         for outcome, n in sorted(counts.items()):
             h = (height - bottom - 16) * n / top
             y -= h
-            parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{h:.1f}" '
-                         f'fill="{COLOURS.get(outcome, "#94a3b8")}"/>')
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{h:.1f}" fill="{COLOURS.get(outcome, "#94a3b8")}"/>'
+            )
         parts.append("</g>")
         if i % 7 == 0:
             parts.append(f'<text x="{x:.1f}" y="{height - 4}" class="chart__axis">{day.strftime("%d %b")}</text>')

@@ -22,8 +22,11 @@ def tokens() -> Any:
     """The tenant's tokens, newest first (never the tokens themselves: only their hashes are kept)."""
     actor = current_actor("admin")
     rows = db.session.execute(
-        sa.select(ApiToken, User.email).join(User, ApiToken.user_id == User.id)
-        .where(User.tenant_id == actor.user.tenant_id).order_by(ApiToken.id.desc()).limit(PAGE)
+        sa.select(ApiToken, User.email)
+        .join(User, ApiToken.user_id == User.id)
+        .where(User.tenant_id == actor.user.tenant_id)
+        .order_by(ApiToken.id.desc())
+        .limit(PAGE)
     ).all()
     return render_template("admin/tokens.html", rows=rows)
 

@@ -68,8 +68,9 @@ def message_json(message: Message) -> dict[str, Any]:
 
 def pending_in(conversation_id: int, actor: Actor) -> list[dict[str, Any]]:
     rows = db.session.scalars(
-        sa.select(Approval).where(Approval.conversation_id == conversation_id,
-                                  Approval.status == "pending").order_by(Approval.created_at)
+        sa.select(Approval)
+        .where(Approval.conversation_id == conversation_id, Approval.status == "pending")
+        .order_by(Approval.created_at)
     )
     return [prompt(a, actor) for a in rows]
 
@@ -101,12 +102,13 @@ def get_conversation(conversation_id: int) -> Any:
     conversation = own_conversation(conversation_id, actor)
     agent.expire_due(conversation.id)
     runs.sweep_dead(current_app.config["TURN_DEAD_AFTER"], conversation.id)
-    messages = db.session.scalars(
-        sa.select(Message).where(Message.conversation_id == conversation.id).order_by(Message.id)
+    messages = db.session.scalars(sa.select(Message).where(Message.conversation_id == conversation.id).order_by(Message.id))
+    return jsonify(
+        id=conversation.id,
+        title=conversation.title,
+        messages=[message_json(m) for m in messages],
+        pending=pending_in(conversation.id, actor),
     )
-    return jsonify(id=conversation.id, title=conversation.title,
-                   messages=[message_json(m) for m in messages],
-                   pending=pending_in(conversation.id, actor))
 
 
 def preference() -> tuple[bool, float]:
@@ -126,8 +128,16 @@ def events_url(conversation_id: int, after: str) -> str:
     return url_for("api.conversation_events", conversation_id=conversation_id, after=after)
 
 
-def turn_reply(conversation_id: int, run_id: int | None, shown: list[Message], after_message: int, cursor: str,
-               actor: Actor, async_status: int = 202, **extra: Any) -> Any:
+def turn_reply(
+    conversation_id: int,
+    run_id: int | None,
+    shown: list[Message],
+    after_message: int,
+    cursor: str,
+    actor: Actor,
+    async_status: int = 202,
+    **extra: Any,
+) -> Any:
     """After a POST that queued a pass: at once when asked (`respond-async`: 202, or 200 for an
     answer, whose card is decided already), else wait for it (bounded) and answer 200 with what
     is new, or 202 if it is still going."""
@@ -138,8 +148,12 @@ def turn_reply(conversation_id: int, run_id: int | None, shown: list[Message], a
             response.headers["Preference-Applied"] = "respond-async"
         return response, async_status if asked_async else 202
     if run_id is not None:  # what the pass wrote (not another turn's lines written meanwhile)
-        shown = [*shown, *db.session.scalars(sa.select(Message).where(
-            Message.run_id == run_id, Message.id > after_message).order_by(Message.id))]
+        shown = [
+            *shown,
+            *db.session.scalars(
+                sa.select(Message).where(Message.run_id == run_id, Message.id > after_message).order_by(Message.id)
+            ),
+        ]
     return jsonify(messages=[message_json(m) for m in shown], pending=pending_in(conversation_id, actor), **extra)
 
 
@@ -218,9 +232,17 @@ def answer(approval_id: str, decision: str) -> Any:
     # Read only after the answer (a bad token is refused before anything is looked up); the
     # continuation's end is after this cursor if runs.wait still finds it going.
     cursor = events.last_id(approval.conversation_id)
-    return turn_reply(approval.conversation_id, approval.run_id, [], runs.card_message_id(approval), cursor, actor, 200,
-                      status=approval.status,
-                      result=approval.result if approval.type == "confirm" else None)
+    return turn_reply(
+        approval.conversation_id,
+        approval.run_id,
+        [],
+        runs.card_message_id(approval),
+        cursor,
+        actor,
+        200,
+        status=approval.status,
+        result=approval.result if approval.type == "confirm" else None,
+    )
 
 
 @bp.get("/approvals")
@@ -228,7 +250,9 @@ def list_approvals() -> Any:
     actor = current_actor("api")
     status = request.args.get("status", "pending")
     rows = db.session.scalars(
-        sa.select(Approval).where(Approval.user_id == actor.user.id, Approval.status == status)
-        .order_by(Approval.created_at.desc()).limit(200)
+        sa.select(Approval)
+        .where(Approval.user_id == actor.user.id, Approval.status == status)
+        .order_by(Approval.created_at.desc())
+        .limit(200)
     )
     return jsonify(approvals=[prompt(a, actor) for a in rows])

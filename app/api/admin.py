@@ -26,17 +26,33 @@ def admins_only() -> None:
 
 def approval_json(a: Approval) -> dict[str, Any]:
     """What an admin may see of an approval: the card, never the arguments or a token."""
-    return {"id": a.id, "person": a.user.email, "action": a.action, "type": a.type, "reason": a.reason,
-            "rows": a.rows, "status": a.status, "created_at": a.created_at.isoformat(),
-            "expires_at": a.expires_at.isoformat(),
-            "decided_at": a.decided_at.isoformat() if a.decided_at else None,
-            "conversation": a.conversation_id}
+    return {
+        "id": a.id,
+        "person": a.user.email,
+        "action": a.action,
+        "type": a.type,
+        "reason": a.reason,
+        "rows": a.rows,
+        "status": a.status,
+        "created_at": a.created_at.isoformat(),
+        "expires_at": a.expires_at.isoformat(),
+        "decided_at": a.decided_at.isoformat() if a.decided_at else None,
+        "conversation": a.conversation_id,
+    }
 
 
 def audit_json(e: AuditEvent) -> dict[str, Any]:
-    return {"seq": e.seq, "at": e.created_at.isoformat(), "user_id": e.user_id, "event": e.event,
-            "outcome": e.outcome, "approval": e.approval_id, "detail": e.detail, "channel": e.channel,
-            "hash": e.hash}
+    return {
+        "seq": e.seq,
+        "at": e.created_at.isoformat(),
+        "user_id": e.user_id,
+        "event": e.event,
+        "outcome": e.outcome,
+        "approval": e.approval_id,
+        "detail": e.detail,
+        "channel": e.channel,
+        "hash": e.hash,
+    }
 
 
 @bp.get("/approvals")
@@ -58,6 +74,8 @@ def audit_log() -> Any:
     actor = current_actor("api")
     verdict = audit.verify_since_mark(actor.user.tenant_id)  # first: it commits its mark, which expires loaded rows
     page = review.audit_rows(actor.user.tenant_id, audit_filters_from(request.args), cursor=request.args.get("after"))
-    return jsonify(events=[audit_json(e) for e in page.rows], next=page.next_cursor,
-                   chain={"ok": verdict.ok, "rows": verdict.rows, "broken_id": verdict.broken_id,
-                          "reason": verdict.reason})
+    return jsonify(
+        events=[audit_json(e) for e in page.rows],
+        next=page.next_cursor,
+        chain={"ok": verdict.ok, "rows": verdict.rows, "broken_id": verdict.broken_id, "reason": verdict.reason},
+    )

@@ -45,9 +45,9 @@ def _live_session_user(user_id: Any, sid: Any) -> User | None:
         return None
     since = utcnow() - timedelta(seconds=int(current_app.config["SESSION_MAX_AGE"]))
     return db.session.scalar(
-        sa.select(User).join(UserSession, UserSession.user_id == User.id)
-        .where(UserSession.id == sid, UserSession.ended_at.is_(None), UserSession.created_at > since,
-               User.id == int(user_id))
+        sa.select(User)
+        .join(UserSession, UserSession.user_id == User.id)
+        .where(UserSession.id == sid, UserSession.ended_at.is_(None), UserSession.created_at > since, User.id == int(user_id))
     )
 
 
@@ -78,9 +78,12 @@ class LoginForm(FlaskForm):
 
 
 @bp.route("/login", methods=["GET", "POST"])
-@limiter.limit(lambda: current_app.config["RATELIMIT_SIGNIN_FAILURES_PER_ADDRESS"], methods=["POST"],
-               deduct_when=lambda response: response.status_code != 302,  # failures only
-               error_message="Too many failed sign-ins from your address.")
+@limiter.limit(
+    lambda: current_app.config["RATELIMIT_SIGNIN_FAILURES_PER_ADDRESS"],
+    methods=["POST"],
+    deduct_when=lambda response: response.status_code != 302,  # failures only
+    error_message="Too many failed sign-ins from your address.",
+)
 def login_page() -> Any:
     """Show the sign-in form; sign in, start a fresh session, renew the browser's device cookie and
     go to `next` (a path on this site only) on success. Failures block the address and slow the
@@ -97,8 +100,7 @@ def login_page() -> Any:
         if signin.password_matches(user, form.password.data) and user is not None:
             signin.succeeded(email, device)
             start_session(user)
-            return signin.remember_device(redirect(safe_target(request.args.get("next")) or url_for("web.index")),
-                                          email)
+            return signin.remember_device(redirect(safe_target(request.args.get("next")) or url_for("web.index")), email)
         signin.failed(email, device)
         flash("That email and password do not match.", "error")
     return render_template("auth/login.html", form=form)
@@ -128,8 +130,15 @@ def create_token(user: User, name: str = "", toolsets: str = "", scope: str = "a
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}, not {scope!r}")
     token = "cs_" + secrets.token_urlsafe(32)
-    db.session.add(ApiToken(user_id=user.id, name=name, token_hash=hash_token(token),
-                            toolsets=",".join(t.strip() for t in toolsets.split(",") if t.strip()), scope=scope))
+    db.session.add(
+        ApiToken(
+            user_id=user.id,
+            name=name,
+            token_hash=hash_token(token),
+            toolsets=",".join(t.strip() for t in toolsets.split(",") if t.strip()),
+            scope=scope,
+        )
+    )
     db.session.commit()
     return token
 
@@ -140,8 +149,14 @@ def revoke_token(token: ApiToken, by: User | None, channel: str) -> bool:
     if not won(sa.update(ApiToken).where(ApiToken.id == token.id, ApiToken.revoked.is_(False)).values(revoked=True)):
         db.session.rollback()
         return False
-    audit.record("token.revoked", "revoked", tenant_id=token.user.tenant_id, user_id=by.id if by else None,
-                 detail=f"token {token.id} ({token.scope}, {token.name!r}) of {token.user.email}", channel=channel)
+    audit.record(
+        "token.revoked",
+        "revoked",
+        tenant_id=token.user.tenant_id,
+        user_id=by.id if by else None,
+        detail=f"token {token.id} ({token.scope}, {token.name!r}) of {token.user.email}",
+        channel=channel,
+    )
     db.session.commit()
     db.session.refresh(token)
     return True
@@ -155,8 +170,9 @@ def token_toolsets(token: ApiToken) -> tuple[str, ...] | None:
 
 def token_actor(token: ApiToken, channel: str) -> Actor:
     """Who acts with this token: bound to "pat:<id>", its scope and its toolsets on every route."""
-    return Actor(user=token.user, binding=f"pat:{token.id}", channel=channel, agent=token.is_agent,
-                 toolsets=token_toolsets(token))
+    return Actor(
+        user=token.user, binding=f"pat:{token.id}", channel=channel, agent=token.is_agent, toolsets=token_toolsets(token)
+    )
 
 
 def bearer_token() -> ApiToken | None:
@@ -172,13 +188,17 @@ def bearer_token() -> ApiToken | None:
 
 def find_token(token: str) -> ApiToken | None:
     """The live token row for a presented token (compared by its hash)."""
-    return db.session.scalar(
-        sa.select(ApiToken).where(ApiToken.token_hash == hash_token(token), ApiToken.revoked.is_(False))
-    )
+    return db.session.scalar(sa.select(ApiToken).where(ApiToken.token_hash == hash_token(token), ApiToken.revoked.is_(False)))
 
 
-CHANNEL_NAMES = {"web": "in the browser", "telegram": "on Telegram", "slack": "on Slack", "email": "by email",
-                 "mcp": "over MCP", "api": "through the API"}
+CHANNEL_NAMES = {
+    "web": "in the browser",
+    "telegram": "on Telegram",
+    "slack": "on Slack",
+    "email": "by email",
+    "mcp": "over MCP",
+    "api": "through the API",
+}
 
 
 @bp.app_template_filter("asked_by")

@@ -136,6 +136,13 @@ def device_try(email: str) -> str | None:
 def remember_device(response: Response, email: str) -> Response:
     """Give the browser a new device cookie for this account (sent only to the sign-in page)."""
     value = _device_serializer().dumps({"a": _account(email), "d": secrets.token_urlsafe(16)})
-    response.set_cookie(DEVICE_COOKIE, value, max_age=DEVICE_KEPT, path=url_for("auth.login_page"),
-                        secure=bool(current_app.config["SESSION_COOKIE_SECURE"]), httponly=True, samesite="Lax")
+    response.set_cookie(
+        DEVICE_COOKIE,
+        value,
+        max_age=DEVICE_KEPT,
+        path=url_for("auth.login_page"),
+        secure=bool(current_app.config["SESSION_COOKIE_SECURE"]),
+        httponly=True,
+        samesite="Lax",
+    )
     return response

@@ -104,8 +104,7 @@ def seen_key(inbound: Inbound) -> str:
 
 def within_window(stamp: str, now: float | None = None) -> bool:
     """A signed webhook's timestamp: ASCII digits (int() takes "²" and "٣" too), within WINDOW."""
-    return (stamp.isascii() and stamp.isdigit() and len(stamp) <= 12
-            and abs((now or time.time()) - int(stamp)) <= WINDOW)
+    return stamp.isascii() and stamp.isdigit() and len(stamp) <= 12 and abs((now or time.time()) - int(stamp)) <= WINDOW
 
 
 def claim(inbound: Inbound) -> bool:
@@ -184,9 +183,14 @@ def _refuse_sender(inbound: Inbound) -> str:
         pass  # not deduplicated, only recorded: nothing else happens either way
     identity = _identity(inbound)
     log.warning("%s message refused, sender %r not proven: %r", inbound.connector, inbound.sender, inbound.unproven)
-    audit.record_now("connector.refused", "unauthenticated_sender",
-                     tenant_id=identity.user.tenant_id if identity else None, user_id=None,
-                     detail=f"from {inbound.sender}: {inbound.unproven}", channel=inbound.connector)
+    audit.record_now(
+        "connector.refused",
+        "unauthenticated_sender",
+        tenant_id=identity.user.tenant_id if identity else None,
+        user_id=None,
+        detail=f"from {inbound.sender}: {inbound.unproven}",
+        channel=inbound.connector,
+    )
     try:
         _done(inbound)  # a redelivery is not recorded again
     except RedisError:
@@ -213,29 +217,44 @@ def _receive(connector: Connector, inbound: Inbound) -> str:
 
 
 def _identity(inbound: Inbound) -> ConnectorIdentity | None:
-    return db.session.scalar(sa.select(ConnectorIdentity).where(
-        ConnectorIdentity.connector == inbound.connector, ConnectorIdentity.external_id == inbound.sender))
+    return db.session.scalar(
+        sa.select(ConnectorIdentity).where(
+            ConnectorIdentity.connector == inbound.connector, ConnectorIdentity.external_id == inbound.sender
+        )
+    )
 
 
 def _thread(inbound: Inbound, identity: ConnectorIdentity) -> ConnectorThread:
-    thread = db.session.scalar(sa.select(ConnectorThread).where(
-        ConnectorThread.connector == inbound.connector, ConnectorThread.thread_key == inbound.thread_key,
-        ConnectorThread.user_id == identity.user_id))
+    thread = db.session.scalar(
+        sa.select(ConnectorThread).where(
+            ConnectorThread.connector == inbound.connector,
+            ConnectorThread.thread_key == inbound.thread_key,
+            ConnectorThread.user_id == identity.user_id,
+        )
+    )
     if thread is None:
         user = identity.user
-        conversation = Conversation(tenant_id=user.tenant_id, user_id=user.id,
-                                    title=f"{inbound.connector}: {inbound.text.strip()[:40] or 'thread'}")
+        conversation = Conversation(
+            tenant_id=user.tenant_id, user_id=user.id, title=f"{inbound.connector}: {inbound.text.strip()[:40] or 'thread'}"
+        )
         db.session.add(conversation)
         db.session.flush()
-        thread = ConnectorThread(connector=inbound.connector, thread_key=inbound.thread_key, user_id=user.id,
-                                 conversation_id=conversation.id, address=inbound.address, subject=inbound.subject)
+        thread = ConnectorThread(
+            connector=inbound.connector,
+            thread_key=inbound.thread_key,
+            user_id=user.id,
+            conversation_id=conversation.id,
+            address=inbound.address,
+            subject=inbound.subject,
+        )
         db.session.add(thread)
         db.session.commit()
     return thread
 
 
-def _reply(connector: Connector, inbound: Inbound, thread: ConnectorThread, approval: Approval,
-           identity: ConnectorIdentity) -> str | None:
+def _reply(
+    connector: Connector, inbound: Inbound, thread: ConnectorThread, approval: Approval, identity: ConnectorIdentity
+) -> str | None:
     """The person's proven reply to their waiting card: a file alone keeps the wait open; "yes"
     confirms through approvals, anything else declines."""
     if approval.user_id != identity.user_id:
@@ -281,14 +300,15 @@ def _rewait(key: str, approval_id: str) -> None:
 def _outcome(status: str, approval_id: str) -> str:
     if status == "done":
         approval = db.session.get(Approval, approval_id)
-        return (approval.result if approval and approval.result else "Done.")
+        return approval.result if approval and approval.result else "Done."
     if status == "failed":
         return "It failed — nothing else was done."
     return OUTCOMES.get(status, f"{status.capitalize()} — nothing was done.")
 
 
-def _converse(connector: Connector, inbound: Inbound, thread: ConnectorThread, identity: ConnectorIdentity,
-              supersede: bool = True) -> str:
+def _converse(
+    connector: Connector, inbound: Inbound, thread: ConnectorThread, identity: ConnectorIdentity, supersede: bool = True
+) -> str:
     if not inbound.text.strip():
         return "nothing to say"
     conversation = db.session.get(Conversation, thread.conversation_id)
@@ -347,8 +367,7 @@ def card_text(approval: Approval) -> str:
     could pass for rows of their own ("To: boss@…"): the sentence is kept on one line, and every
     further line of a value is marked as belonging to the row above."""
     reason = " ⏎ ".join(line for line in approval.reason.splitlines() if line.strip())
-    rows = "".join(f"\n{row['label']}: " + "\n    │ ".join(row["value"].splitlines() or [""])
-                   for row in approval.rows)
+    rows = "".join(f"\n{row['label']}: " + "\n    │ ".join(row["value"].splitlines() or [""]) for row in approval.rows)
     return f"⚠️ {reason} Reply 'Yes' to confirm.{rows}"
 
 
@@ -382,13 +401,24 @@ def _latest_link(inbound: Inbound) -> str:
     identity = _identity(inbound)
     if identity is None:
         return approvals.card_url("")
-    approval = db.session.scalar(sa.select(Approval).where(
-        Approval.user_id == identity.user_id, Approval.status == "pending").order_by(Approval.created_at.desc()))
+    approval = db.session.scalar(
+        sa.select(Approval)
+        .where(Approval.user_id == identity.user_id, Approval.status == "pending")
+        .order_by(Approval.created_at.desc())
+    )
     return approvals.card_url(approval.id) if approval else current_app.config["PUBLIC_URL"]
 
 
 def _send_raw(connector: Connector, inbound: Inbound, text: str) -> None:
     """Answer on a thread that may not have a conversation yet."""
-    connector.send(ConnectorThread(connector=inbound.connector, thread_key=inbound.thread_key,
-                                   address=inbound.address, subject=inbound.subject, user_id=0,
-                                   conversation_id=0), text)
+    connector.send(
+        ConnectorThread(
+            connector=inbound.connector,
+            thread_key=inbound.thread_key,
+            address=inbound.address,
+            subject=inbound.subject,
+            user_id=0,
+            conversation_id=0,
+        ),
+        text,
+    )

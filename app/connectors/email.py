@@ -205,7 +205,7 @@ def _resinfo(part: str) -> Verdict | None:
     if head is None or head.group(1).lower() not in IDENTITY:
         return None
     method = head.group(1).lower()
-    properties = {name.lower(): value for name, value in PROPERTY.findall(part[head.end():])}
+    properties = {name.lower(): value for name, value in PROPERTY.findall(part[head.end() :])}
     named = [properties[key] for key in IDENTITY[method] if key in properties]
     return Verdict(method, head.group(2).lower(), _named_domain(named[0]) if named else "")
 
@@ -239,7 +239,15 @@ def parse(mail: dict[str, Any]) -> Inbound | None:
     text = str(mail.get("text") or "")
     subject = " ".join(str(mail.get("subject") or "").split())[:300]  # no CR/LF reaches a header
     digest = hashlib.sha256("\n".join([address, root, subject, text]).encode("utf-8", "surrogatepass")).hexdigest()
-    return Inbound(connector="email", thread_key=root, sender=address, text=text,
-                   event_id=message_id or f"sha256:{digest}", has_files=bool(mail.get("attachments")),
-                   address=address, subject=subject,
-                   refs=" ".join([in_reply_to, *references]), unproven=sender_problem(mail, address))
+    return Inbound(
+        connector="email",
+        thread_key=root,
+        sender=address,
+        text=text,
+        event_id=message_id or f"sha256:{digest}",
+        has_files=bool(mail.get("attachments")),
+        address=address,
+        subject=subject,
+        refs=" ".join([in_reply_to, *references]),
+        unproven=sender_problem(mail, address),
+    )

@@ -7,10 +7,11 @@ import urllib.request
 from typing import Any
 
 
-def post_json(url: str, payload: dict[str, Any], headers: dict[str, str] | None = None,
-              timeout: float = 10.0) -> dict[str, Any]:
+def post_json(url: str, payload: dict[str, Any], headers: dict[str, str] | None = None, timeout: float = 10.0) -> dict[str, Any]:
     request = urllib.request.Request(
-        url, data=json.dumps(payload).encode(), method="POST",
+        url,
+        data=json.dumps(payload).encode(),
+        method="POST",
         headers={"Content-Type": "application/json; charset=utf-8", **(headers or {})},
     )
     with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (configured URLs only)

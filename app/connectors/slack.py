@@ -21,10 +21,11 @@ class Slack(Connector):
         model's words are shown as written, never as a mention (<!channel>, <@U1>) or a link."""
         channel, _, thread_ts = thread.thread_key.partition(":")
         base, token = current_app.config["SLACK_API_BASE"], current_app.config["SLACK_BOT_TOKEN"]
-        post_json(f"{base.rstrip('/')}/chat.postMessage",
-                  {"channel": channel, "thread_ts": thread_ts, "text": escape(text),
-                   "unfurl_links": False, "unfurl_media": False},
-                  headers={"Authorization": f"Bearer {token}"})
+        post_json(
+            f"{base.rstrip('/')}/chat.postMessage",
+            {"channel": channel, "thread_ts": thread_ts, "text": escape(text), "unfurl_links": False, "unfurl_media": False},
+            headers={"Authorization": f"Bearer {token}"},
+        )
 
 
 def escape(text: str) -> str:
@@ -50,12 +51,19 @@ def parse(payload: dict[str, Any]) -> Inbound | None:
     The delivery is the message itself (channel and ts): a retry, or the same message under
     another event id, acts once."""
     event = payload.get("event")
-    if not isinstance(event, dict) or (event.get("type") != "message" or event.get("bot_id")
-                                       or event.get("subtype") not in (None, "file_share")):
+    if not isinstance(event, dict) or (
+        event.get("type") != "message" or event.get("bot_id") or event.get("subtype") not in (None, "file_share")
+    ):
         return None
     user, channel, ts = event.get("user"), event.get("channel"), event.get("ts")
     if not all(isinstance(v, str) and v for v in (user, channel, ts)):
         return None  # no person to verify, or not shaped like Slack's
     thread = f"{channel}:{event.get('thread_ts') or ts}"
-    return Inbound(connector="slack", thread_key=thread, sender=str(user), text=str(event.get("text") or ""),
-                   event_id=f"{channel}:{ts}", has_files=bool(event.get("files")))
+    return Inbound(
+        connector="slack",
+        thread_key=thread,
+        sender=str(user),
+        text=str(event.get("text") or ""),
+        event_id=f"{channel}:{ts}",
+        has_files=bool(event.get("files")),
+    )

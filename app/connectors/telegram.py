@@ -37,8 +37,9 @@ def parse(update: dict[str, Any]) -> Inbound | None:
     old message is not a reply to a card), not a bot's, not one sent as a chat or channel
     (sender_chat: an anonymous admin, a linked channel), whose `from` names nobody."""
     message = update.get("message")
-    if not isinstance(message, dict) or not all(isinstance(message.get(k), dict) and "id" in message[k]
-                                                for k in ("chat", "from")):
+    if not isinstance(message, dict) or not all(
+        isinstance(message.get(k), dict) and "id" in message[k] for k in ("chat", "from")
+    ):
         return None  # not a person's message in a chat (or not shaped like Telegram's)
     if message["from"].get("is_bot") or message.get("sender_chat") is not None:
         return None
@@ -46,7 +47,11 @@ def parse(update: dict[str, Any]) -> Inbound | None:
     if isinstance(message.get("message_thread_id"), int) and message["message_thread_id"]:
         thread += f":{message['message_thread_id']}"
     files = any(k in message for k in ("document", "photo", "sticker", "voice", "video", "audio", "animation"))
-    return Inbound(connector="telegram", thread_key=thread, sender=str(message["from"]["id"]),
-                   text=str(message.get("text") or message.get("caption") or ""),
-                   event_id=f"{message['chat']['id']}:{message.get('message_id', update.get('update_id'))}",
-                   has_files=files)
+    return Inbound(
+        connector="telegram",
+        thread_key=thread,
+        sender=str(message["from"]["id"]),
+        text=str(message.get("text") or message.get("caption") or ""),
+        event_id=f"{message['chat']['id']}:{message.get('message_id', update.get('update_id'))}",
+        has_files=files,
+    )

@@ -149,14 +149,14 @@ def fill(action: Action, template: str, ctx: ActionContext, input: Any) -> str:
     from app.copilot.schema import choices
 
     model: type[BaseModel] = type(input)
-    values = {name: _plain(getattr(input, name, None)) for name in placeholders(template)
-              if choices(model, name) is not None}
+    values = {name: _plain(getattr(input, name, None)) for name in placeholders(template) if choices(model, name) is not None}
     values.update({name: _plain(value) for name, value in action.approval_values(ctx, input).items()})
     missing = [name for name in placeholders(template) if name not in values]
     if missing:
         raise ActionDeclarationError(
             f"{action.source}: {type(action).__name__}: approval_values() gave no value for "
-            f"{', '.join('{' + m + '}' for m in missing)}. Fix: return it, resolved from your own records")
+            f"{', '.join('{' + m + '}' for m in missing)}. Fix: return it, resolved from your own records"
+        )
     return template.format(**values)
 
 
@@ -173,8 +173,11 @@ class _Partial:
 def needs_card_with(action: type[Action], values: dict[str, Any]) -> bool:
     """Would a call with these values (some perhaps missing) need a card? needs_card() stays the
     single source; when it cannot tell from incomplete values, the answer is yes."""
-    defaults = {name: field.get_default(call_default_factory=True)
-                for name, field in action.Input.model_fields.items() if not field.is_required()}
+    defaults = {
+        name: field.get_default(call_default_factory=True)
+        for name, field in action.Input.model_fields.items()
+        if not field.is_required()
+    }
     try:
         return bool(action.needs_card(_Partial({**defaults, **values})))
     except Exception:  # a needs_card() that cannot read partial values: assume it needs a card
@@ -234,12 +237,7 @@ def discover(package: str | ModuleType = "app.actions") -> Registry:
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
         module = importlib.import_module(f"{pkg.__name__}.{info.name}")
         for obj in vars(module).values():
-            if (
-                inspect.isclass(obj)
-                and issubclass(obj, Action)
-                and obj is not Action
-                and obj.__module__ == module.__name__
-            ):
+            if inspect.isclass(obj) and issubclass(obj, Action) and obj is not Action and obj.__module__ == module.__name__:
                 register(registry, obj, module)
     return registry
 
@@ -249,6 +247,7 @@ def register(registry: Registry, action: type[Action], module: ModuleType) -> No
     where = getattr(module, "__file__", module.__name__)
     action.name = action.name if "name" in vars(action) else snake(action.__name__)
     action.source = where
+
     def fail(problem: str, fix: str, attribute: str | None = None) -> None:
         line = _line_of(action, attribute)
         at = f"{where}:{line}" if line else where
@@ -271,26 +270,33 @@ def register(registry: Registry, action: type[Action], module: ModuleType) -> No
         if action.kind.needs_card and action.approval_reason is Action.approval_reason and not action.reason:
             fail(
                 f"{what} needs a card sentence",
-                "set reason = \"…?\" or define approval_reason(self, ctx, input) returning the question",
+                'set reason = "…?" or define approval_reason(self, ctx, input) returning the question',
             )
     if action.ask_for_missing and not action.kind.needs_card:
         from app.copilot.schema import choices, elicitation, secret_fields
 
         secrets = secret_fields(action.Input)
         if secrets:
-            fail(f"ask_for_missing is set, but {', '.join(secrets)} is a secret, which a form never asks for",
-                 "remove ask_for_missing, or take the secret from settings instead of the person", "ask_for_missing")
+            fail(
+                f"ask_for_missing is set, but {', '.join(secrets)} is a secret, which a form never asks for",
+                "remove ask_for_missing, or take the secret from settings instead of the person",
+                "ask_for_missing",
+            )
         elicitation(action.Input, "", where=f"{where}:{_line_of(action, 'Input')}")  # NotAForm names the field
         if action.requires_approval and all(
             needs_card_with(action, {"operation": o}) for o in choices(action.Input, "operation") or ()
         ):
-            fail("ask_for_missing is set, but every operation needs a card, and a form never chooses one",
-                 "remove ask_for_missing", "ask_for_missing")
+            fail(
+                "ask_for_missing is set, but every operation needs a card, and a form never chooses one",
+                "remove ask_for_missing",
+                "ask_for_missing",
+            )
     if action.handle is Action.handle:
         fail("it has no handle()", "define handle(self, ctx, input)")
     if action.name in registry.actions:
-        fail(f"the name {action.name!r} is taken by {registry.actions[action.name].source}",
-             "rename the class or set name = '...'")
+        fail(
+            f"the name {action.name!r} is taken by {registry.actions[action.name].source}", "rename the class or set name = '...'"
+        )
     registry.actions[action.name] = action
 
 
@@ -302,29 +308,45 @@ def _check_operations(action: type[Action], fail: Any) -> None:
 
     fields = set(action.Input.model_fields)
     if "operation" not in fields:
-        fail("requires_approval maps operations, but Input has no `operation` field",
-             "add `operation: Literal[...]` to Input", "requires_approval")
+        fail(
+            "requires_approval maps operations, but Input has no `operation` field",
+            "add `operation: Literal[...]` to Input",
+            "requires_approval",
+        )
     options = choices(action.Input, "operation")
     if options is None:
-        fail("requires_approval maps operations, but `operation` is not a closed choice, so another "
-             "spelling of an operation would skip its card", "declare `operation: Literal[...]`", "requires_approval")
+        fail(
+            "requires_approval maps operations, but `operation` is not a closed choice, so another "
+            "spelling of an operation would skip its card",
+            "declare `operation: Literal[...]`",
+            "requires_approval",
+        )
     strays = [op for op in action.requires_approval if op not in (options or ())]
     if strays:
-        fail(f"requires_approval names {', '.join(map(repr, strays))}, which `operation` does not allow "
-             f"(it allows {', '.join(map(repr, options or ()))}), so that card would never be asked for",
-             "use the operation names of Input's Literal", "requires_approval")
+        fail(
+            f"requires_approval names {', '.join(map(repr, strays))}, which `operation` does not allow "
+            f"(it allows {', '.join(map(repr, options or ()))}), so that card would never be asked for",
+            "use the operation names of Input's Literal",
+            "requires_approval",
+        )
     for operation, template in action.requires_approval.items():
         unknown = [p for p in placeholders(template) if p not in fields]
         if unknown:
-            fail(f"the {operation!r} template names {', '.join('{' + u + '}' for u in unknown)}, "
-                 f"which Input does not have (fields: {', '.join(sorted(fields))})",
-                 "use only Input's field names as placeholders", "requires_approval")
+            fail(
+                f"the {operation!r} template names {', '.join('{' + u + '}' for u in unknown)}, "
+                f"which Input does not have (fields: {', '.join(sorted(fields))})",
+                "use only Input's field names as placeholders",
+                "requires_approval",
+            )
         free = [p for p in placeholders(template) if choices(action.Input, p) is None]
         if free and action.approval_values is Action.approval_values:
-            fail(f"the {operation!r} template would print the model's own text for "
-                 f"{', '.join('{' + f + '}' for f in free)} on the card",
-                 f"define approval_values(self, ctx, input) returning {{{free[0]!r}: <the resolved value, "
-                 "from your own records>}", "requires_approval")
+            fail(
+                f"the {operation!r} template would print the model's own text for "
+                f"{', '.join('{' + f + '}' for f in free)} on the card",
+                f"define approval_values(self, ctx, input) returning {{{free[0]!r}: <the resolved value, "
+                "from your own records>}",
+                "requires_approval",
+            )
 
 
 def _line_of(cls: type, attribute: str | None = None) -> int | None:

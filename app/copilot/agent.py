@@ -59,8 +59,16 @@ class Turn:
 class Engine:
     """The registry, the model and the agent built from them, per app."""
 
-    def __init__(self, registry: Registry, model_spec: str, base_url: str | None, toolsets: list[str],
-                 max_steps: int, api_key: str | None = None, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        model_spec: str,
+        base_url: str | None,
+        toolsets: list[str],
+        max_steps: int,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+    ) -> None:
         self.registry = registry
         self.model_spec = model_spec
         self.base_url = base_url
@@ -129,8 +137,11 @@ def _tool(action: type[Action]) -> Tool[Turn]:
         return said
 
     tool: Tool[Turn] = Tool.from_schema(
-        call, name=action.name, description=action.description(),
-        json_schema=tool_schema(action.Input), takes_ctx=True,
+        call,
+        name=action.name,
+        description=action.description(),
+        json_schema=tool_schema(action.Input),
+        takes_ctx=True,
     )
     tool.metadata = {"examples": list(action.examples), "kind": action.kind.value}
     tool.prepare = _offer_if_reached
@@ -147,8 +158,14 @@ def call_action(turn: Turn, action: type[Action], arguments: dict[str, Any], too
     credential's toolsets is refused first (the model was not offered it either)."""
     ctx = turn.ctx
     if not turn.reaches(action.name):
-        audit.record("action.refused", "outside_toolsets", tenant_id=ctx.tenant.id, user_id=ctx.user.id,
-                     detail=action.name, channel=ctx.channel)
+        audit.record(
+            "action.refused",
+            "outside_toolsets",
+            tenant_id=ctx.tenant.id,
+            user_id=ctx.user.id,
+            detail=action.name,
+            channel=ctx.channel,
+        )
         return f"Refused: {action.name} is not in this credential's toolsets. Nothing was shown or done."
     missing = missing_fields(action.Input, arguments)
     if missing:
@@ -162,8 +179,9 @@ def call_action(turn: Turn, action: type[Action], arguments: dict[str, Any], too
     except (CountersignError, PermissionError):
         allowed = False
     if not allowed:
-        audit.record("action.refused", "refused", tenant_id=ctx.tenant.id, user_id=ctx.user.id,
-                     detail=action.name, channel=ctx.channel)
+        audit.record(
+            "action.refused", "refused", tenant_id=ctx.tenant.id, user_id=ctx.user.id, detail=action.name, channel=ctx.channel
+        )
         return "Refused: the person may not do this. Nothing was shown or done."
     if not action.needs_card(input):
         try:
@@ -177,8 +195,7 @@ def call_action(turn: Turn, action: type[Action], arguments: dict[str, Any], too
             return f"Failed: {approvals.short(exc)}"
         return "Done." if result is None else str(result)
     try:
-        approval = approvals.create(ctx, turn.run, action, input, tool_call_id=tool_call_id,
-                                    step=turn.step)
+        approval = approvals.create(ctx, turn.run, action, input, tool_call_id=tool_call_id, step=turn.step)
     except NotFound as exc:
         return f"Refused: {exc.message} Nothing was shown or done."
     except TooManyPending:
@@ -187,24 +204,25 @@ def call_action(turn: Turn, action: type[Action], arguments: dict[str, Any], too
     raise CallDeferred(metadata={"approval_id": approval.id})
 
 
-def _ask_or_refuse(turn: Turn, action: type[Action], arguments: dict[str, Any], missing: list[str],
-                   tool_call_id: str) -> str:
+def _ask_or_refuse(turn: Turn, action: type[Action], arguments: dict[str, Any], missing: list[str], tool_call_id: str) -> str:
     """A READ/WRITE action that may ask gets a form; anything else is refused, naming the fields.
     A form never asks for a secret, and never for a call that needs a card (needs_card() decides)."""
     if action.kind.needs_card or not action.ask_for_missing or needs_card_with(action, arguments):
         return f"Refused: {action.name} needs {', '.join(missing)}. Nothing was done."
     secret = [name for name in missing if name in secret_fields(action.Input)]
     if secret:
-        return (f"Refused: {action.name} needs {', '.join(secret)}, which is a secret; "
-                "a form never asks for one. Nothing was done.")
+        return (
+            f"Refused: {action.name} needs {', '.join(secret)}, which is a secret; a form never asks for one. Nothing was done."
+        )
     try:
-        approval = approvals.create_form(turn.ctx, turn.run, action, arguments,
-                                         tool_call_id=tool_call_id, step=turn.step)
+        approval = approvals.create_form(turn.ctx, turn.run, action, arguments, tool_call_id=tool_call_id, step=turn.step)
     except TooManyPending:
         return "Refused: too many requests already wait for the person's answer. Nothing was shown."
     except FormNeedsCard:
-        return (f"Refused: {action.name} needs {', '.join(missing)}, and every choice left would need a card, "
-                "which a form never gives. Nothing was done.")
+        return (
+            f"Refused: {action.name} needs {', '.join(missing)}, and every choice left would need a card, "
+            "which a form never gives. Nothing was done."
+        )
     turn.created.append(approval)
     raise CallDeferred(metadata={"approval_id": approval.id}, kind="question")
 
@@ -222,8 +240,7 @@ def person(user: User, channel: str) -> approvals.Actor:
     return approvals.Actor(user=user, binding=channel, channel=channel)
 
 
-def send_message(conversation: Conversation, actor: approvals.Actor, text: str,
-                 submit: bool = True) -> tuple[Message, Run]:
+def send_message(conversation: Conversation, actor: approvals.Actor, text: str, submit: bool = True) -> tuple[Message, Run]:
     """The person says something through `actor` (its scope and toolsets bind the run): the
     message is kept and its turn queued; the turn runs in a worker (runs.start)."""
     return runs.start(conversation, actor, text, submit)
@@ -279,14 +296,18 @@ def call_direct(actor: approvals.Actor, action_name: str, arguments: dict[str, A
     if action is None or action.name not in allowed:
         return f"Unknown tool {action_name!r}.", None
     title = f"{channel} client"
-    conversation = db.session.scalar(sa.select(Conversation).where(
-        Conversation.user_id == user.id, Conversation.title == title))
+    conversation = db.session.scalar(sa.select(Conversation).where(Conversation.user_id == user.id, Conversation.title == title))
     if conversation is None:
         conversation = Conversation(tenant_id=user.tenant_id, user_id=user.id, title=title)
         db.session.add(conversation)
         db.session.flush()
-    run = Run(conversation_id=conversation.id, status="external", via=actor.credential, agent=actor.agent,
-              toolsets=runs.joined(actor.toolsets))
+    run = Run(
+        conversation_id=conversation.id,
+        status="external",
+        via=actor.credential,
+        agent=actor.agent,
+        toolsets=runs.joined(actor.toolsets),
+    )
     db.session.add(run)
     db.session.flush()
     turn = Turn(ctx=context_for(user, channel), run=run, registry=engine().registry, step=1, allowed=allowed)

@@ -44,8 +44,7 @@ log = logging.getLogger(__name__)
 
 TOKEN_SALT = "countersign.approval-token"
 WARNING = "Warning"  # the card row that says what on it could pass for something else
-FINAL = {"done", "declined", "cancelled", "changed", "refused", "expired", "revoked", "failed", "interrupted",
-         "superseded"}
+FINAL = {"done", "declined", "cancelled", "changed", "refused", "expired", "revoked", "failed", "interrupted", "superseded"}
 
 # What the model reads for each outcome (done and failed add the action's own words).
 MODEL_LINES = {
@@ -176,22 +175,43 @@ def _check_cap(ctx: ActionContext, run: Run, action: type[Action]) -> None:
         if mine < int(current_app.config["APPROVALS_MAX_PENDING_PER_PERSON"]):
             return
         why = f"the person already has {mine} pending"
-    audit.record("approval.create", "refused_cap", tenant_id=ctx.tenant.id, user_id=ctx.user.id,
-                 detail=f"{action.name}: {why}", channel=ctx.channel)
+    audit.record(
+        "approval.create",
+        "refused_cap",
+        tenant_id=ctx.tenant.id,
+        user_id=ctx.user.id,
+        detail=f"{action.name}: {why}",
+        channel=ctx.channel,
+    )
     raise TooManyPending()
 
 
 def _new(ctx: ActionContext, run: Run, action: type[Action], **fields: Any) -> Approval:
     now = utcnow()
     approval = Approval(
-        tenant_id=ctx.tenant.id, user_id=ctx.user.id, run_id=run.id, conversation_id=run.conversation_id,
-        action=action.name, status="pending", created_at=now, expires_at=now + timedelta(seconds=ttl()),
-        requested_via=run.via or ctx.channel, requested_by_agent=bool(run.agent), **fields,
+        tenant_id=ctx.tenant.id,
+        user_id=ctx.user.id,
+        run_id=run.id,
+        conversation_id=run.conversation_id,
+        action=action.name,
+        status="pending",
+        created_at=now,
+        expires_at=now + timedelta(seconds=ttl()),
+        requested_via=run.via or ctx.channel,
+        requested_by_agent=bool(run.agent),
+        **fields,
     )
     db.session.add(approval)
     db.session.flush()
-    audit.record("approval.created", "pending", tenant_id=ctx.tenant.id, user_id=ctx.user.id,
-                 approval_id=approval.id, detail=f"{action.name} ({approval.type})", channel=ctx.channel)
+    audit.record(
+        "approval.created",
+        "pending",
+        tenant_id=ctx.tenant.id,
+        user_id=ctx.user.id,
+        approval_id=approval.id,
+        detail=f"{action.name} ({approval.type})",
+        channel=ctx.channel,
+    )
     return approval
 
 
@@ -208,8 +228,18 @@ def create(
     NotFound when the card names a record outside the person's tenant."""
     _check_cap(ctx, run, action)
     card = build_card(action, ctx, input)
-    return _new(ctx, run, action, tool_call_id=tool_call_id, step=step, type="confirm",
-                arguments=input.model_dump(mode="json"), reason=card.reason, rows=card.rows, digest=card.digest)
+    return _new(
+        ctx,
+        run,
+        action,
+        tool_call_id=tool_call_id,
+        step=step,
+        type="confirm",
+        arguments=input.model_dump(mode="json"),
+        reason=card.reason,
+        rows=card.rows,
+        digest=card.digest,
+    )
 
 
 def create_form(
@@ -229,16 +259,31 @@ def create_form(
     given = {k: v for k, v in given.items() if k in known}
     if action.kind.needs_card or needs_card_with(action, given):  # the kind too, should needs_card() be overridden
         raise FormNeedsCard()
-    form = _card_free(action, given, elicitation(
-        action.Input,
-        shape.get("message") or f"A few details for {action.name.replace('_', ' ')}.",
-        fields=shape.get("fields"),
-        defaults={**given, **shape.get("defaults", {})},
-        where=action.source,
-    ))
+    form = _card_free(
+        action,
+        given,
+        elicitation(
+            action.Input,
+            shape.get("message") or f"A few details for {action.name.replace('_', ' ')}.",
+            fields=shape.get("fields"),
+            defaults={**given, **shape.get("defaults", {})},
+            where=action.source,
+        ),
+    )
     digest = hashlib.sha256(json.dumps(form, sort_keys=True, default=str).encode()).hexdigest()
-    return _new(ctx, run, action, tool_call_id=tool_call_id, step=step, type="form", arguments=given,
-                reason=form["message"], rows=[], digest=digest, form=form)
+    return _new(
+        ctx,
+        run,
+        action,
+        tool_call_id=tool_call_id,
+        step=step,
+        type="form",
+        arguments=given,
+        reason=form["message"],
+        rows=[],
+        digest=digest,
+        form=form,
+    )
 
 
 def _card_free(action: type[Action], given: dict[str, Any], form: dict[str, Any]) -> dict[str, Any]:
@@ -270,14 +315,16 @@ def model_line(approval: Approval) -> str:
     return MODEL_LINES.get(approval.status, f"Outcome: {approval.status}.")
 
 
-def _refuse(error: CountersignError, why: str, actor: Actor, approval: Approval | None,
-            approval_id: str) -> CountersignError:
+def _refuse(error: CountersignError, why: str, actor: Actor, approval: Approval | None, approval_id: str) -> CountersignError:
     """Record a refused attempt in a transaction of its own and hand back the error."""
     audit.record_now(
-        "approval.attempt", "refused_attempt",
-        tenant_id=actor.user.tenant_id, user_id=actor.user.id,
+        "approval.attempt",
+        "refused_attempt",
+        tenant_id=actor.user.tenant_id,
+        user_id=actor.user.id,
         approval_id=approval.id if approval else approval_id[:32],
-        detail=why, channel=actor.channel,
+        detail=why,
+        channel=actor.channel,
     )
     return error
 
@@ -317,11 +364,7 @@ def verify(approval_id: str, token: str, actor: Actor) -> Approval:
         raise _refuse(NotFound(), "not_found", actor, None, approval_id)
     if expired:
         raise _refuse(Expired(), "token_expired", actor, approval, approval_id)
-    if (
-        payload.get("u") != actor.user.id
-        or approval.user_id != actor.user.id
-        or payload.get("b") != actor.binding
-    ):
+    if payload.get("u") != actor.user.id or approval.user_id != actor.user.id or payload.get("b") != actor.binding:
         raise _refuse(WrongPerson(), "wrong_person_or_session", actor, approval, approval_id)
     if actor.toolsets is not None and not reaches(actor.toolsets, approval.action):
         raise _refuse(OutsideToolsets(), "outside_toolsets", actor, approval, approval_id)
@@ -376,8 +419,7 @@ def submit(approval_id: str, token: str, actor: Actor, values: Mapping[str, Any]
     if not _claim(approval, "running", now, actor):
         db.session.rollback()
         raise _refuse(AlreadyDecided(), "lost_claim", actor, approval, approval_id)
-    ctx = ActionContext(user=actor.user, tenant=actor.user.tenant, db=db.session,
-                        channel=actor.channel, approval_id=approval.id)
+    ctx = ActionContext(user=actor.user, tenant=actor.user.tenant, db=db.session, channel=actor.channel, approval_id=approval.id)
     try:
         allowed = action().authorize(ctx, input)
     except (CountersignError, PermissionError):
@@ -394,8 +436,9 @@ def submit(approval_id: str, token: str, actor: Actor, values: Mapping[str, Any]
     return _finish(approval, "done", actor, result=f"{told} {'' if result is None else result}".strip(), detail=told)
 
 
-def validate_form(schema: dict[str, Any], action: type[Action], given: dict[str, Any],
-                  values: Mapping[str, Any]) -> tuple[BaseModel, list[str]]:
+def validate_form(
+    schema: dict[str, Any], action: type[Action], given: dict[str, Any], values: Mapping[str, Any]
+) -> tuple[BaseModel, list[str]]:
     """The Input to run with, and the names of the fields the person filled; FormInvalid otherwise."""
     errors: dict[str, list[str]] = {}
     formdata: MultiDict[str, str] = MultiDict()
@@ -430,9 +473,7 @@ def validate_form(schema: dict[str, Any], action: type[Action], given: dict[str,
     try:
         return action.Input.model_validate(data), filled
     except ValidationError as exc:
-        raise FormInvalid({
-            str(e["loc"][0]) if e["loc"] else "form": [e["msg"]] for e in exc.errors()
-        }) from None
+        raise FormInvalid({str(e["loc"][0]) if e["loc"] else "form": [e["msg"]] for e in exc.errors()}) from None
 
 
 def _claim(approval: Approval, status: str, now: datetime, actor: Actor) -> bool:
@@ -447,8 +488,15 @@ def _claim(approval: Approval, status: str, now: datetime, actor: Actor) -> bool
     ):
         return False
     if status in FINAL:
-        audit.record("approval.decided", status, tenant_id=approval.tenant_id, user_id=actor.user.id,
-                     approval_id=approval.id, detail=approval.action, channel=actor.channel)
+        audit.record(
+            "approval.decided",
+            status,
+            tenant_id=approval.tenant_id,
+            user_id=actor.user.id,
+            approval_id=approval.id,
+            detail=approval.action,
+            channel=actor.channel,
+        )
     db.session.commit()
     db.session.refresh(approval)
     return True
@@ -458,8 +506,11 @@ def _run_claimed(approval: Approval, actor: Actor, registry: Registry) -> Approv
     """Authorize again, rebuild and compare, then handle() once, as the person."""
     action = registry.get(approval.action)
     ctx = ActionContext(
-        user=actor.user, tenant=actor.user.tenant, db=db.session,
-        channel=actor.channel, approval_id=approval.id,
+        user=actor.user,
+        tenant=actor.user.tenant,
+        db=db.session,
+        channel=actor.channel,
+        approval_id=approval.id,
     )
     if action is None:
         return _finish(approval, "failed", actor, result="this action no longer exists")
@@ -491,7 +542,7 @@ def short(exc: Exception) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text[:1000 if isinstance(exc, PartlyDone) else 200]
+    return text[: 1000 if isinstance(exc, PartlyDone) else 200]
 
 
 def _finish(approval: Approval, status: str, actor: Actor, result: str | None = None, detail: str = "") -> Approval:
@@ -506,8 +557,15 @@ def _finish(approval: Approval, status: str, actor: Actor, result: str | None = 
         db.session.rollback()
         db.session.refresh(approval)
         return approval
-    audit.record("approval.decided", status, tenant_id=approval.tenant_id, user_id=actor.user.id,
-                 approval_id=approval.id, detail=f"{approval.action} {detail}".strip(), channel=actor.channel)
+    audit.record(
+        "approval.decided",
+        status,
+        tenant_id=approval.tenant_id,
+        user_id=actor.user.id,
+        approval_id=approval.id,
+        detail=f"{approval.action} {detail}".strip(),
+        channel=actor.channel,
+    )
     db.session.commit()
     db.session.refresh(approval)
     return approval
@@ -524,17 +582,24 @@ def revoke(approval_id: str, admin: User, channel: str = "admin", by_agent: bool
     if approval is None or approval.tenant_id != admin.tenant_id:
         raise _refuse(NotFound(), "revoke_not_found", actor, None, approval_id)
     if not admin.is_admin:
-        raise _refuse(WrongPerson("Only an admin of this tenant may revoke."), "revoke_not_admin", actor,
-                      approval, approval_id)
+        raise _refuse(WrongPerson("Only an admin of this tenant may revoke."), "revoke_not_admin", actor, approval, approval_id)
     now = utcnow()
     if not won(
-        sa.update(Approval).where(Approval.id == approval.id, Approval.status == "pending")
+        sa.update(Approval)
+        .where(Approval.id == approval.id, Approval.status == "pending")
         .values(status="revoked", decided_at=now, decided_by=admin.id)
     ):
         db.session.rollback()
         raise _refuse(AlreadyDecided(), "revoke_already_decided", actor, approval, approval_id)
-    audit.record("approval.decided", "revoked", tenant_id=approval.tenant_id, user_id=admin.id,
-                 approval_id=approval.id, detail=approval.action, channel=channel)
+    audit.record(
+        "approval.decided",
+        "revoked",
+        tenant_id=approval.tenant_id,
+        user_id=admin.id,
+        approval_id=approval.id,
+        detail=approval.action,
+        channel=channel,
+    )
     db.session.commit()
     db.session.refresh(approval)
     return approval
@@ -544,13 +609,21 @@ def supersede(approval_id: str, channel: str) -> Approval | None:
     """A newer card took this one's place in a chat thread: pending -> superseded, nothing runs."""
     approval = db.session.get(Approval, approval_id)
     if approval is None or not won(
-        sa.update(Approval).where(Approval.id == approval.id, Approval.status == "pending")
+        sa.update(Approval)
+        .where(Approval.id == approval.id, Approval.status == "pending")
         .values(status="superseded", decided_at=utcnow())
     ):
         db.session.rollback()
         return None
-    audit.record("approval.decided", "superseded", tenant_id=approval.tenant_id, user_id=approval.user_id,
-                 approval_id=approval.id, detail=approval.action, channel=channel)
+    audit.record(
+        "approval.decided",
+        "superseded",
+        tenant_id=approval.tenant_id,
+        user_id=approval.user_id,
+        approval_id=approval.id,
+        detail=approval.action,
+        channel=channel,
+    )
     db.session.commit()
     db.session.refresh(approval)
     return approval
@@ -565,9 +638,15 @@ def expire(approval: Approval, channel: str = "system") -> bool:
         .values(status="expired", decided_at=now)
     )
     if changed:
-        audit.record("approval.decided", "expired", tenant_id=approval.tenant_id,
-                     user_id=approval.user_id, approval_id=approval.id, detail=approval.action,
-                     channel=channel)
+        audit.record(
+            "approval.decided",
+            "expired",
+            tenant_id=approval.tenant_id,
+            user_id=approval.user_id,
+            approval_id=approval.id,
+            detail=approval.action,
+            channel=channel,
+        )
     db.session.commit()
     db.session.refresh(approval)
     return changed
@@ -585,9 +664,7 @@ def mark_interrupted(older_than_seconds: int) -> list[Approval]:
     """Approvals claimed but never finished (their process died): end them `interrupted`.
     They are never run again."""
     cutoff = utcnow() - timedelta(seconds=older_than_seconds)
-    stuck = list(db.session.scalars(
-        sa.select(Approval).where(Approval.status == "running", Approval.claimed_at <= cutoff)
-    ))
+    stuck = list(db.session.scalars(sa.select(Approval).where(Approval.status == "running", Approval.claimed_at <= cutoff)))
     ended = []
     for approval in stuck:
         if won(
@@ -595,9 +672,15 @@ def mark_interrupted(older_than_seconds: int) -> list[Approval]:
             .where(Approval.id == approval.id, Approval.status == "running")
             .values(status="interrupted", decided_at=utcnow())
         ):
-            audit.record("approval.decided", "interrupted", tenant_id=approval.tenant_id,
-                         user_id=approval.user_id, approval_id=approval.id, detail=approval.action,
-                         channel="system")
+            audit.record(
+                "approval.decided",
+                "interrupted",
+                tenant_id=approval.tenant_id,
+                user_id=approval.user_id,
+                approval_id=approval.id,
+                detail=approval.action,
+                channel="system",
+            )
             ended.append(approval)
     db.session.commit()
     for approval in ended:
@@ -607,8 +690,10 @@ def mark_interrupted(older_than_seconds: int) -> list[Approval]:
 
 def pending_for(user: User) -> list[Approval]:
     """The person's own pending approvals, newest first."""
-    return list(db.session.scalars(
-        sa.select(Approval)
-        .where(Approval.user_id == user.id, Approval.status == "pending")
-        .order_by(Approval.created_at.desc())
-    ))
+    return list(
+        db.session.scalars(
+            sa.select(Approval)
+            .where(Approval.user_id == user.id, Approval.status == "pending")
+            .order_by(Approval.created_at.desc())
+        )
+    )

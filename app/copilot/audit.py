@@ -67,9 +67,17 @@ def canonical(row: Any) -> str:
     if created.tzinfo is None:
         created = created.replace(tzinfo=UTC)
     content = {
-        "chain": row.chain, "seq": row.seq, "tenant_id": row.tenant_id, "user_id": row.user_id,
-        "approval_id": row.approval_id, "event": row.event, "outcome": row.outcome, "detail": row.detail,
-        "channel": row.channel, "created_at": created.astimezone(UTC).isoformat(), "key_id": row.key_id,
+        "chain": row.chain,
+        "seq": row.seq,
+        "tenant_id": row.tenant_id,
+        "user_id": row.user_id,
+        "approval_id": row.approval_id,
+        "event": row.event,
+        "outcome": row.outcome,
+        "detail": row.detail,
+        "channel": row.channel,
+        "created_at": created.astimezone(UTC).isoformat(),
+        "key_id": row.key_id,
     }
     return json.dumps(content, sort_keys=True, separators=(",", ":"))
 
@@ -99,6 +107,7 @@ def _signed_by(ring: Keyring, key_id_: str, expected: str, make: Any, *parts: An
 
 # --- writing -------------------------------------------------------------------------------------
 
+
 def record(
     event: str,
     outcome: str,
@@ -115,17 +124,34 @@ def record(
     ring = keyring()
     head, repaired = _take_head(tenant_id or 0, ring, approval_id if event == APPROVAL_CREATED else None)
     if repaired:
-        said = _append(ring, head, event=HEAD_RECREATED, outcome="recreated", tenant_id=tenant_id,
-                       user_id=None, approval_id=None, detail=repaired, channel="audit")
+        said = _append(
+            ring,
+            head,
+            event=HEAD_RECREATED,
+            outcome="recreated",
+            tenant_id=tenant_id,
+            user_id=None,
+            approval_id=None,
+            detail=repaired,
+            channel="audit",
+        )
         head = Position(said.chain, said.seq, said.hash)
-    return _append(ring, head, event=event, outcome=outcome, tenant_id=tenant_id, user_id=user_id,
-                   approval_id=approval_id, detail=detail[:500], channel=channel)
+    return _append(
+        ring,
+        head,
+        event=event,
+        outcome=outcome,
+        tenant_id=tenant_id,
+        user_id=user_id,
+        approval_id=approval_id,
+        detail=detail[:500],
+        channel=channel,
+    )
 
 
 def _append(ring: Keyring, head: Position, **fields: Any) -> AuditEvent:
     """Add the row after `head`, linked with the current key, and move the head (with its MAC) to it."""
-    row = AuditEvent(chain=head.chain, seq=head.seq + 1, prev_hash=head.hash, key_id=ring.current,
-                     created_at=utcnow(), **fields)
+    row = AuditEvent(chain=head.chain, seq=head.seq + 1, prev_hash=head.hash, key_id=ring.current, created_at=utcnow(), **fields)
     row.hash = link(ring.keys[ring.current], head.hash, row)
     db.session.add(row)
     _set_head(ring, Position(head.chain, row.seq, row.hash))
@@ -133,8 +159,11 @@ def _append(ring: Keyring, head: Position, **fields: Any) -> AuditEvent:
 
 
 def _set_head(ring: Keyring, at: Position) -> None:
-    db.session.execute(sa.update(AuditHead).where(AuditHead.chain == at.chain).values(
-        seq=at.seq, hash=at.hash, key_id=ring.current, mac=_head_mac(ring.keys[ring.current], at)))
+    db.session.execute(
+        sa.update(AuditHead)
+        .where(AuditHead.chain == at.chain)
+        .values(seq=at.seq, hash=at.hash, key_id=ring.current, mac=_head_mac(ring.keys[ring.current], at))
+    )
 
 
 def _take_head(chain: int, ring: Keyring, creating: str | None = None) -> tuple[Position, str]:
@@ -143,7 +172,9 @@ def _take_head(chain: int, ring: Keyring, creating: str | None = None) -> tuple[
     later insert collide. `creating`: the approval this write is the first row of (not evidence)."""
     last = sa.select(sa.func.max(AuditEvent.seq)).where(AuditEvent.chain == chain).scalar_subquery()
     got = db.session.execute(
-        sa.update(AuditHead).where(AuditHead.chain == chain).values(seq=AuditHead.seq)
+        sa.update(AuditHead)
+        .where(AuditHead.chain == chain)
+        .values(seq=AuditHead.seq)
         .returning(AuditHead.seq, AuditHead.hash, AuditHead.key_id, AuditHead.mac, last)
     ).first()
     if got is None:
@@ -160,9 +191,14 @@ def _recreate_head(chain: int, ring: Keyring, creating: str | None) -> tuple[Pos
     """No head row: a new chain, or a deleted head, which is rebuilt from the chain's last row.
     An empty chain whose tenant already has approvals was deleted whole: the new one says so."""
     start, note = _last_row(chain, ring)
-    created = db.session.execute(_insert(AuditHead).values(  # None: another writer recreated it just now
-        chain=chain, seq=start.seq, hash=start.hash, key_id=ring.current,
-        mac=_head_mac(ring.keys[ring.current], start)).on_conflict_do_nothing().returning(AuditHead.chain)).first()
+    created = db.session.execute(
+        _insert(AuditHead)
+        .values(  # None: another writer recreated it just now
+            chain=chain, seq=start.seq, hash=start.hash, key_id=ring.current, mac=_head_mac(ring.keys[ring.current], start)
+        )
+        .on_conflict_do_nothing()
+        .returning(AuditHead.chain)
+    ).first()
     head, repaired = _take_head(chain, ring)
     if created is not None and not repaired:
         repaired = f"the head row was missing; {note}" if start.seq else _chain_was_missing(chain, creating)
@@ -172,8 +208,9 @@ def _recreate_head(chain: int, ring: Keyring, creating: str | None) -> tuple[Pos
 def _chain_was_missing(chain: int, creating: str | None) -> str:
     """Why a new chain is not a first one ("" when it is): its tenant already has approvals, each of
     which had its row in the chain."""
-    earlier = db.session.scalar(sa.select(sa.func.count()).select_from(Approval).where(
-        Approval.tenant_id == chain, Approval.id != (creating or "")))
+    earlier = db.session.scalar(
+        sa.select(sa.func.count()).select_from(Approval).where(Approval.tenant_id == chain, Approval.id != (creating or ""))
+    )
     if not earlier:
         return ""
     return f"the chain was missing: {earlier} approval(s) of tenant {chain} have no audit rows; a new chain starts here"
@@ -192,8 +229,7 @@ def _rebuild_head(chain: int, ring: Keyring, why: str) -> tuple[Position, str]:
 
 def _last_row(chain: int, ring: Keyring) -> tuple[Position, str]:
     """The chain's last row as a head, and a note saying whether that row itself verifies."""
-    row = db.session.execute(sa.select(*_ROW).where(AuditEvent.chain == chain)
-                             .order_by(AuditEvent.seq.desc()).limit(1)).first()
+    row = db.session.execute(sa.select(*_ROW).where(AuditEvent.chain == chain).order_by(AuditEvent.seq.desc()).limit(1)).first()
     if row is None:
         return Position(chain, 0, ""), "the chain is empty"
     sound = not _row_problem(ring, row, row.seq, row.prev_hash)
@@ -210,6 +246,7 @@ def record_now(event: str, outcome: str, **fields: Any) -> None:
 
 # --- verifying -----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Verdict:
     ok: bool
@@ -222,8 +259,14 @@ class Verdict:
         if not self.ok:
             where = f" at row {self.broken_id}" if self.broken_id is not None else ""
             return f"audit chain broken{where}: {self.reason}"
-        note = (f" (its head was rebuilt {self.recreated} time(s): see the {HEAD_RECREATED} rows, and verify "
-                "--against a checkpoint to rule out rows cut from the end)") if self.recreated else ""
+        note = (
+            (
+                f" (its head was rebuilt {self.recreated} time(s): see the {HEAD_RECREATED} rows, and verify "
+                "--against a checkpoint to rule out rows cut from the end)"
+            )
+            if self.recreated
+            else ""
+        )
         return f"audit chain verifies: {self.rows} rows{note}"
 
 
@@ -277,8 +320,9 @@ def _check_head(ring: Keyring, at: _Walk) -> Verdict | None:
     """The head must be signed and sit exactly on the walk's last row. Rows committed while
     walking move the head on: walk them too, and look again."""
     while True:
-        got = db.session.execute(sa.select(AuditHead.seq, AuditHead.hash, AuditHead.key_id, AuditHead.mac)
-                                 .where(AuditHead.chain == at.chain)).first()
+        got = db.session.execute(
+            sa.select(AuditHead.seq, AuditHead.hash, AuditHead.key_id, AuditHead.mac).where(AuditHead.chain == at.chain)
+        ).first()
         if got is None:
             return at.broken(at.row_id, f"the head row of chain {at.chain} is missing") if at.seq else None
         head = Position(at.chain, got.seq, got.hash)
@@ -287,8 +331,11 @@ def _check_head(ring: Keyring, at: _Walk) -> Verdict | None:
         if head.seq < at.seq:
             return at.broken(at.row_id, f"the head names row {head.seq}, behind the chain's last row (rewound)")
         if head.seq == at.seq:
-            return None if hmac.compare_digest(head.hash, at.hash) else at.broken(
-                at.row_id, "the head does not match the chain's last row")
+            return (
+                None
+                if hmac.compare_digest(head.hash, at.hash)
+                else at.broken(at.row_id, "the head does not match the chain's last row")
+            )
         before = at.seq
         bad = _walk(ring, at, until=head.seq)
         if bad or at.seq == before:
@@ -337,8 +384,9 @@ def _stray_row(chain: int | None) -> Verdict | None:
     if row is None:
         return None
     if row.seq < 1:
-        return Verdict(False, 0, row.id, f"it claims sequence {row.seq} in chain {row.chain}, but chains start "
-                       "at row 1: it was made up")
+        return Verdict(
+            False, 0, row.id, f"it claims sequence {row.seq} in chain {row.chain}, but chains start at row 1: it was made up"
+        )
     return Verdict(False, 0, row.id, f"it is in chain {row.chain}, which is neither 0 nor a tenant's: it was made up")
 
 
@@ -346,10 +394,16 @@ def _unrecorded_approvals(chain: int | None, since: datetime | None = None) -> V
     """Each approval is written with its APPROVAL_CREATED row in its tenant's chain, in one
     transaction: an approval without one means rows were removed, down to a whole chain deleted
     (and perhaps begun again). Only approvals made at or after `since`, if given."""
-    recorded = sa.exists().where(AuditEvent.approval_id == Approval.id, AuditEvent.chain == Approval.tenant_id,
-                                 AuditEvent.event == APPROVAL_CREATED)
-    query = (sa.select(Approval.tenant_id, sa.func.count(), sa.func.min(Approval.id)).where(~recorded)
-             .group_by(Approval.tenant_id).order_by(Approval.tenant_id).limit(1))
+    recorded = sa.exists().where(
+        AuditEvent.approval_id == Approval.id, AuditEvent.chain == Approval.tenant_id, AuditEvent.event == APPROVAL_CREATED
+    )
+    query = (
+        sa.select(Approval.tenant_id, sa.func.count(), sa.func.min(Approval.id))
+        .where(~recorded)
+        .group_by(Approval.tenant_id)
+        .order_by(Approval.tenant_id)
+        .limit(1)
+    )
     if chain is not None:
         query = query.where(Approval.tenant_id == chain)
     if since is not None:
@@ -359,10 +413,14 @@ def _unrecorded_approvals(chain: int | None, since: datetime | None = None) -> V
         return None
     tenant, missing, first = found
     if db.session.scalar(sa.select(AuditEvent.id).where(AuditEvent.chain == tenant).limit(1)) is None:
-        return Verdict(False, 0, None, f"the chain of tenant {tenant} is missing: {missing} approval(s) have no "
-                       "audit rows")
-    return Verdict(False, 0, None, f"{missing} approval(s) of tenant {tenant} have no {APPROVAL_CREATED} row in "
-                   f"its chain (the first: {first}): its rows were removed, or the chain deleted and begun again")
+        return Verdict(False, 0, None, f"the chain of tenant {tenant} is missing: {missing} approval(s) have no audit rows")
+    return Verdict(
+        False,
+        0,
+        None,
+        f"{missing} approval(s) of tenant {tenant} have no {APPROVAL_CREATED} row in "
+        f"its chain (the first: {first}): its rows were removed, or the chain deleted and begun again",
+    )
 
 
 def verify_since_mark(chain: int) -> Verdict:
@@ -424,13 +482,17 @@ def _still_holds(at: _Walk, mark: Any) -> Verdict | None:
     """A sound chain that no longer reaches, or no longer holds, the row it was once verified up
     to was cut back or rewritten (with its head moved to match)."""
     if at.seq < mark.seq:
-        return at.broken(at.row_id, f"chain {at.chain} ends at row {at.seq}, but it was verified up to row "
-                         f"{mark.seq} before: rows were cut from its end")
-    row = db.session.execute(sa.select(AuditEvent.id, AuditEvent.hash).where(
-        AuditEvent.chain == mark.chain, AuditEvent.seq == mark.seq)).first()
+        return at.broken(
+            at.row_id,
+            f"chain {at.chain} ends at row {at.seq}, but it was verified up to row {mark.seq} before: rows were cut from its end",
+        )
+    row = db.session.execute(
+        sa.select(AuditEvent.id, AuditEvent.hash).where(AuditEvent.chain == mark.chain, AuditEvent.seq == mark.seq)
+    ).first()
     if mark.seq and (row is None or not hmac.compare_digest(row.hash, mark.hash)):
-        return at.broken(row.id if row else None, f"row {mark.seq} differs from when it was verified: "
-                         "the chain was rewritten since")
+        return at.broken(
+            row.id if row else None, f"row {mark.seq} differs from when it was verified: the chain was rewritten since"
+        )
     return None
 
 
@@ -439,8 +501,11 @@ def _sweep(ring: Keyring, chain: int, start: int, end: int) -> int | None:
     stop = min(start + SWEEP_ROWS, end)
     if start >= stop:
         return 0
-    prev = "" if start == 0 else db.session.scalar(
-        sa.select(AuditEvent.hash).where(AuditEvent.chain == chain, AuditEvent.seq == start))
+    prev = (
+        ""
+        if start == 0
+        else db.session.scalar(sa.select(AuditEvent.hash).where(AuditEvent.chain == chain, AuditEvent.seq == start))
+    )
     if prev is None:
         return None
     at = _Walk(chain, start, prev)
@@ -450,21 +515,32 @@ def _sweep(ring: Keyring, chain: int, start: int, end: int) -> int | None:
 
 
 def _save_mark(ring: Keyring, at: _Walk, swept: int) -> None:
-    values: dict[str, Any] = {"chain": at.chain, "seq": at.seq, "hash": at.hash, "swept": swept, "key_id": ring.current,
-                              "mac": _mark_mac(ring.keys[ring.current], at.chain, at.seq, at.hash, swept)}
+    values: dict[str, Any] = {
+        "chain": at.chain,
+        "seq": at.seq,
+        "hash": at.hash,
+        "swept": swept,
+        "key_id": ring.current,
+        "mac": _mark_mac(ring.keys[ring.current], at.chain, at.seq, at.hash, swept),
+    }
     statement = _insert(AuditMark).values(**values)
-    db.session.execute(statement.on_conflict_do_update(
-        index_elements=[AuditMark.chain], set_={k: statement.excluded[k] for k in values if k != "chain"}))
+    db.session.execute(
+        statement.on_conflict_do_update(
+            index_elements=[AuditMark.chain], set_={k: statement.excluded[k] for k in values if k != "chain"}
+        )
+    )
     db.session.commit()
 
 
 # --- checkpoints ---------------------------------------------------------------------------------
 
+
 def checkpoint() -> str:
     """Every chain's head (chain:seq:hash:mac) on one line, to keep where the database's writers
     cannot reach; `verify_against()` later proves the chains still hold those rows."""
-    heads = db.session.execute(sa.select(AuditHead.chain, AuditHead.seq, AuditHead.hash, AuditHead.mac)
-                               .order_by(AuditHead.chain)).all()
+    heads = db.session.execute(
+        sa.select(AuditHead.chain, AuditHead.seq, AuditHead.hash, AuditHead.mac).order_by(AuditHead.chain)
+    ).all()
     return " ".join([CHECKPOINT_PREFIX, *(f"{h.chain}:{h.seq}:{h.hash}:{h.mac}" for h in heads)])
 
 
@@ -489,14 +565,25 @@ def verify_against(line: str) -> Verdict:
     keys = keyring().keys.values()
     for at, signature in entries:
         if not any(hmac.compare_digest(_head_mac(key, at), signature) for key in keys):
-            return Verdict(False, 0, None, f"the checkpoint's entry for chain {at.chain} does not verify "
-                           "with any configured key (mistyped, forged, or its key was dropped)")
-        row = db.session.execute(sa.select(AuditEvent.id, AuditEvent.hash).where(
-            AuditEvent.chain == at.chain, AuditEvent.seq == at.seq)).first()
+            return Verdict(
+                False,
+                0,
+                None,
+                f"the checkpoint's entry for chain {at.chain} does not verify "
+                "with any configured key (mistyped, forged, or its key was dropped)",
+            )
+        row = db.session.execute(
+            sa.select(AuditEvent.id, AuditEvent.hash).where(AuditEvent.chain == at.chain, AuditEvent.seq == at.seq)
+        ).first()
         if at.seq and row is None:
-            return Verdict(False, 0, None, f"chain {at.chain} no longer has row {at.seq}, which the checkpoint "
-                           "names: rows were cut from it since")
+            return Verdict(
+                False,
+                0,
+                None,
+                f"chain {at.chain} no longer has row {at.seq}, which the checkpoint names: rows were cut from it since",
+            )
         if row is not None and not hmac.compare_digest(row.hash, at.hash):
-            return Verdict(False, 0, row.id, f"row {at.seq} of chain {at.chain} differs from the checkpoint: "
-                           "the chain was rewritten since")
+            return Verdict(
+                False, 0, row.id, f"row {at.seq} of chain {at.chain} differs from the checkpoint: the chain was rewritten since"
+            )
     return Verdict(True, len(entries))

@@ -43,9 +43,11 @@ def values_echo(kit: Any, action: type[Action], marked: dict[str, Any]) -> list[
             values = action().approval_values(context_for(kit._user(), "test"), input)
         except (CountersignError, ValidationError):
             return []
-    return [f"{action.name}: approval_values() hands back the model's {key!r} ({value!r}) instead of resolving it"
-            for key, value in marked.items()
-            if key in resolved(action) and isinstance(value, str) and any(value in str(v) for v in values.values())]
+    return [
+        f"{action.name}: approval_values() hands back the model's {key!r} ({value!r}) instead of resolving it"
+        for key, value in marked.items()
+        if key in resolved(action) and isinstance(value, str) and any(value in str(v) for v in values.values())
+    ]
 
 
 def sample(action: type[Action]) -> dict[str, Any] | None:
@@ -57,8 +59,7 @@ def sample(action: type[Action]) -> dict[str, Any] | None:
     return None
 
 
-def check_action(kit: Any, name: str, person: str = "alice@example.com",
-                 other: str = "bob@example.com") -> list[str]:
+def check_action(kit: Any, name: str, person: str = "alice@example.com", other: str = "bob@example.com") -> list[str]:
     """Run one action's contract on a seeded app; return its problems (empty: it holds)."""
     from app.copilot.agent import engine
     from app.copilot.testing import tool_call
@@ -70,11 +71,16 @@ def check_action(kit: Any, name: str, person: str = "alice@example.com",
         kit.as_person(person)
         arguments = sample(action)
         if arguments is None:
-            return [f"{name}: cannot be checked: add an example like '/{name} field=value' to `examples` "
-                    "that works on the seeded demo data"]
-    marked = {k: f"{v}{MARK}" if isinstance(v, str) and k not in allowed_on_card(action)
-              and choices(action.Input, k) is None else v  # a closed choice holds no model text
-              for k, v in arguments.items()}
+            return [
+                f"{name}: cannot be checked: add an example like '/{name} field=value' to `examples` "
+                "that works on the seeded demo data"
+            ]
+    marked = {
+        k: f"{v}{MARK}"
+        if isinstance(v, str) and k not in allowed_on_card(action) and choices(action.Input, k) is None
+        else v  # a closed choice holds no model text
+        for k, v in arguments.items()
+    }
     problems: list[str] = values_echo(kit, action, marked)
     kit.model.enqueue(tool_call(name, **marked))
     kit.chat(f"check {name}")
@@ -97,7 +103,8 @@ def check_action(kit: Any, name: str, person: str = "alice@example.com",
         if value in shown:
             problems.append(
                 f"{name}: the card shows the model's argument {key!r} ({value!r}); build the card from "
-                f"your own records, or declare shows = ({key!r},) if the person must see it")
+                f"your own records, or declare shows = ({key!r},) if the person must see it"
+            )
     kit.as_person(other)
     if card.confirm() != "wrong_person" or kit.calls(action):
         problems.append(f"{name}: another person ({other}) could confirm the card")

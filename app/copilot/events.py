@@ -49,8 +49,9 @@ def publish(conversation_id: int, type: str, **data: Any) -> str | None:
     config = current_app.config
     try:
         pipe = redis_client.client.pipeline(transaction=False)
-        pipe.xadd(key(conversation_id), {"type": type, "data": json.dumps(data)},
-                  maxlen=config["EVENTS_MAXLEN"], approximate=True)
+        pipe.xadd(
+            key(conversation_id), {"type": type, "data": json.dumps(data)}, maxlen=config["EVENTS_MAXLEN"], approximate=True
+        )
         pipe.expire(key(conversation_id), config["EVENTS_TTL"])
         event_id, _ = pipe.execute()
     except RedisError as error:
@@ -130,9 +131,15 @@ def _blocking_client() -> redis.Redis:
         url = current_app.config.get("REDIS_URL")
         extensions["redis_blocking"] = (
             # One connection per open stream (redis-py's default pool stops at 100).
-            redis.Redis.from_url(url, socket_timeout=current_app.config["EVENTS_HEARTBEAT"] + 10,
-                                 socket_connect_timeout=2, health_check_interval=30, max_connections=100_000)
-            if url else redis_client.client
+            redis.Redis.from_url(
+                url,
+                socket_timeout=current_app.config["EVENTS_HEARTBEAT"] + 10,
+                socket_connect_timeout=2,
+                health_check_interval=30,
+                max_connections=100_000,
+            )
+            if url
+            else redis_client.client
         )
     return extensions["redis_blocking"]  # type: ignore[no-any-return]
 

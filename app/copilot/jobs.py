@@ -63,8 +63,7 @@ class Runner:
 
     def call(self, target: str, *args: Any) -> None:
         """A task in a thread of this process (its own app context)."""
-        threading.Thread(target=run_task, args=(self.app, target, list(args)), name=f"task-{target}",
-                         daemon=True).start()
+        threading.Thread(target=run_task, args=(self.app, target, list(args)), name=f"task-{target}", daemon=True).start()
 
 
 class Inline(Runner):
@@ -189,9 +188,11 @@ def _dramatiq(app: Flask) -> tuple[Any, Any, Any]:
             thread.start(timeout=60.0)
             set_event_loop_thread(thread)
 
-    broker = RedisBroker(url=app.config["REDIS_URL"], namespace="countersign",
-                         middleware=[AgeLimit(), TimeLimit(), ShutdownNotifications(), Callbacks(), Pipelines(),
-                                     PatientAsyncIO()])
+    broker = RedisBroker(
+        url=app.config["REDIS_URL"],
+        namespace="countersign",
+        middleware=[AgeLimit(), TimeLimit(), ShutdownNotifications(), Callbacks(), Pipelines(), PatientAsyncIO()],
+    )
 
     async def turn(run_id: int) -> None:
         from app.copilot.turns import execute

@@ -22,8 +22,32 @@ from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 WORD = re.compile(r"[a-z0-9]+")
-STOP = {"a", "an", "the", "my", "me", "i", "to", "of", "please", "can", "you", "this", "that",
-        "and", "or", "for", "it", "is", "with", "on", "in", "do", "what", "all"}
+STOP = {
+    "a",
+    "an",
+    "the",
+    "my",
+    "me",
+    "i",
+    "to",
+    "of",
+    "please",
+    "can",
+    "you",
+    "this",
+    "that",
+    "and",
+    "or",
+    "for",
+    "it",
+    "is",
+    "with",
+    "on",
+    "in",
+    "do",
+    "what",
+    "all",
+}
 
 
 def make_model(spec: str, base_url: str | None = None, api_key: str | None = None, timeout: float = 60.0) -> Model:
@@ -46,9 +70,7 @@ def make_model(spec: str, base_url: str | None = None, api_key: str | None = Non
 
         anthropic = AsyncAnthropic(base_url=base_url, api_key=api_key or "not-needed", max_retries=0, timeout=timeout)
         return AnthropicModel(name, provider=AnthropicProvider(anthropic_client=anthropic))
-    raise ValueError(
-        f"COUNTERSIGN_MODEL={spec!r} is not understood: use offline, openai:<model> or anthropic:<model>"
-    )
+    raise ValueError(f"COUNTERSIGN_MODEL={spec!r} is not understood: use offline, openai:<model> or anthropic:<model>")
 
 
 def offline_model() -> FunctionModel:

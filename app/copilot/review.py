@@ -69,10 +69,8 @@ def approvals(tenant_id: int, filters: Filters, cursor: str | None = None, limit
     after = _parse_cursor(cursor)
     if after:
         stamp, ident = after
-        query = query.where(sa.or_(Approval.created_at < stamp,
-                                   sa.and_(Approval.created_at == stamp, Approval.id < ident)))
-    rows = list(db.session.scalars(
-        query.order_by(Approval.created_at.desc(), Approval.id.desc()).limit(limit + 1)))
+        query = query.where(sa.or_(Approval.created_at < stamp, sa.and_(Approval.created_at == stamp, Approval.id < ident)))
+    rows = list(db.session.scalars(query.order_by(Approval.created_at.desc(), Approval.id.desc()).limit(limit + 1)))
     more = len(rows) > limit
     rows = rows[:limit]
     return Page(rows, _cursor(rows[-1].created_at, rows[-1].id) if more else None)
@@ -81,8 +79,7 @@ def approvals(tenant_id: int, filters: Filters, cursor: str | None = None, limit
 AUDIT_FILTERS = ("event", "outcome", "person", "approval_id")
 
 
-def audit_rows(tenant_id: int, filters: Mapping[str, str | None], cursor: str | None = None,
-               limit: int = PAGE) -> Page:
+def audit_rows(tenant_id: int, filters: Mapping[str, str | None], cursor: str | None = None, limit: int = PAGE) -> Page:
     """The tenant's audit rows, newest first, keyset-paged on seq. Filters: AUDIT_FILTERS."""
     event, outcome, person, approval_id = (filters.get(k) for k in AUDIT_FILTERS)
     query = sa.select(AuditEvent).where(AuditEvent.chain == tenant_id)
@@ -122,8 +119,12 @@ def dashboard(tenant_id: int, days: int = 30, sample: int = 1000) -> Dashboard:
     decisions), and decisions per UTC day by outcome; counted in SQL on the tenant's indexes."""
     now = utcnow()
     start = (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
-    pending = db.session.scalar(sa.select(sa.func.count()).select_from(Approval).where(
-        Approval.tenant_id == tenant_id, Approval.status == "pending")) or 0
+    pending = (
+        db.session.scalar(
+            sa.select(sa.func.count()).select_from(Approval).where(Approval.tenant_id == tenant_id, Approval.status == "pending")
+        )
+        or 0
+    )
     day = sa.func.date(Approval.decided_at)
     counted = db.session.execute(
         sa.select(day, Approval.status, sa.func.count())
@@ -137,7 +138,8 @@ def dashboard(tenant_id: int, days: int = 30, sample: int = 1000) -> Dashboard:
     recent = db.session.execute(
         sa.select(Approval.created_at, Approval.decided_at)
         .where(Approval.tenant_id == tenant_id, Approval.decided_at >= start)
-        .order_by(Approval.decided_at.desc()).limit(sample)
+        .order_by(Approval.decided_at.desc())
+        .limit(sample)
     ).all()
     waits = [(decided - created).total_seconds() for created, decided in recent if decided is not None]
     return Dashboard(

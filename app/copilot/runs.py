@@ -58,9 +58,17 @@ def start(conversation: Conversation, actor: approvals.Actor, text: str, submit:
         conversation.title = text.strip()[:60] or conversation.title
     db.session.flush()
     toolsets = narrow(actor.toolsets, _conversation_toolsets(conversation.id))
-    run = Run(conversation_id=conversation.id, status="queued", next="prompt", message_id=said.id,
-              channel=actor.channel, via=actor.credential, agent=actor.agent, toolsets=joined(toolsets),
-              queued_at=utcnow())
+    run = Run(
+        conversation_id=conversation.id,
+        status="queued",
+        next="prompt",
+        message_id=said.id,
+        channel=actor.channel,
+        via=actor.credential,
+        agent=actor.agent,
+        toolsets=joined(toolsets),
+        queued_at=utcnow(),
+    )
     db.session.add(run)
     db.session.commit()
     if submit:  # (a caller that must note something first submits it itself)
@@ -75,10 +83,11 @@ def answers(run: Run, step: int) -> int | None:
 
 def step_approvals(run: Run) -> list[Approval]:
     """The cards and forms of the run's current step (the ones its next pass reports)."""
-    return list(db.session.scalars(
-        sa.select(Approval).where(Approval.run_id == run.id, Approval.step == run.step)
-        .order_by(Approval.created_at)
-    ))
+    return list(
+        db.session.scalars(
+            sa.select(Approval).where(Approval.run_id == run.id, Approval.step == run.step).order_by(Approval.created_at)
+        )
+    )
 
 
 def resume_if_ready(run_id: int) -> Run | None:
@@ -89,7 +98,8 @@ def resume_if_ready(run_id: int) -> Run | None:
     if any(a.status not in approvals.FINAL for a in step_approvals(run)):
         return None
     queued = approvals.won(
-        sa.update(Run).where(Run.id == run.id, Run.status == "paused", Run.step == run.step)
+        sa.update(Run)
+        .where(Run.id == run.id, Run.status == "paused", Run.step == run.step)
         .values(status="queued", next="results", queued_at=utcnow())
     )
     db.session.commit()
@@ -112,8 +122,7 @@ def card_message_id(approval: Approval) -> int:
 
 def latest_run(conversation_id: int) -> Run | None:
     return db.session.scalar(
-        sa.select(Run).where(Run.conversation_id == conversation_id, Run.status != "external")
-        .order_by(Run.id.desc()).limit(1)
+        sa.select(Run).where(Run.conversation_id == conversation_id, Run.status != "external").order_by(Run.id.desc()).limit(1)
     )
 
 
@@ -125,14 +134,14 @@ def retry(conversation: Conversation, actor: approvals.Actor) -> Run | None:
     if run is None or run.status not in RETRYABLE:
         return None
     if not approvals.won(
-        sa.update(Run).where(Run.id == run.id, Run.status.in_(RETRYABLE))
+        sa.update(Run)
+        .where(Run.id == run.id, Run.status.in_(RETRYABLE))
         .values(status="queued", queued_at=utcnow(), channel=actor.channel or run.channel)
     ):
         db.session.rollback()
         return None
     # The failure's note stays, without its Retry button.
-    db.session.execute(sa.update(Message).where(Message.run_id == run.id, Message.role == "error")
-                       .values(role="notice"))
+    db.session.execute(sa.update(Message).where(Message.run_id == run.id, Message.role == "error").values(role="notice"))
     db.session.commit()
     jobs.submit(run.id)
     db.session.refresh(run)
@@ -143,8 +152,10 @@ def stop(conversation: Conversation) -> Run | None:
     """End the conversation's current pass at its next step (a queued one at once): the run
     that will stop, or None when nothing runs."""
     run = db.session.scalar(
-        sa.select(Run).where(Run.conversation_id == conversation.id, Run.status.in_(("queued", "running")))
-        .order_by(Run.queued_at, Run.id).limit(1)
+        sa.select(Run)
+        .where(Run.conversation_id == conversation.id, Run.status.in_(("queued", "running")))
+        .order_by(Run.queued_at, Run.id)
+        .limit(1)
     )
     if run is None:
         return None
@@ -152,8 +163,15 @@ def stop(conversation: Conversation) -> Run | None:
         sa.update(Run).where(Run.id == run.id, Run.status == "queued").values(status="stopped")
     ):
         db.session.commit()
-        events.publish(conversation.id, "turn", run=run.id, step=run.step + 1, state="stopped", messages=[],
-                       answers=answers(run, run.step + 1))
+        events.publish(
+            conversation.id,
+            "turn",
+            run=run.id,
+            step=run.step + 1,
+            state="stopped",
+            messages=[],
+            answers=answers(run, run.step + 1),
+        )
         queue_next(conversation.id)
         return run
     db.session.rollback()
@@ -181,18 +199,20 @@ def claim(run_id: int) -> Run | None:
         db.session.rollback()
         return None
     first = db.session.scalar(
-        sa.select(Run.id).where(Run.conversation_id == run.conversation_id, Run.status == "queued")
-        .order_by(Run.queued_at, Run.id).limit(1)
+        sa.select(Run.id)
+        .where(Run.conversation_id == run.conversation_id, Run.status == "queued")
+        .order_by(Run.queued_at, Run.id)
+        .limit(1)
     )
     busy = db.session.scalar(
-        sa.select(sa.func.count()).select_from(Run)
-        .where(Run.conversation_id == run.conversation_id, Run.status == "running")
+        sa.select(sa.func.count()).select_from(Run).where(Run.conversation_id == run.conversation_id, Run.status == "running")
     )
     if first != run.id or busy:
         db.session.rollback()
         return None
-    if not approvals.won(sa.update(Run).where(Run.id == run.id, Run.status == "queued")
-                         .values(status="running", updated_at=utcnow())):
+    if not approvals.won(
+        sa.update(Run).where(Run.id == run.id, Run.status == "queued").values(status="running", updated_at=utcnow())
+    ):
         db.session.rollback()
         return None
     db.session.commit()
@@ -204,8 +224,10 @@ def claim(run_id: int) -> Run | None:
 def queue_next(conversation_id: int) -> None:
     """Hand the conversation's next queued pass to a worker (after one ended)."""
     following = db.session.scalar(
-        sa.select(Run.id).where(Run.conversation_id == conversation_id, Run.status == "queued")
-        .order_by(Run.queued_at, Run.id).limit(1)
+        sa.select(Run.id)
+        .where(Run.conversation_id == conversation_id, Run.status == "queued")
+        .order_by(Run.queued_at, Run.id)
+        .limit(1)
     )
     db.session.rollback()
     if following is not None:
@@ -240,27 +262,44 @@ def sweep_dead(grace_seconds: int, conversation_id: int | None = None) -> list[R
 
 def mark_interrupted(run: Run) -> bool:
     """End a running pass whose worker is gone: a notice with Retry, the turn-end event."""
-    if not approvals.won(sa.update(Run).where(Run.id == run.id, Run.status == "running")
-                         .values(status="interrupted", error="the worker stopped mid-turn")):
+    if not approvals.won(
+        sa.update(Run)
+        .where(Run.id == run.id, Run.status == "running")
+        .values(status="interrupted", error="the worker stopped mid-turn")
+    ):
         db.session.rollback()
         return False
-    notice = Message(conversation_id=run.conversation_id, role="error", run_id=run.id, step=run.step + 1,
-                     text="This turn was interrupted before it finished. Your message is saved; "
-                          "press Retry to run it again.")
+    notice = Message(
+        conversation_id=run.conversation_id,
+        role="error",
+        run_id=run.id,
+        step=run.step + 1,
+        text="This turn was interrupted before it finished. Your message is saved; press Retry to run it again.",
+    )
     db.session.add(notice)
     db.session.commit()
-    events.publish(run.conversation_id, "turn", run=run.id, step=run.step + 1, state="interrupted",
-                   messages=[notice.id], answers=answers(run, run.step + 1))
+    events.publish(
+        run.conversation_id,
+        "turn",
+        run=run.id,
+        step=run.step + 1,
+        state="interrupted",
+        messages=[notice.id],
+        answers=answers(run, run.step + 1),
+    )
     queue_next(run.conversation_id)
     return True
 
 
 def active(conversation_id: int) -> bool:
     """Whether a pass of the conversation is queued or running (the page offers Stop)."""
-    return bool(db.session.scalar(
-        sa.select(sa.func.count()).select_from(Run)
-        .where(Run.conversation_id == conversation_id, Run.status.in_(("queued", "running")))
-    ))
+    return bool(
+        db.session.scalar(
+            sa.select(sa.func.count())
+            .select_from(Run)
+            .where(Run.conversation_id == conversation_id, Run.status.in_(("queued", "running")))
+        )
+    )
 
 
 def wait(conversation_id: int, run_id: int, cursor: str, seconds: float) -> bool:

@@ -121,8 +121,9 @@ def form_property(name: str, prop: dict[str, Any], where: str) -> dict[str, Any]
     )
 
 
-def elicitation(model: type[BaseModel], message: str, fields: list[str] | None = None,
-                defaults: dict[str, Any] | None = None, where: str = "") -> dict[str, Any]:
+def elicitation(
+    model: type[BaseModel], message: str, fields: list[str] | None = None, defaults: dict[str, Any] | None = None, where: str = ""
+) -> dict[str, Any]:
     """MCP's form elicitation: {"message", "requestedSchema": {type, properties, required}}."""
     schema = model.model_json_schema()
     defs = schema.get("$defs", {})

@@ -80,9 +80,15 @@ class Clock:
         self._traveller.shift(timedelta(seconds=seconds))
 
 
-ERRORS = {"NotFound": "not_found", "WrongPerson": "wrong_person", "AlreadyDecided": "already_decided",
-          "Expired": "expired", "BadToken": "bad_token", "BadValues": "bad_values",
-          "FormInvalid": "bad_values"}
+ERRORS = {
+    "NotFound": "not_found",
+    "WrongPerson": "wrong_person",
+    "AlreadyDecided": "already_decided",
+    "Expired": "expired",
+    "BadToken": "bad_token",
+    "BadValues": "bad_values",
+    "FormInvalid": "bad_values",
+}
 
 
 @dataclass
@@ -158,8 +164,9 @@ class Copilot:
                 self._conversation = conversation.id
             said, run = send_message(conversation, self._actor(), message)
             self._settle(conversation.id, run.id)
-            added = db.session.scalars(sa.select(Message).where(
-                Message.conversation_id == conversation.id, Message.id > said.id).order_by(Message.id))
+            added = db.session.scalars(
+                sa.select(Message).where(Message.conversation_id == conversation.id, Message.id > said.id).order_by(Message.id)
+            )
             return [m.approval.reason if m.approval else m.text for m in added]
 
     def _settle(self, conversation_id: int, run_id: int) -> None:
@@ -178,8 +185,7 @@ class Copilot:
             if not waiting:
                 raise LookupError(f"{self.person} has no pending card.")
             a = waiting[0]
-            return Card(self, a.id, a.reason, {r["label"]: r["value"] for r in a.rows}, a.form,
-                        sign(a, f"kit:{a.user.email}"))
+            return Card(self, a.id, a.reason, {r["label"]: r["value"] for r in a.rows}, a.form, sign(a, f"kit:{a.user.email}"))
 
     def _answer(self, card: Card, decision: str, values: dict[str, Any] | None = None) -> str:
         from app.copilot import agent
@@ -226,8 +232,16 @@ def migrated_template(path: Path, **config: Any) -> Path:
     from app import create_app
     from app.extensions import db
 
-    app = create_app({"COUNTERSIGN_ENV": "testing", "SECRET_KEY": "kit", "SWEEP_ON_START": False,
-                      "SQLALCHEMY_DATABASE_URI": f"sqlite:///{path}", "REDIS_URL": None, **config})
+    app = create_app(
+        {
+            "COUNTERSIGN_ENV": "testing",
+            "SECRET_KEY": "kit",
+            "SWEEP_ON_START": False,
+            "SQLALCHEMY_DATABASE_URI": f"sqlite:///{path}",
+            "REDIS_URL": None,
+            **config,
+        }
+    )
     with app.app_context():
         upgrade()
         db.engine.dispose()
@@ -244,9 +258,19 @@ def running(template: Path, workdir: Path, freeze: bool = True, **config: Any) -
 
     path = workdir / f"copilot-{uuid.uuid4().hex[:8]}.sqlite3"
     shutil.copy(template, path)
-    app = create_app({"COUNTERSIGN_ENV": "testing", "SECRET_KEY": "kit", "SWEEP_ON_START": False,
-                      "SQLALCHEMY_DATABASE_URI": f"sqlite:///{path}", "REDIS_URL": None,
-                      "RATELIMIT_ENABLED": False, "TURNS_RUNNER": "inline", "FILES_ROOT": str(workdir / "files"), **config})
+    app = create_app(
+        {
+            "COUNTERSIGN_ENV": "testing",
+            "SECRET_KEY": "kit",
+            "SWEEP_ON_START": False,
+            "SQLALCHEMY_DATABASE_URI": f"sqlite:///{path}",
+            "REDIS_URL": None,
+            "RATELIMIT_ENABLED": False,
+            "TURNS_RUNNER": "inline",
+            "FILES_ROOT": str(workdir / "files"),
+            **config,
+        }
+    )
     _seed(app)
     model = QueuedModel()
     with ExitStack() as stack:
@@ -292,8 +316,8 @@ def copilot(countersign_template_db: Path, tmp_path: Path, copilot_config: dict[
 def actions_contract_test(package: str = "app.actions") -> Any:
     """A parametrized test of every risky action's contract (see app/copilot/contract.py):
 
-        from app.copilot.testing import actions_contract_test
-        test_actions_contract = actions_contract_test()
+    from app.copilot.testing import actions_contract_test
+    test_actions_contract = actions_contract_test()
     """
     from app.copilot.actions import discover
 
@@ -305,8 +329,9 @@ def actions_contract_test(package: str = "app.actions") -> Any:
     def test_action_contract(action_name: str, countersign_template_db: Path, tmp_path: Path) -> None:
         from app.copilot.contract import check_action
 
-        with running(countersign_template_db, tmp_path, freeze=False, ACTIONS_PACKAGE=package,
-                     COUNTERSIGN_TOOLSETS=every_toolset) as kit:
+        with running(
+            countersign_template_db, tmp_path, freeze=False, ACTIONS_PACKAGE=package, COUNTERSIGN_TOOLSETS=every_toolset
+        ) as kit:
             problems = check_action(kit, action_name)
         assert not problems, "\n".join(problems)
 

@@ -10,8 +10,10 @@ from typing import Any
 from app.errors import MessageTooLong, UnstorableText
 
 NUL = "Text may not contain the NUL character (U+0000)."
-SURROGATE = ("Text may not contain a lone surrogate (a \\ud800–\\udfff escape that is not half of a pair); "
-             "send the character itself, encoded as UTF-8.")
+SURROGATE = (
+    "Text may not contain a lone surrogate (a \\ud800–\\udfff escape that is not half of a pair); "
+    "send the character itself, encoded as UTF-8."
+)
 NOT_FINITE = "Numbers must be finite: NaN and Infinity are not JSON."
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
@@ -60,7 +62,7 @@ def check_message(text: str, max_chars: int) -> str:
 
 
 def seconds(n: int) -> str:
-    """"1 second", "30 seconds": for the waits a refusal names."""
+    """ "1 second", "30 seconds": for the waits a refusal names."""
     return f"{n} second" if n == 1 else f"{n} seconds"
 
 

@@ -102,8 +102,13 @@ def _unanswered(history: list[ModelMessage]) -> list[ToolCallPart]:
     last = next((i for i in range(len(history) - 1, -1, -1) if isinstance(history[i], ModelResponse)), None)
     if last is None:
         return []
-    answered = {p.tool_call_id for m in history[last + 1:] if isinstance(m, ModelRequest) for p in m.parts
-                if isinstance(p, ToolReturnPart | RetryPromptPart)}
+    answered = {
+        p.tool_call_id
+        for m in history[last + 1 :]
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart | RetryPromptPart)
+    }
     return [p for p in history[last].parts if isinstance(p, ToolCallPart) and p.tool_call_id not in answered]
 
 
@@ -144,9 +149,14 @@ def _answers_for(conversation_id: int, calls: list[ToolCallPart]) -> list[ToolRe
     """What the model reads for calls still open when the person writes again: a card's state
     (a model may reuse call ids: the conversation's newest approval with the id is the one)."""
     ids = [c.tool_call_id for c in calls]
-    known = {a.tool_call_id: a for a in db.session.scalars(
-        sa.select(Approval).where(Approval.conversation_id == conversation_id, Approval.tool_call_id.in_(ids))
-        .order_by(Approval.created_at))}
+    known = {
+        a.tool_call_id: a
+        for a in db.session.scalars(
+            sa.select(Approval)
+            .where(Approval.conversation_id == conversation_id, Approval.tool_call_id.in_(ids))
+            .order_by(Approval.created_at)
+        )
+    }
     parts = []
     for call in calls:
         approval = known.get(call.tool_call_id)
@@ -164,18 +174,26 @@ async def _run(run: Run) -> None:
     eng = engine()
     work = _prepare(run)
     conversation_id = run.conversation_id
-    turn = Turn(ctx=context_for(work.user, run.channel or "web"), run=run, registry=eng.registry, step=work.step,
-                allowed=eng.reachable(runs.split_toolsets(run.toolsets)))
-    events.publish(conversation_id, "turn", run=run.id, step=work.step, state="started",
-                   answers=runs.answers(run, work.step))
+    turn = Turn(
+        ctx=context_for(work.user, run.channel or "web"),
+        run=run,
+        registry=eng.registry,
+        step=work.step,
+        allowed=eng.reachable(runs.split_toolsets(run.toolsets)),
+    )
+    events.publish(conversation_id, "turn", run=run.id, step=work.step, state="started", answers=runs.answers(run, work.step))
     started = time.perf_counter()
     model = eng.model()
     streams = not isinstance(model, FunctionModel) or model.stream_function is not None
     text = _Words(conversation_id, run.id, work.step)
     try:
         async with eng.agent.iter(
-            work.prompt, message_history=work.history, deferred_tool_results=work.results, deps=turn,
-            model=model, usage_limits=UsageLimits(request_limit=eng.max_steps),
+            work.prompt,
+            message_history=work.history,
+            deferred_tool_results=work.results,
+            deps=turn,
+            model=model,
+            usage_limits=UsageLimits(request_limit=eng.max_steps),
         ) as agent_run:
             async for node in agent_run:
                 if runs.stop_requested(run.id):
@@ -274,8 +292,7 @@ def _save_progress(work: Pass, messages: list[ModelMessage]) -> None:
     if not _still_running(work.run.id):
         db.session.commit()  # (ends the read: nothing is held while the model thinks)
         return
-    db.session.execute(sa.update(Conversation).where(Conversation.id == work.run.conversation_id)
-                       .values(history=_dump(messages)))
+    db.session.execute(sa.update(Conversation).where(Conversation.id == work.run.conversation_id).values(history=_dump(messages)))
     db.session.execute(sa.update(Run).where(Run.id == work.run.id).values(next="continue"))
     db.session.commit()
     work.progressed = True
@@ -290,8 +307,7 @@ def _end(work: Pass, status: str, added: list[Message], **values: Any) -> None:
     """Write the pass's end and its messages in one transaction, if it is still this worker's;
     then publish the turn's end."""
     run = work.run
-    if not approvals.won(sa.update(Run).where(Run.id == run.id, Run.status == "running")
-                         .values(status=status, **values)):
+    if not approvals.won(sa.update(Run).where(Run.id == run.id, Run.status == "running").values(status=status, **values)):
         db.session.rollback()
         log.warning("run %s ended elsewhere (interrupted?); its pass's end is dropped", run.id)
         return
@@ -299,8 +315,15 @@ def _end(work: Pass, status: str, added: list[Message], **values: Any) -> None:
         message.run_id, message.step = run.id, work.step
     db.session.add_all(added)
     db.session.commit()
-    events.publish(run.conversation_id, "turn", run=run.id, step=work.step, state=status,
-                   messages=[m.id for m in added], answers=runs.answers(run, work.step))
+    events.publish(
+        run.conversation_id,
+        "turn",
+        run=run.id,
+        step=work.step,
+        state=status,
+        messages=[m.id for m in added],
+        answers=runs.answers(run, work.step),
+    )
     for listener in list(LISTENERS):
         try:
             listener(run.conversation_id, added)
@@ -343,23 +366,34 @@ def _end_stopped(work: Pass, messages: list[ModelMessage], text: _Words, started
     history = list(messages)
     calls = _unanswered(history)
     if calls:
-        _answer_open_calls(history, [ToolReturnPart(tool_name=c.tool_name, content=NOT_RUN, tool_call_id=c.tool_call_id)
-                                     for c in calls])
+        _answer_open_calls(
+            history, [ToolReturnPart(tool_name=c.tool_name, content=NOT_RUN, tool_call_id=c.tool_call_id) for c in calls]
+        )
     ran = _ran_in_pass(work, history)
     conversation_id = work.run.conversation_id
     added = []
     if text.shown.strip():
         added.append(Message(conversation_id=conversation_id, role="assistant", text=text.shown.strip()))
-    added.append(Message(conversation_id=conversation_id, role="notice",
-                         text="Stopped. " + (f"Before it stopped: {'; '.join(ran)}." if ran else "Nothing ran.")))
+    added.append(
+        Message(
+            conversation_id=conversation_id,
+            role="notice",
+            text="Stopped. " + (f"Before it stopped: {'; '.join(ran)}." if ran else "Nothing ran."),
+        )
+    )
     if not _still_running(work.run.id):
         db.session.rollback()
         return
     if len(history) > len(work.history) or work.progressed:
-        db.session.execute(sa.update(Conversation).where(Conversation.id == conversation_id)
-                           .values(history=_dump(history)))
-    _end(work, "stopped", added, step=work.step, next="continue",
-         duration_ms=(work.run.duration_ms or 0) + int((time.perf_counter() - started) * 1000))
+        db.session.execute(sa.update(Conversation).where(Conversation.id == conversation_id).values(history=_dump(history)))
+    _end(
+        work,
+        "stopped",
+        added,
+        step=work.step,
+        next="continue",
+        duration_ms=(work.run.duration_ms or 0) + int((time.perf_counter() - started) * 1000),
+    )
     try:
         redis_client.client.delete(runs.stop_key(work.run.id))
     except RedisError:
@@ -369,7 +403,7 @@ def _end_stopped(work: Pass, messages: list[ModelMessage], text: _Words, started
 def _ran_in_pass(work: Pass, history: list[ModelMessage]) -> list[str]:
     """What the actions said in this pass (their own result lines), oldest first."""
     lines = []
-    for message in history[len(work.history):]:
+    for message in history[len(work.history) :]:
         if isinstance(message, ModelRequest):
             for part in message.parts:
                 if isinstance(part, ToolReturnPart) and part.content not in (NOT_RUN, WAITING):
@@ -383,8 +417,13 @@ def _end_failed(work: Pass, exc: Exception, started: float) -> None:
     log.warning("pass of run %s failed: %s: %s", work.run.id, type(exc).__name__, exc)
     db.session.rollback()
     notice = Message(conversation_id=work.run.conversation_id, role="error", text=failure_message(exc))
-    _end(work, "failed", [notice], error=f"{type(exc).__name__}: {exc}"[:1000],
-         duration_ms=(work.run.duration_ms or 0) + int((time.perf_counter() - started) * 1000))
+    _end(
+        work,
+        "failed",
+        [notice],
+        error=f"{type(exc).__name__}: {exc}"[:1000],
+        duration_ms=(work.run.duration_ms or 0) + int((time.perf_counter() - started) * 1000),
+    )
 
 
 def failure_message(exc: Exception) -> str:
@@ -400,8 +439,11 @@ def failure_message(exc: Exception) -> str:
             said = f"The model's service refused the request (HTTP {exc.status_code})."
     elif isinstance(exc, ModelAPIError):
         cause = f"{exc} {exc.__cause__!r}".lower()
-        said = ("The model did not answer in time." if "timeout" in cause or "timed out" in cause
-                else "The model's service could not be reached.")
+        said = (
+            "The model did not answer in time."
+            if "timeout" in cause or "timed out" in cause
+            else "The model's service could not be reached."
+        )
     elif isinstance(exc, UnexpectedModelBehavior):
         said = "The model sent an answer that could not be used."
     else:

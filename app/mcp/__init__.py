@@ -41,22 +41,33 @@ def create_mcp_app(flask_app: Flask) -> ASGIApp:
     """The ASGI app serving /mcp, bound to a Flask app for the database and the engine."""
     config = flask_app.config
     keys = [k for k in config["MCP_STATE_KEYS"] if k]
-    security = RequestStateSecurity(keys=keys, audience=AUDIENCE, ttl=float(config["APPROVALS_TTL"]),
-                                    bind_principal=lambda ctx: _principal())
-    server: Server[Any] = Server(AUDIENCE, version="1", instructions=_INSTRUCTIONS,
-                                 on_list_tools=_list_tools(flask_app), on_call_tool=_call_tool(flask_app))
+    security = RequestStateSecurity(
+        keys=keys, audience=AUDIENCE, ttl=float(config["APPROVALS_TTL"]), bind_principal=lambda ctx: _principal()
+    )
+    server: Server[Any] = Server(
+        AUDIENCE,
+        version="1",
+        instructions=_INSTRUCTIONS,
+        on_list_tools=_list_tools(flask_app),
+        on_call_tool=_call_tool(flask_app),
+    )
     server.middleware.append(RequestStateBoundary(security, default_audience=AUDIENCE))
     starlette: Starlette = server.streamable_http_app(
-        streamable_http_path="/mcp", stateless_http=False,
+        streamable_http_path="/mcp",
+        stateless_http=False,
         transport_security=TransportSecuritySettings(
             enable_dns_rebinding_protection=True,
-            allowed_hosts=list(config["MCP_ALLOWED_HOSTS"]), allowed_origins=list(config["MCP_ALLOWED_ORIGINS"])),
+            allowed_hosts=list(config["MCP_ALLOWED_HOSTS"]),
+            allowed_origins=list(config["MCP_ALLOWED_ORIGINS"]),
+        ),
     )
     return BearerAuth(starlette, flask_app)
 
 
-_INSTRUCTIONS = ("Countersign runs actions on the person's behalf. Destructive and external tools wait for "
-                 "the person to confirm a card in their browser; you cannot confirm it for them.")
+_INSTRUCTIONS = (
+    "Countersign runs actions on the person's behalf. Destructive and external tools wait for "
+    "the person to confirm a card in their browser; you cannot confirm it for them."
+)
 
 
 def _principal() -> str | None:
@@ -79,11 +90,15 @@ class BearerAuth:
             return
         headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
         auth = headers.get("authorization", "")
-        token_id = await anyio.to_thread.run_sync(self._token_id, auth[7:].strip()) \
-            if auth.lower().startswith("bearer ") else None
+        token_id = (
+            await anyio.to_thread.run_sync(self._token_id, auth[7:].strip()) if auth.lower().startswith("bearer ") else None
+        )
         if token_id is None:
-            await JSONResponse({"error": "unauthorized", "message": "Send Authorization: Bearer <token>."},
-                               status_code=401, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+            await JSONResponse(
+                {"error": "unauthorized", "message": "Send Authorization: Bearer <token>."},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )(scope, receive, send)
             return
         reset = current_token.set(token_id)
         try:
@@ -137,6 +152,7 @@ def _actor(token_id: int) -> Any:
 def _list_tools(flask_app: Flask) -> Any:
     async def handler(ctx: Any, params: Any) -> types.ListToolsResult:
         return await _in_app(flask_app, _tools, current_token.get())
+
     return handler
 
 
@@ -145,11 +161,15 @@ def _tools(token_id: int) -> types.ListToolsResult:
     from app.copilot.schema import tool_schema
 
     reach = engine().reachable(_actor(token_id).toolsets)  # the same set call_direct allows
-    return types.ListToolsResult(tools=[
-        types.Tool(name=a.name, description=a.description(), input_schema=tool_schema(a.Input),
-                   annotations=ANNOTATIONS[a.kind.value])
-        for a in engine().registry.exposed() if a.name in reach
-    ])
+    return types.ListToolsResult(
+        tools=[
+            types.Tool(
+                name=a.name, description=a.description(), input_schema=tool_schema(a.Input), annotations=ANNOTATIONS[a.kind.value]
+            )
+            for a in engine().registry.exposed()
+            if a.name in reach
+        ]
+    )
 
 
 MODERN = "2026-07-28"
@@ -177,15 +197,16 @@ def _call_tool(flask_app: Flask) -> Any:
         # Handshake-era clients: a classic elicitation/create inside this call.
         try:
             if not result.by_url:
-                answer = await ctx.session.elicit_form(result.message, result.schema,
-                                                       related_request_id=ctx.request_id)
+                answer = await ctx.session.elicit_form(result.message, result.schema, related_request_id=ctx.request_id)
             else:
-                answer = await ctx.session.elicit_url(result.message, result.url, result.approval_id,
-                                                      related_request_id=ctx.request_id)
+                answer = await ctx.session.elicit_url(
+                    result.message, result.url, result.approval_id, related_request_id=ctx.request_id
+                )
         except Exception as error:  # the client cannot be asked: nothing runs, it is told where to answer
             log.info("elicitation/create failed: %r", error)
             return _text(f"Pending: the person must answer this in Countersign: {result.url}")
         return await _in_app(flask_app, _answer, token, result.approval_id, answer, True)
+
     return handler
 
 
@@ -207,13 +228,16 @@ class Ask:
 
     def input_required(self) -> types.InputRequiredResult:
         if not self.by_url:
-            request = types.ElicitRequest(params=types.ElicitRequestFormParams(
-                message=self.message, requested_schema=self.schema))
+            request = types.ElicitRequest(
+                params=types.ElicitRequestFormParams(message=self.message, requested_schema=self.schema)
+            )
         else:
-            request = types.ElicitRequest(params=types.ElicitRequestURLParams(
-                message=self.message, url=self.url, elicitation_id=self.approval_id))
-        return types.InputRequiredResult(input_requests={"answer": request},
-                                         request_state=json.dumps({"approval": self.approval_id}))
+            request = types.ElicitRequest(
+                params=types.ElicitRequestURLParams(message=self.message, url=self.url, elicitation_id=self.approval_id)
+            )
+        return types.InputRequiredResult(
+            input_requests={"answer": request}, request_state=json.dumps({"approval": self.approval_id})
+        )
 
 
 def _text(text: str, error: bool = False) -> types.CallToolResult:
@@ -287,8 +311,10 @@ def _answer(token_id: int, approval_id: str, answer: types.ElicitResult | None, 
                 agent.answer(approval.id, "", actor, "decline")  # refused first thing, audited
             except CountersignError:
                 db.session.rollback()
-            return _text(f"Pending: only the person can answer this, in Countersign: "
-                         f"{approvals.card_url(approval.id)} Nothing was decided.")
+            return _text(
+                f"Pending: only the person can answer this, in Countersign: "
+                f"{approvals.card_url(approval.id)} Nothing was decided."
+            )
         answer = None
     if approval.status == "pending" and answer is not None:
         signed = approvals.sign(approval, actor.binding)

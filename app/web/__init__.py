@@ -46,8 +46,13 @@ def outcome_label(approval: Approval) -> str:
     return OUTCOMES.get(approval.status, approval.status)
 
 
-def card_context(approval: Approval, actor: Actor, error: str | None = None,
-                 typed: Any = None, field_errors: dict[str, list[str]] | None = None) -> dict[str, Any]:
+def card_context(
+    approval: Approval,
+    actor: Actor,
+    error: str | None = None,
+    typed: Any = None,
+    field_errors: dict[str, list[str]] | None = None,
+) -> dict[str, Any]:
     """What _card.html / _form.html need: the approval, a token for this session while it is
     pending, and for a form the WTForms form (refilled with what was typed after an error)."""
     mine = approval.user_id == actor.user.id
@@ -113,15 +118,18 @@ def render_messages(messages: list[Message], actor: Actor, oob: bool = False) ->
     the one its live reply streamed into. With `oob`, every group and line replaces the one with
     its id (static/app.js places a new one), so a turn that also came over the events is shown
     once, whichever arrives first."""
-    return render_template("partials/_messages.html", groups=grouped(messages), actor=actor,
-                           card_context=card_context, oob=oob)
+    return render_template("partials/_messages.html", groups=grouped(messages), actor=actor, card_context=card_context, oob=oob)
 
 
 def grouped(messages: list[Message]) -> list[tuple[str | None, list[Message], int | None]]:
     """Consecutive messages of one pass together, keyed `turn-{run}-{step}`, with the person's
     message a first pass answers; others alone."""
-    firsts = {run_id: message_id for run_id, message_id in db.session.execute(
-        sa.select(Run.id, Run.message_id).where(Run.id.in_({m.run_id for m in messages if m.run_id})))}
+    firsts = {
+        run_id: message_id
+        for run_id, message_id in db.session.execute(
+            sa.select(Run.id, Run.message_id).where(Run.id.in_({m.run_id for m in messages if m.run_id}))
+        )
+    }
     groups: list[tuple[str | None, list[Message], int | None]] = []
     for message in messages:
         key = f"turn-{message.run_id}-{message.step}" if message.run_id is not None else None
@@ -134,10 +142,11 @@ def grouped(messages: list[Message]) -> list[tuple[str | None, list[Message], in
 
 
 def messages_after(conversation_id: int, after_id: int) -> list[Message]:
-    return list(db.session.scalars(
-        sa.select(Message).where(Message.conversation_id == conversation_id, Message.id > after_id)
-        .order_by(Message.id)
-    ))
+    return list(
+        db.session.scalars(
+            sa.select(Message).where(Message.conversation_id == conversation_id, Message.id > after_id).order_by(Message.id)
+        )
+    )
 
 
 @bp.get("/")
@@ -146,8 +155,7 @@ def index() -> Any:
     """The person's conversations, newest first."""
     actor = current_actor()
     conversations = db.session.scalars(
-        sa.select(Conversation).where(Conversation.user_id == actor.user.id)
-        .order_by(Conversation.id.desc()).limit(100)
+        sa.select(Conversation).where(Conversation.user_id == actor.user.id).order_by(Conversation.id.desc()).limit(100)
     ).all()
     return render_template("chat/index.html", conversations=conversations, actor=actor)
 
@@ -173,12 +181,18 @@ def chat(conversation_id: int) -> Any:
     cursor = events.last_id(conversation.id)  # before the messages: the stream goes on from here
     messages = messages_after(conversation.id, 0)
     conversations = db.session.scalars(
-        sa.select(Conversation).where(Conversation.user_id == actor.user.id)
-        .order_by(Conversation.id.desc()).limit(50)
+        sa.select(Conversation).where(Conversation.user_id == actor.user.id).order_by(Conversation.id.desc()).limit(50)
     ).all()
-    return render_template("chat/page.html", conversation=conversation, groups=grouped(messages),
-                           conversations=conversations, actor=actor, card_context=card_context, cursor=cursor,
-                           running=runs.active(conversation.id))
+    return render_template(
+        "chat/page.html",
+        conversation=conversation,
+        groups=grouped(messages),
+        conversations=conversations,
+        actor=actor,
+        card_context=card_context,
+        cursor=cursor,
+        running=runs.active(conversation.id),
+    )
 
 
 @bp.post("/c/<id:conversation_id>/messages")
@@ -254,8 +268,15 @@ def render_event(event: Event, actor: Actor) -> str:
     if event.type == "turn":
         ids = [int(i) for i in event.data.get("messages", [])]
         messages = list(db.session.scalars(sa.select(Message).where(Message.id.in_(ids)).order_by(Message.id)))
-        return render_template("partials/_turn.html", key=f"turn-{run}-{step}", messages=messages, actor=actor,
-                               card_context=card_context, oob=True, answers=answers)
+        return render_template(
+            "partials/_turn.html",
+            key=f"turn-{run}-{step}",
+            messages=messages,
+            actor=actor,
+            card_context=card_context,
+            oob=True,
+            answers=answers,
+        )
     return ""
 
 
@@ -299,9 +320,10 @@ def answer(approval_id: str, decision: str) -> Any:
         approval = current
         db.session.refresh(approval)
         fields = error.fields if isinstance(error, FormInvalid) else None
-        body = render_partial(approval, card_context(
-            approval, actor, error.message, typed=request.form if fields is not None else None,
-            field_errors=fields))
+        body = render_partial(
+            approval,
+            card_context(approval, actor, error.message, typed=request.form if fields is not None else None, field_errors=fields),
+        )
         added = []
         status = error.status
     else:

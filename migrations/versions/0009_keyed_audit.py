@@ -11,19 +11,19 @@ hold: from the first row whose old link is already broken, rows are left as they
 `audit verify` still names that row after the upgrade (re-keying never launders an edit).
 Verify before upgrading.
 """
+
 import hashlib
 import hmac
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 from flask import current_app
 
-
 # revision identifiers, used by Alembic.
-revision = '0009'
-down_revision = '0008'
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
@@ -31,48 +31,59 @@ COLUMNS = "id, chain, seq, prev_hash, hash, tenant_id, user_id, approval_id, eve
 
 
 def upgrade():
-    with op.batch_alter_table('audit_events', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('key_id', sa.String(length=16), nullable=False, server_default=''))
-    with op.batch_alter_table('audit_heads', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('key_id', sa.String(length=16), nullable=False, server_default=''))
-        batch_op.add_column(sa.Column('mac', sa.String(length=64), nullable=False, server_default=''))
-    op.create_table('audit_marks',
-    sa.Column('chain', sa.Integer(), autoincrement=False, nullable=False),
-    sa.Column('seq', sa.Integer(), nullable=False),
-    sa.Column('hash', sa.String(length=64), nullable=False),
-    sa.Column('swept', sa.Integer(), nullable=False),
-    sa.Column('key_id', sa.String(length=16), nullable=False),
-    sa.Column('mac', sa.String(length=64), nullable=False),
-    sa.PrimaryKeyConstraint('chain', name=op.f('pk_audit_marks'))
+    with op.batch_alter_table("audit_events", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("key_id", sa.String(length=16), nullable=False, server_default=""))
+    with op.batch_alter_table("audit_heads", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("key_id", sa.String(length=16), nullable=False, server_default=""))
+        batch_op.add_column(sa.Column("mac", sa.String(length=64), nullable=False, server_default=""))
+    op.create_table(
+        "audit_marks",
+        sa.Column("chain", sa.Integer(), autoincrement=False, nullable=False),
+        sa.Column("seq", sa.Integer(), nullable=False),
+        sa.Column("hash", sa.String(length=64), nullable=False),
+        sa.Column("swept", sa.Integer(), nullable=False),
+        sa.Column("key_id", sa.String(length=16), nullable=False),
+        sa.Column("mac", sa.String(length=64), nullable=False),
+        sa.PrimaryKeyConstraint("chain", name=op.f("pk_audit_marks")),
     )
     _rekey(current_app.config["AUDIT_KEY"].encode())
 
 
 def downgrade():
     _unkey()
-    op.drop_table('audit_marks')
-    with op.batch_alter_table('audit_heads', schema=None) as batch_op:
-        batch_op.drop_column('mac')
-        batch_op.drop_column('key_id')
-    with op.batch_alter_table('audit_events', schema=None) as batch_op:
-        batch_op.drop_column('key_id')
+    op.drop_table("audit_marks")
+    with op.batch_alter_table("audit_heads", schema=None) as batch_op:
+        batch_op.drop_column("mac")
+        batch_op.drop_column("key_id")
+    with op.batch_alter_table("audit_events", schema=None) as batch_op:
+        batch_op.drop_column("key_id")
 
 
 # The link rules before and after this revision, copied from app/copilot/audit.py so that this
 # migration stays fixed when that module changes.
 
+
 def _created(value):
     if not isinstance(value, datetime):
         value = datetime.fromisoformat(str(value))
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc).isoformat()
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat()
 
 
 def _content(row):
-    return {"chain": row["chain"], "seq": row["seq"], "tenant_id": row["tenant_id"], "user_id": row["user_id"],
-            "approval_id": row["approval_id"], "event": row["event"], "outcome": row["outcome"],
-            "detail": row["detail"], "channel": row["channel"], "created_at": _created(row["created_at"])}
+    return {
+        "chain": row["chain"],
+        "seq": row["seq"],
+        "tenant_id": row["tenant_id"],
+        "user_id": row["user_id"],
+        "approval_id": row["approval_id"],
+        "event": row["event"],
+        "outcome": row["outcome"],
+        "detail": row["detail"],
+        "channel": row["channel"],
+        "created_at": _created(row["created_at"]),
+    }
 
 
 def _old_link(prev, row):
@@ -98,9 +109,17 @@ def _rows(bind, batch=5000):
     """Every audit row in (chain, seq) order, read in keyset batches."""
     chain, seq = -1, 0
     while True:
-        rows = bind.execute(sa.text(
-            f"SELECT {COLUMNS} FROM audit_events WHERE chain > :c OR (chain = :c AND seq > :s) "
-            "ORDER BY chain, seq LIMIT :n"), {"c": chain, "s": seq, "n": batch}).mappings().all()
+        rows = (
+            bind.execute(
+                sa.text(
+                    f"SELECT {COLUMNS} FROM audit_events WHERE chain > :c OR (chain = :c AND seq > :s) "
+                    "ORDER BY chain, seq LIMIT :n"
+                ),
+                {"c": chain, "s": seq, "n": batch},
+            )
+            .mappings()
+            .all()
+        )
         if not rows:
             return
         yield from rows
@@ -127,9 +146,10 @@ def _rekey(key):
     for head in bind.execute(sa.text("SELECT chain, seq, hash FROM audit_heads")).mappings().all():
         old, new = last.get(head["chain"], ("", ""))
         digest = new if head["hash"] == old else head["hash"]  # any other head stays as wrong as it was
-        bind.execute(sa.text("UPDATE audit_heads SET hash = :h, key_id = :k, mac = :m WHERE chain = :c"),
-                     {"h": digest, "k": kid, "m": _mac(key, "head", head["chain"], head["seq"], digest),
-                      "c": head["chain"]})
+        bind.execute(
+            sa.text("UPDATE audit_heads SET hash = :h, key_id = :k, mac = :m WHERE chain = :c"),
+            {"h": digest, "k": kid, "m": _mac(key, "head", head["chain"], head["seq"], digest), "c": head["chain"]},
+        )
 
 
 def _flush(bind, updates):
@@ -150,5 +170,4 @@ def _unkey():
             _flush(bind, updates)
     _flush(bind, updates)
     for chain, (seq, digest) in heads.items():
-        bind.execute(sa.text("UPDATE audit_heads SET seq = :s, hash = :h WHERE chain = :c"),
-                     {"s": seq, "h": digest, "c": chain})
+        bind.execute(sa.text("UPDATE audit_heads SET seq = :s, hash = :h WHERE chain = :c"), {"s": seq, "h": digest, "c": chain})

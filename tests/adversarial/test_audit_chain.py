@@ -25,6 +25,7 @@ MADE_UP = b"a key the attacker made up"
 
 # --- helpers: an honest writer, and an attacker with write access to the database -----------------
 
+
 def tenant_id(app, slug="acme"):
     with app.app_context():
         return db.session.scalar(sa.select(Tenant.id).where(Tenant.slug == slug))
@@ -35,8 +36,7 @@ def write_rows(app, n, slug="acme"):
     chain = tenant_id(app, slug)
     with app.app_context():
         for i in range(n):
-            audit.record("approval.decided", "declined", tenant_id=chain, user_id=None, detail=f"row {i + 1}",
-                         channel="web")
+            audit.record("approval.decided", "declined", tenant_id=chain, user_id=None, detail=f"row {i + 1}", channel="web")
         db.session.commit()
     return chain
 
@@ -54,8 +54,13 @@ def set_row(app, chain, seq, **values):
 
 def head_row(app, chain):
     with app.app_context():
-        return db.session.execute(sa.select(AuditHead.seq, AuditHead.hash, AuditHead.key_id, AuditHead.mac)
-                                  .where(AuditHead.chain == chain)).one()._asdict()
+        return (
+            db.session.execute(
+                sa.select(AuditHead.seq, AuditHead.hash, AuditHead.key_id, AuditHead.mac).where(AuditHead.chain == chain)
+            )
+            .one()
+            ._asdict()
+        )
 
 
 def set_head(app, chain, **values):
@@ -83,8 +88,11 @@ def relink(app, chain, key=MADE_UP, key_id=None, from_seq=1):
                 row.hash = audit.link(key, prev, row)
             prev = row.hash
         last = rows[-1]
-        db.session.execute(sa.update(AuditHead).where(AuditHead.chain == chain).values(
-            seq=last.seq, hash=last.hash, mac=audit.mac(key, "head", chain, last.seq, last.hash)))
+        db.session.execute(
+            sa.update(AuditHead)
+            .where(AuditHead.chain == chain)
+            .values(seq=last.seq, hash=last.hash, mac=audit.mac(key, "head", chain, last.seq, last.hash))
+        )
         db.session.commit()
 
 
@@ -120,6 +128,7 @@ def app_with(database_url):
 
 # --- the key ---------------------------------------------------------------------------------------
 
+
 def test_an_untouched_keyed_chain_verifies_and_names_its_key(app):
     chain = write_rows(app, 3)
     result = verify(app)
@@ -134,8 +143,12 @@ def test_the_audit_key_is_not_the_secret_key_and_is_stored_nowhere_in_the_databa
     key = app.config["AUDIT_KEY"]
     assert key and key != app.config["SECRET_KEY"]
     with app.app_context():
-        dumped = " ".join(str(v) for table in (AuditEvent, AuditHead, AuditMark)
-                          for row in db.session.execute(sa.select(table.__table__)) for v in row)
+        dumped = " ".join(
+            str(v)
+            for table in (AuditEvent, AuditHead, AuditMark)
+            for row in db.session.execute(sa.select(table.__table__))
+            for v in row
+        )
     assert key not in dumped
 
 
@@ -164,13 +177,15 @@ def test_rotation_old_rows_verify_while_their_key_is_a_fallback_and_not_after(ap
     assert result.exit_code == 0 and "4 rows" in result.output
     with rotated.app_context():
         new_id = audit.keyring().current
-        assert db.session.scalars(sa.select(AuditEvent.key_id).where(AuditEvent.chain == chain)
-                                  .order_by(AuditEvent.seq)).all()[2:] == [new_id, new_id]
+        assert db.session.scalars(sa.select(AuditEvent.key_id).where(AuditEvent.chain == chain).order_by(AuditEvent.seq)).all()[
+            2:
+        ] == [new_id, new_id]
     dropped = app_with(AUDIT_KEY="the new audit key", AUDIT_KEY_FALLBACKS=[])
     assert_broken(dropped, row_id(app, chain, 1), "neither AUDIT_KEY nor in AUDIT_KEY_FALLBACKS")
 
 
 # --- every rewrite is named ------------------------------------------------------------------------
+
 
 def test_edited_detail_relinked_after_it_with_a_made_up_key_is_named(app):
     chain = write_rows(app, 6)
@@ -202,12 +217,22 @@ def test_a_row_inserted_in_the_middle_is_named(app):
     chain = write_rows(app, 5)
     with app.app_context():
         for seq in range(5, 2, -1):  # make room at 3
-            db.session.execute(sa.update(AuditEvent).where(AuditEvent.chain == chain, AuditEvent.seq == seq)
-                               .values(seq=seq + 1))
+            db.session.execute(sa.update(AuditEvent).where(AuditEvent.chain == chain, AuditEvent.seq == seq).values(seq=seq + 1))
         prev = db.session.scalar(sa.select(AuditEvent.hash).where(AuditEvent.chain == chain, AuditEvent.seq == 2))
-        forged = AuditEvent(chain=chain, seq=3, tenant_id=chain, user_id=None, approval_id=None, event="approval.decided",
-                            outcome="done", detail="approved by nobody", channel="web", key_id=audit.keyring().current,
-                            created_at=audit.utcnow(), prev_hash=prev)
+        forged = AuditEvent(
+            chain=chain,
+            seq=3,
+            tenant_id=chain,
+            user_id=None,
+            approval_id=None,
+            event="approval.decided",
+            outcome="done",
+            detail="approved by nobody",
+            channel="web",
+            key_id=audit.keyring().current,
+            created_at=audit.utcnow(),
+            prev_hash=prev,
+        )
         forged.hash = audit.link(MADE_UP, prev, forged)
         db.session.add(forged)
         db.session.commit()
@@ -250,8 +275,11 @@ def test_a_row_moved_to_another_tenants_chain_is_named_in_both(app):
     moved = row_id(app, acme, 4)
     with app.app_context():  # re-parented, linked after globex's last row, globex's head moved onto it
         globex_last = db.session.scalar(sa.select(AuditEvent.hash).where(AuditEvent.chain == globex, AuditEvent.seq == 2))
-        db.session.execute(sa.update(AuditEvent).where(AuditEvent.id == moved).values(
-            chain=globex, tenant_id=globex, seq=3, prev_hash=globex_last))
+        db.session.execute(
+            sa.update(AuditEvent)
+            .where(AuditEvent.id == moved)
+            .values(chain=globex, tenant_id=globex, seq=3, prev_hash=globex_last)
+        )
         db.session.commit()
         moved_hash = db.session.get(AuditEvent, moved).hash
     set_head(app, globex, seq=3, hash=moved_hash)
@@ -275,6 +303,7 @@ def test_everything_rewritten_with_a_made_up_key_under_the_real_keys_name_is_nam
 
 # --- audit writes keep working without their head --------------------------------------------------
 
+
 def test_a_deleted_head_is_rebuilt_on_the_next_write_which_is_recorded(app, alice, posts, handle_calls):
     chain = write_rows(app, 3)
     with app.app_context():
@@ -285,8 +314,11 @@ def test_a_deleted_head_is_rebuilt_on_the_next_write_which_is_recorded(app, alic
     assert response.status_code == 200 and handle_calls["n"] == 1
     with app.app_context():
         assert db.session.get(Post, posts["Spring meetup"]) is None
-        rebuilt = db.session.execute(sa.select(AuditEvent.seq, AuditEvent.detail).where(
-            AuditEvent.chain == chain, AuditEvent.event == audit.HEAD_RECREATED)).all()
+        rebuilt = db.session.execute(
+            sa.select(AuditEvent.seq, AuditEvent.detail).where(
+                AuditEvent.chain == chain, AuditEvent.event == audit.HEAD_RECREATED
+            )
+        ).all()
     assert [tuple(r) for r in rebuilt] == [(4, "the head row was missing; rebuilt from row 3")]
     result = verify(app)
     assert result.exit_code == 0 and "its head was rebuilt 1 time(s)" in result.output
@@ -310,13 +342,15 @@ def test_a_head_with_a_forged_mac_is_rebuilt_on_the_next_write(app):
     set_head(app, chain, mac="0" * 64)
     write_rows(app, 1)
     with app.app_context():
-        rows = db.session.execute(sa.select(AuditEvent.seq, AuditEvent.event).where(AuditEvent.chain == chain)
-                                  .order_by(AuditEvent.seq)).all()
+        rows = db.session.execute(
+            sa.select(AuditEvent.seq, AuditEvent.event).where(AuditEvent.chain == chain).order_by(AuditEvent.seq)
+        ).all()
     assert [tuple(r) for r in rows][3:] == [(4, audit.HEAD_RECREATED), (5, "approval.decided")]
     assert verify(app).exit_code == 0
 
 
 # --- checkpoints: the cut end that a consistent head hides -----------------------------------------
+
 
 def checkpoint(app):
     result = app.test_cli_runner().invoke(args=["audit", "checkpoint"])
@@ -384,6 +418,7 @@ def test_no_checkpoint_is_printed_for_a_broken_chain(app):
 
 # --- the admin page verifies from its mark ---------------------------------------------------------
 
+
 @pytest.fixture
 def admin(sign_in):
     return sign_in("admin@example.com")
@@ -406,7 +441,7 @@ def counted_links(monkeypatch):
 def chain_status(admin):
     page = admin.client.get("/admin/audit").get_data(as_text=True)
     start = page.index('class="chain')
-    return page[start:page.index("</p>", start)]
+    return page[start : page.index("</p>", start)]
 
 
 def test_the_page_checks_only_rows_since_its_mark_and_a_window_of_older_ones(app, admin, counted_links, monkeypatch):
@@ -494,10 +529,10 @@ def test_the_audit_api_reports_the_same_verdict(app):
 
 # --- a chain deleted whole, and rows no walk reaches ------------------------------------------------
 
+
 def alices_cards(alice, posts, n=1):
     """n pending cards of alice's: each approval is written with its approval.created row."""
-    return [alice.card(alice.say(alice.new_conversation(), f"/delete_post post={posts['Spring meetup']}"))[0]
-            for _ in range(n)]
+    return [alice.card(alice.say(alice.new_conversation(), f"/delete_post post={posts['Spring meetup']}"))[0] for _ in range(n)]
 
 
 def delete_chain(app, chain):
@@ -526,20 +561,30 @@ def test_the_next_write_after_a_deleted_chain_says_so_and_verify_still_fails(app
     delete_chain(app, chain)
     write_rows(app, 1)  # the next audited write begins a new chain
     with app.app_context():
-        rows = db.session.execute(sa.select(AuditEvent.seq, AuditEvent.event, AuditEvent.detail)
-                                  .where(AuditEvent.chain == chain).order_by(AuditEvent.seq)).all()
-    assert [tuple(r) for r in rows][0] == (1, audit.HEAD_RECREATED, f"the chain was missing: 1 approval(s) of tenant "
-                                           f"{chain} have no audit rows; a new chain starts here")
+        rows = db.session.execute(
+            sa.select(AuditEvent.seq, AuditEvent.event, AuditEvent.detail)
+            .where(AuditEvent.chain == chain)
+            .order_by(AuditEvent.seq)
+        ).all()
+    assert [tuple(r) for r in rows][0] == (
+        1,
+        audit.HEAD_RECREATED,
+        f"the chain was missing: 1 approval(s) of tenant {chain} have no audit rows; a new chain starts here",
+    )
     result = verify(app)
-    assert result.exit_code == 1 and f"1 approval(s) of tenant {chain} have no approval.created row in its chain " \
-        f"(the first: {first})" in result.output, result.output
+    assert (
+        result.exit_code == 1
+        and f"1 approval(s) of tenant {chain} have no approval.created row in its chain (the first: {first})" in result.output
+    ), result.output
 
 
 def test_a_new_tenants_first_approval_begins_its_chain_without_a_false_alarm(app, alice, posts):
     alices_cards(alice, posts, 2)  # the first card's own approval is not evidence of an older chain
     with app.app_context():
-        assert db.session.scalar(sa.select(sa.func.count()).select_from(AuditEvent)
-                                 .where(AuditEvent.event == audit.HEAD_RECREATED)) == 0
+        assert (
+            db.session.scalar(sa.select(sa.func.count()).select_from(AuditEvent).where(AuditEvent.event == audit.HEAD_RECREATED))
+            == 0
+        )
     result = verify(app)
     assert result.exit_code == 0 and "head was rebuilt" not in result.output, result.output
 
@@ -552,8 +597,10 @@ def test_an_approvals_row_cut_from_the_end_with_a_replayed_head_is_named_by_cli_
     delete_rows(app, chain, 3)
     set_head(app, chain, **old)  # consistent and signed: the chain alone cannot tell
     result = verify(app)
-    assert result.exit_code == 1 and f"1 approval(s) of tenant {chain} have no approval.created row in its chain " \
-        f"(the first: {card})" in result.output, result.output
+    assert (
+        result.exit_code == 1
+        and f"1 approval(s) of tenant {chain} have no approval.created row in its chain (the first: {card})" in result.output
+    ), result.output
     status = chain_status(admin)  # from its mark: the approvals made since it are held to their rows
     assert "The chain is broken" in status and f"(the first: {card})" in status, status
 
@@ -570,9 +617,18 @@ def test_a_made_up_row_no_walk_reaches_is_named(app, chain, seq):
     assert verify(app).exit_code == 0
     chain = acme if chain == "acme" else chain
     with app.app_context():
-        forged = AuditEvent(chain=chain, seq=seq, tenant_id=None, user_id=None, event="approval.decided",
-                            outcome="done", detail="approved by nobody", channel="web", key_id=audit.keyring().current,
-                            created_at=audit.utcnow())
+        forged = AuditEvent(
+            chain=chain,
+            seq=seq,
+            tenant_id=None,
+            user_id=None,
+            event="approval.decided",
+            outcome="done",
+            detail="approved by nobody",
+            channel="web",
+            key_id=audit.keyring().current,
+            created_at=audit.utcnow(),
+        )
         forged.hash = audit.link(MADE_UP, "", forged)
         db.session.add(forged)
         db.session.commit()
@@ -585,8 +641,19 @@ def test_a_made_up_row_before_a_tenants_chain_is_named_on_its_admin_page(app, ad
     chain = write_rows(app, 2)
     assert "The chain verifies (2 rows)" in chain_status(admin)
     with app.app_context():
-        db.session.add(AuditEvent(chain=chain, seq=0, tenant_id=chain, user_id=None, event="approval.decided",
-                                  outcome="done", detail="", channel="web", created_at=audit.utcnow()))
+        db.session.add(
+            AuditEvent(
+                chain=chain,
+                seq=0,
+                tenant_id=chain,
+                user_id=None,
+                event="approval.decided",
+                outcome="done",
+                detail="",
+                channel="web",
+                created_at=audit.utcnow(),
+            )
+        )
         db.session.commit()
     status = chain_status(admin)
     assert "The chain is broken" in status and f"claims sequence 0 in chain {chain}" in status, status
@@ -594,16 +661,32 @@ def test_a_made_up_row_before_a_tenants_chain_is_named_on_its_admin_page(app, ad
 
 # --- the CSV export and the page, with text a member chose -----------------------------------------
 
-FORMULAS = ['=HYPERLINK("evil.example","y")', "+1+1", "-2+3", "@SUM(A1)", "\t=1+1", "\r=1+1",
-            " =1+1", "\u00a0=1+1", "\uff1d1+1",
-            "\u200b=1+1", "\ufeff=1+1", "\u2060@SUM(A1)", " \u200d\u200b-1+1", "\u200e\uff0b1"]  # invisible first
+FORMULAS = [
+    '=HYPERLINK("evil.example","y")',
+    "+1+1",
+    "-2+3",
+    "@SUM(A1)",
+    "\t=1+1",
+    "\r=1+1",
+    " =1+1",
+    "\u00a0=1+1",
+    "\uff1d1+1",
+    "\u200b=1+1",
+    "\ufeff=1+1",
+    "\u2060@SUM(A1)",
+    " \u200d\u200b-1+1",
+    "\u200e\uff0b1",
+]  # invisible first
 
 
 def member_chosen_ids(alice):
     """A member answers made-up approval ids: each refused attempt records the id from the URL."""
     for chosen in FORMULAS:
-        response = alice.client.post(f"/approvals/{quote(chosen, safe='')}/confirm", data={"token": "x"},
-                                     headers={"HX-Request": "true", "X-CSRFToken": alice.csrf})
+        response = alice.client.post(
+            f"/approvals/{quote(chosen, safe='')}/confirm",
+            data={"token": "x"},
+            headers={"HX-Request": "true", "X-CSRFToken": alice.csrf},
+        )
         assert response.status_code == 400, (chosen, response.status_code)
 
 
@@ -620,14 +703,30 @@ def test_every_csv_cell_a_member_can_reach_is_escaped(app, alice, admin):
             assert visible[:1] not in ("=", "+", "-", "@", "\uff1d", "\uff0b"), row
 
 
-@pytest.mark.parametrize("cell, safe", [
-    ("=1+1", "'=1+1"), ("-5", "'-5"), (" @x", "' @x"), ("\t1", "'\t1"), ("\r1", "'\r1"), ("\n=1", "'\n=1"),
-    ("\uff0b1", "'\uff0b1"), ("alice@example.com", "alice@example.com"), (42, "42"), ("", ""),
-    ("2026-11-30T10:00:00+00:00", "2026-11-30T10:00:00+00:00"),
-    ("\u200b=1+1", "'\u200b=1+1"), ("\ufeff=1+1", "'\ufeff=1+1"), ("\u2060+1", "'\u2060+1"),
-    (" \u200b\u00a0\ufeff@x", "' \u200b\u00a0\ufeff@x"), ("\u202e-1", "'\u202e-1"), ("\x01=1", "'\x01=1"),
-    ("\u200bhello", "\u200bhello"), ("\ufeff", "\ufeff"),
-])
+@pytest.mark.parametrize(
+    "cell, safe",
+    [
+        ("=1+1", "'=1+1"),
+        ("-5", "'-5"),
+        (" @x", "' @x"),
+        ("\t1", "'\t1"),
+        ("\r1", "'\r1"),
+        ("\n=1", "'\n=1"),
+        ("\uff0b1", "'\uff0b1"),
+        ("alice@example.com", "alice@example.com"),
+        (42, "42"),
+        ("", ""),
+        ("2026-11-30T10:00:00+00:00", "2026-11-30T10:00:00+00:00"),
+        ("\u200b=1+1", "'\u200b=1+1"),
+        ("\ufeff=1+1", "'\ufeff=1+1"),
+        ("\u2060+1", "'\u2060+1"),
+        (" \u200b\u00a0\ufeff@x", "' \u200b\u00a0\ufeff@x"),
+        ("\u202e-1", "'\u202e-1"),
+        ("\x01=1", "'\x01=1"),
+        ("\u200bhello", "\u200bhello"),
+        ("\ufeff", "\ufeff"),
+    ],
+)
 def test_csv_cells_are_escaped_by_the_owasp_rule(cell, safe):
     from app.admin import _csv_safe
 
@@ -649,8 +748,11 @@ def test_a_person_whose_email_starts_a_formula_is_escaped_in_the_csv(app, admin)
 
 
 def test_a_member_chosen_approval_id_is_plain_text_on_the_audit_page(app, alice, admin):
-    response = alice.client.post(f"/approvals/{quote('<img src=x onerror=alert(1)>', safe='')}/confirm",
-                                 data={"token": "x"}, headers={"HX-Request": "true", "X-CSRFToken": alice.csrf})
+    response = alice.client.post(
+        f"/approvals/{quote('<img src=x onerror=alert(1)>', safe='')}/confirm",
+        data={"token": "x"},
+        headers={"HX-Request": "true", "X-CSRFToken": alice.csrf},
+    )
     assert response.status_code == 400
     page = admin.client.get("/admin/audit").get_data(as_text=True)
     assert "<code>&lt;img src</code>" in page and "<img src" not in page

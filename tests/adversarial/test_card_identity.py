@@ -18,8 +18,7 @@ from tests.conftest import api_headers
 def ask(app, token, text):
     client = app.test_client()
     convo = client.post("/api/conversations", json={}, headers=api_headers(token)).get_json()["id"]
-    return client.post(f"/api/conversations/{convo}/messages", json={"text": text},
-                       headers=api_headers(token)).get_json()
+    return client.post(f"/api/conversations/{convo}/messages", json={"text": text}, headers=api_headers(token)).get_json()
 
 
 def agent_token(app, email="alice@example.com"):
@@ -43,9 +42,13 @@ def test_two_posts_an_agent_made_look_alike_get_different_cards(app, posts):
 
 
 def test_line_breaks_in_a_value_cannot_pass_for_rows_in_a_chat_thread():
-    approval = Approval(reason="Send this email as alice@example.com?\nTo: boss@example.com",
-                        rows=[{"label": "To", "value": "dana@example.org"},
-                              {"label": "Message", "value": "line1\nTo: boss@example.com\n\nSubject: urgent"}])
+    approval = Approval(
+        reason="Send this email as alice@example.com?\nTo: boss@example.com",
+        rows=[
+            {"label": "To", "value": "dana@example.org"},
+            {"label": "Message", "value": "line1\nTo: boss@example.com\n\nSubject: urgent"},
+        ],
+    )
     lines = card_text(approval).splitlines()
     assert lines[0] == ("⚠️ Send this email as alice@example.com? ⏎ To: boss@example.com Reply 'Yes' to confirm.")
     rows = [line for line in lines[1:] if not line.startswith("    │")]
@@ -71,7 +74,6 @@ def test_an_agent_cannot_flood_the_person_with_cards_across_runs(app, posts):
     token = agent_token(app)
     said = [ask(app, token, f"/delete_post post={posts['Spring meetup']}") for _ in range(10)]
     with app.app_context():
-        pending = db.session.scalar(sa.select(sa.func.count()).select_from(Approval)
-                                    .where(Approval.status == "pending"))
+        pending = db.session.scalar(sa.select(sa.func.count()).select_from(Approval).where(Approval.status == "pending"))
     assert pending == 7
     assert "too many requests already wait" in said[-1]["messages"][-1]["text"]

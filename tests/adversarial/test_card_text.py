@@ -40,6 +40,7 @@ def approvals_count(app):
 
 # -- the card names the resolved file, and handle() deletes that one -------------------------------------
 
+
 def test_a_dot_dot_path_shows_the_file_that_is_really_deleted(app, alice, folder):
     html = alice.say(alice.new_conversation(), '/manage_files operation=delete path="reports/old.csv/../../notes.txt"')
     reason, rows = pending_card(app)
@@ -50,16 +51,25 @@ def test_a_dot_dot_path_shows_the_file_that_is_really_deleted(app, alice, folder
     assert not (folder / "notes.txt").exists() and (folder / "reports" / "old.csv").exists()
 
 
-@pytest.mark.parametrize("path", ["./notes.txt", "//notes.txt", "/notes.txt", "notes.txt/", "reports/./../notes.txt",
-                                  "reports//..//notes.txt", "./././notes.txt"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "./notes.txt",
+        "//notes.txt",
+        "/notes.txt",
+        "notes.txt/",
+        "reports/./../notes.txt",
+        "reports//..//notes.txt",
+        "./././notes.txt",
+    ],
+)
 def test_every_spelling_of_a_path_shows_its_canonical_form(app, alice, folder, path):
     alice.say(alice.new_conversation(), f'/manage_files operation=delete path="{path}"')
     assert pending_card(app)[0] == "Delete the file at notes.txt on disk local?"
 
 
 def test_words_the_model_adds_to_a_path_never_reach_the_card(app, alice, model, folder):
-    model.enqueue(tool_call("manage_files", operation="delete",
-                            path="notes.txt/../reports/old.csv/../../notes.txt"))
+    model.enqueue(tool_call("manage_files", operation="delete", path="notes.txt/../reports/old.csv/../../notes.txt"))
     alice.say(alice.new_conversation(), "tidy up")
     reason, _ = pending_card(app)
     assert reason == "Delete the file at notes.txt on disk local?"
@@ -68,9 +78,23 @@ def test_words_the_model_adds_to_a_path_never_reach_the_card(app, alice, model, 
     assert approvals_count(app) == 1 and "Refused: No file or folder" in model.seen()
 
 
-@pytest.mark.parametrize("path", ["%2e%2e/globex/secret.txt", "..%2fglobex", "..\u2215globex\u2215secret.txt",
-                                  "\uff0e\uff0e/globex/secret.txt", "NOTES.TXT", "notes.txt ", " notes.txt",
-                                  "../acme/notes.txt", "/etc/passwd", "..\\globex\\secret.txt", "a/" * 240 + "x", "n" * 300])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "%2e%2e/globex/secret.txt",
+        "..%2fglobex",
+        "..\u2215globex\u2215secret.txt",
+        "\uff0e\uff0e/globex/secret.txt",
+        "NOTES.TXT",
+        "notes.txt ",
+        " notes.txt",
+        "../acme/notes.txt",
+        "/etc/passwd",
+        "..\\globex\\secret.txt",
+        "a/" * 240 + "x",
+        "n" * 300,
+    ],
+)
 def test_paths_that_name_nothing_inside_the_folder_get_no_card(app, alice, folder, path):
     Path(app.config["FILES_ROOT"], "globex").mkdir(exist_ok=True)
     Path(app.config["FILES_ROOT"], "globex", "secret.txt").write_text("globex only")
@@ -113,6 +137,7 @@ def test_the_rebuilt_card_resolves_again_so_a_swapped_file_is_changed(app, alice
 
 # -- the declaration: a template can only be filled from resolved values ---------------------------------
 
+
 class Input(BaseModel):
     operation: Literal["show", "purge"]
     folder: str = ""
@@ -135,8 +160,11 @@ def test_a_template_that_would_print_the_models_text_fails_at_start_with_the_fix
 
 def test_a_closed_choice_placeholder_needs_no_resolving():
     registry = Registry()
-    register(registry, declare("ShowDisk", requires_approval={"purge": "Purge everything on {disk}?"}),
-             types.ModuleType("tests.show_disk"))
+    register(
+        registry,
+        declare("ShowDisk", requires_approval={"purge": "Purge everything on {disk}?"}),
+        types.ModuleType("tests.show_disk"),
+    )
     assert "show_disk" in registry.actions
 
 
@@ -160,8 +188,11 @@ def test_an_enum_operation_needs_its_card_like_a_literal_one():
         operation: Operation
 
     registry = Registry()
-    register(registry, declare("EnumOp", Input=EnumInput, requires_approval={"purge": "Purge everything?"}),
-             types.ModuleType("tests.enum_op"))
+    register(
+        registry,
+        declare("EnumOp", Input=EnumInput, requires_approval={"purge": "Purge everything?"}),
+        types.ModuleType("tests.enum_op"),
+    )
     action = registry.actions["enum_op"]
     assert action.needs_card(EnumInput(operation="purge")) and not action.needs_card(EnumInput(operation="show"))
     assert action().approval_reason(None, EnumInput(operation="purge")) == "Purge everything?"
@@ -174,11 +205,13 @@ def test_a_mapped_operation_the_input_does_not_allow_fails_at_start():
 
 
 def test_a_placeholder_approval_values_forgot_fails_instead_of_printing_the_raw_value():
-    forgetful = declare("Forgetful", requires_approval={"purge": "Purge {folder}?"},
-                        approval_values=lambda self, ctx, input: {})
+    forgetful = declare("Forgetful", requires_approval={"purge": "Purge {folder}?"}, approval_values=lambda self, ctx, input: {})
     forgetful.source = "forgetful.py"
-    with pytest.raises(ActionDeclarationError, match=r"forgetful\.py: Forgetful: approval_values\(\) gave no value for "
-                                                     r"\{folder\}\. Fix: return it"):
+    with pytest.raises(
+        ActionDeclarationError,
+        match=r"forgetful\.py: Forgetful: approval_values\(\) gave no value for "
+        r"\{folder\}\. Fix: return it",
+    ):
         fill(forgetful(), "Purge {folder}?", None, Input(operation="purge", folder="RAW-TEXT"))
 
 
@@ -187,11 +220,13 @@ def test_actions_check_catches_approval_values_that_hand_back_the_models_string(
 
     result = cli_app(database_url, "tests.fixtures.echo_values").test_cli_runner().invoke(args=["actions", "check"])
     assert result.exit_code == 1
-    assert ("FAIL tidy_files: approval_values() hands back the model's 'path' ('reports/old.csvzq') instead of "
-            "resolving it") in result.output
+    assert (
+        "FAIL tidy_files: approval_values() hands back the model's 'path' ('reports/old.csvzq') instead of resolving it"
+    ) in result.output
 
 
 # -- look-alike recipients and words ---------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("to", ["bob@p\u0430ypal.com", "bob@xn--pypal-4ve.com"])
 def test_a_homograph_domain_is_shown_with_its_punycode_and_a_warning(app, alice, model, to):

@@ -58,11 +58,13 @@ def answer_card(services, to="alice@example.com"):
 
 def user_messages(app, text):
     with app.app_context():
-        return db.session.scalar(sa.select(sa.func.count()).select_from(Message).where(
-            Message.role == "user", Message.text == text))
+        return db.session.scalar(
+            sa.select(sa.func.count()).select_from(Message).where(Message.role == "user", Message.text == text)
+        )
 
 
 # --- 1. Email confirms only a reply to the card's own email ----------------------------------------
+
 
 def test_the_issue_payload_two_forged_emails_run_nothing(app, email, posts, handle_calls, services):
     """A signed body with a forged From: asks, a second answers "yes" in the same thread (whose root
@@ -79,13 +81,15 @@ def test_the_issue_payload_two_forged_emails_run_nothing(app, email, posts, hand
 
 
 @pytest.mark.parametrize("reply", ["yes", "no"])
-def test_forged_email_without_the_card_id_neither_confirms_nor_declines(app, email, posts, handle_calls, reply,
-                                                                        services):
+def test_forged_email_without_the_card_id_neither_confirms_nor_declines(app, email, posts, handle_calls, reply, services):
     ask_delete(email, posts)
     root = email.roots["main"]
     email.say(reply, in_reply_to=root, references=root)  # knows the thread, not the card's Message-ID
-    email.say(reply, in_reply_to="<card.00000000000000000000000000000000@countersign.example>",
-              references=f"{root} <card.00000000000000000000000000000000@countersign.example>")  # guessed
+    email.say(
+        reply,
+        in_reply_to="<card.00000000000000000000000000000000@countersign.example>",
+        references=f"{root} <card.00000000000000000000000000000000@countersign.example>",
+    )  # guessed
     assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
     email.say("yes", **answer_card(services))  # alice's own reply to her card's email: still her wait
     assert handle_calls["n"] == 1 and statuses(app) == ["done"]
@@ -118,14 +122,18 @@ def test_another_persons_card_id_does_not_answer_alices_card(app, email, posts, 
     assert handle_calls["n"] == 0 and statuses(app) == ["pending", "pending"]
 
 
-@pytest.mark.parametrize("verdict", [
-    {"auth": {"spf": "pass", "dkim": "pass", "dmarc": "fail"}},
-    {"auth": {"dkim": "none"}, "authentication_results": None},  # the only verdict: no DKIM, no DMARC
-    {"auth": {}},
-    {"auth": "pass"},
-    {"authentication_results": "mx.example; spf=pass smtp.mailfrom=example.com; dmarc=fail header.from=example.com"},
-    {"authentication_results": "mx.example; none"},
-], ids=["dmarc-fail", "dkim-none", "empty", "not-an-object", "header-dmarc-fail", "header-unreadable"])
+@pytest.mark.parametrize(
+    "verdict",
+    [
+        {"auth": {"spf": "pass", "dkim": "pass", "dmarc": "fail"}},
+        {"auth": {"dkim": "none"}, "authentication_results": None},  # the only verdict: no DKIM, no DMARC
+        {"auth": {}},
+        {"auth": "pass"},
+        {"authentication_results": "mx.example; spf=pass smtp.mailfrom=example.com; dmarc=fail header.from=example.com"},
+        {"authentication_results": "mx.example; none"},
+    ],
+    ids=["dmarc-fail", "dkim-none", "empty", "not-an-object", "header-dmarc-fail", "header-unreadable"],
+)
 def test_a_failing_provider_verdict_is_never_a_confirm(app, email, posts, handle_calls, verdict, services):
     ask_delete(email, posts)
     email.say("yes", **verdict)  # carries the card's Message-ID, but the provider says the sender is not proven
@@ -136,8 +144,11 @@ def test_a_failing_provider_verdict_is_never_a_confirm(app, email, posts, handle
 
 def test_a_passing_provider_verdict_with_the_card_id_confirms(app, email, posts, handle_calls):
     ask_delete(email, posts)
-    email.say("yes", auth={"spf": "pass", "dkim": "pass", "dmarc": "pass"},
-              authentication_results="mx.example; spf=pass; dkim=pass header.d=example.com; dmarc=pass")
+    email.say(
+        "yes",
+        auth={"spf": "pass", "dkim": "pass", "dmarc": "pass"},
+        authentication_results="mx.example; spf=pass; dkim=pass header.d=example.com; dmarc=pass",
+    )
     assert handle_calls["n"] == 1 and statuses(app) == ["done"]
 
 
@@ -147,6 +158,7 @@ def test_a_from_header_naming_two_senders_is_ignored(app, email):
 
 
 # --- 2. A signed email body acts once: a timestamp inside the signature, dedupe past the window ----
+
 
 @pytest.mark.parametrize("offset", [-360, 360])  # a margin: the stamp is whole seconds, the check is not
 def test_a_signed_email_outside_the_five_minute_window_is_refused(app, email, offset):
@@ -162,8 +174,10 @@ def test_an_email_signed_over_the_body_alone_is_refused(app, email):
 
     body, _ = email.webhook("/list_posts")
     signature = "sha256=" + hmac.new(EMAIL_SECRET.encode(), body.encode(), hashlib.sha256).hexdigest()
-    for headers in ({"X-Countersign-Signature": signature},
-                    {"X-Countersign-Signature": signature, "X-Countersign-Timestamp": str(int(time.time()))}):
+    for headers in (
+        {"X-Countersign-Signature": signature},
+        {"X-Countersign-Signature": signature, "X-Countersign-Timestamp": str(int(time.time()))},
+    ):
         assert app.test_client().post(email.url, data=body, headers=headers).status_code == 401
 
 
@@ -186,6 +200,7 @@ def test_odd_webhook_timestamps_are_401_not_500(app, email, stamp):
 
 
 # --- 3. Waits belong to one person ------------------------------------------------------------------
+
 
 @pytest.fixture
 def carols_post(app):
@@ -218,8 +233,7 @@ def test_someone_elses_no_in_the_thread_declines_nothing(app, chat, posts, handl
     assert handle_calls["n"] == 1
 
 
-def test_with_redis_down_someone_else_in_the_thread_gets_no_link_to_alices_card(app, services, posts,
-                                                                               handle_calls, tmp_path):
+def test_with_redis_down_someone_else_in_the_thread_gets_no_link_to_alices_card(app, services, posts, handle_calls, tmp_path):
     import redis
 
     from tests.services import PrivateRedis
@@ -231,8 +245,9 @@ def test_with_redis_down_someone_else_in_the_thread_gets_no_link_to_alices_card(
         ask_delete(chat, posts)
         server.stop()
         chat.say("yes", who="bob")
-        assert chat.sent()[-1] == ("I couldn't check your confirmation — try again in a moment, or use the link: "
-                                   "https://countersign.example")  # bob's own (none), never alice's card
+        assert chat.sent()[-1] == (
+            "I couldn't check your confirmation — try again in a moment, or use the link: https://countersign.example"
+        )  # bob's own (none), never alice's card
         assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
     finally:
         if server.proc and server.proc.poll() is None:
@@ -240,6 +255,7 @@ def test_with_redis_down_someone_else_in_the_thread_gets_no_link_to_alices_card(
 
 
 # --- 4. Seen only once the turn is done; one turn per delivery ---------------------------------------
+
 
 def fail_once(monkeypatch, name):
     """Make copilot.agent.<name> raise on its first call (the database went away mid-turn), then
@@ -344,12 +360,17 @@ def test_email_posts_plain_text_and_a_broken_subject_line_cannot_add_headers(app
 
 # --- 6. Only a person's own new message counts ---------------------------------------------------------
 
-@pytest.mark.parametrize("extra", [
-    {"subtype": "message_changed", "message": {"user": "U111", "text": "yes"}},
-    {"bot_id": "B1"},
-    {"subtype": "bot_message"},
-    {"user": None},
-], ids=["edited", "bot", "bot-subtype", "no-user"])
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"subtype": "message_changed", "message": {"user": "U111", "text": "yes"}},
+        {"bot_id": "B1"},
+        {"subtype": "bot_message"},
+        {"user": None},
+    ],
+    ids=["edited", "bot", "bot-subtype", "no-user"],
+)
 def test_slack_edits_bots_and_senderless_events_are_not_answers(app, services, posts, handle_calls, extra):
     chat = Chat(app, "slack", services)
     ask_delete(chat, posts)
@@ -368,8 +389,10 @@ def test_slack_the_same_message_under_another_event_id_acts_once(app, services, 
 def test_telegram_edits_bots_and_chat_senders_are_not_answers(app, services, posts, handle_calls, change):
     chat = Chat(app, "telegram", services)
     ask_delete(chat, posts)
-    extra = {"bot": {"from": {"id": 111, "is_bot": True, "first_name": "relay"}},
-             "sender_chat": {"sender_chat": {"id": -1001, "type": "supergroup"}}}.get(change, {})
+    extra = {
+        "bot": {"from": {"id": 111, "is_bot": True, "first_name": "relay"}},
+        "sender_chat": {"sender_chat": {"id": -1001, "type": "supergroup"}},
+    }.get(change, {})
     body, headers = chat.webhook("yes", **extra)
     if change == "edited":
         update = json.loads(body)
@@ -386,8 +409,10 @@ def test_telegram_edits_bots_and_chat_senders_are_not_answers(app, services, pos
 # to whatever From: said (backscatter). Now such mail runs nothing, answers nothing, mails nobody.
 
 CANARY = "/list_posts canary-words-7f3a"
-FOREIGN = ("mx.countersign.example; spf=pass smtp.mailfrom=eve@evil.example; dkim=pass header.d=evil.example; "
-           "dmarc=pass header.from=evil.example")  # all true, for the forger's own domain
+FOREIGN = (
+    "mx.countersign.example; spf=pass smtp.mailfrom=eve@evil.example; dkim=pass header.d=evil.example; "
+    "dmarc=pass header.from=evil.example"
+)  # all true, for the forger's own domain
 
 
 def refusals(app):
@@ -395,8 +420,9 @@ def refusals(app):
     from app.models import AuditEvent
 
     with app.app_context():
-        rows = db.session.scalars(sa.select(AuditEvent).where(
-            AuditEvent.event == "connector.refused", AuditEvent.outcome == "unauthenticated_sender"))
+        rows = db.session.scalars(
+            sa.select(AuditEvent).where(AuditEvent.event == "connector.refused", AuditEvent.outcome == "unauthenticated_sender")
+        )
         return [(r.tenant_id, r.user_id, r.detail, r.channel) for r in rows]
 
 
@@ -427,8 +453,7 @@ FAILING = {
 
 @pytest.mark.parametrize("require_auth", [True, False], ids=["default", "opted-out"])
 @pytest.mark.parametrize("verdict", FAILING.values(), ids=FAILING.keys())
-def test_a_forged_from_with_a_failing_verdict_runs_no_turn_and_mails_no_one(app, email, services, verdict,
-                                                                             require_auth):
+def test_a_forged_from_with_a_failing_verdict_runs_no_turn_and_mails_no_one(app, email, services, verdict, require_auth):
     app.config["EMAIL_REQUIRE_AUTH"] = require_auth
     response = email.say(CANARY, **verdict)  # say() asserts the webhook answered 200: no retry
     assert response.status_code == 200
@@ -438,8 +463,9 @@ def test_a_forged_from_with_a_failing_verdict_runs_no_turn_and_mails_no_one(app,
     assert detail.startswith("from alice@example.com: ") and "canary" not in detail
 
 
-@pytest.mark.parametrize("action", ["/list_posts", "/draft_post title=Forged body=x",
-                                    "/publish_post post={draft}", "/manage_files operation=list"])
+@pytest.mark.parametrize(
+    "action", ["/list_posts", "/draft_post title=Forged body=x", "/publish_post post={draft}", "/manage_files operation=list"]
+)
 def test_a_missing_verdict_runs_nothing_by_default(app, email, services, posts, action):
     email.say(action.format(draft=posts["Spring meetup"]), authentication_results=None)
     nothing_happened(app, services)
@@ -448,8 +474,7 @@ def test_a_missing_verdict_runs_nothing_by_default(app, email, services, posts, 
         assert db.session.get(Post, posts["Spring meetup"]).status == "draft"
 
 
-def test_a_missing_verdict_with_email_require_auth_off_is_an_ordinary_message(app, email, services, posts,
-                                                                              handle_calls):
+def test_a_missing_verdict_with_email_require_auth_off_is_an_ordinary_message(app, email, services, posts, handle_calls):
     app.config["EMAIL_REQUIRE_AUTH"] = False  # a provider that gives no verdict, knowingly
     email.say("/list_posts", authentication_results=None)
     assert user_messages(app, "/list_posts") == 1 and "Spring meetup" in email.sent()[-1]
@@ -458,25 +483,42 @@ def test_a_missing_verdict_with_email_require_auth_off_is_an_ordinary_message(ap
     assert handle_calls["n"] == 1 and refusals(app) == []
 
 
-@pytest.mark.parametrize("results", [
-    FOREIGN,
-    "mx; spf=pass smtp.mailfrom=eve@evil.example; dkim=pass header.d=evil.example",
-    "mx; dkim=pass header.d=example.com.evil.example",
-    "mx; dkim=pass header.d=ample.com; spf=pass smtp.mailfrom=x@ample.com",
-    "mx; dkim=pass header.i=@evil.example",
-    "mx; spf=pass smtp.mailfrom=<>",
-    "mx; dmarc=pass (header.from=example.com) header.from=evil.example",
-    'mx; spf=pass smtp.mailfrom="x;dmarc=pass header.from=example.com"@evil.example',
-    'mx; spf=pass smtp.mailfrom="x@evil.example; dmarc=fail header.from=example.com',
-    "mx; dkim=pass header.d=example.com (; dmarc=fail header.from=example.com",
-    "mx; dkim=pass header.d=example.com (a (nested) comment); dmarc=fail header.from=example.com",
-    ["mx; dmarc=pass header.from=evil.example", "mx2; dkim=pass header.d=example.com"],
-    # The provider's comments quote the envelope sender, which the forger chooses:
-    'mx; dmarc=pass header.from=evil.example (envelope "x header.from=example.com "@evil.example)',
-    "mx; dmarc=pass header.from=evil.example (envelope (x) header.from=example.com )",
-], ids=["dmarc-for-evil", "spf-dkim-for-evil", "suffix-trick", "tail-of-the-name", "dkim-i-for-evil", "null-sender",
-        "comment-names-alice", "quoted-semicolon", "open-quote-hides-a-fail", "open-comment-hides-a-fail",
-        "nested-comment", "list-with-dmarc-for-evil", "forger-text-in-a-comment", "forger-text-in-a-nested-comment"])
+@pytest.mark.parametrize(
+    "results",
+    [
+        FOREIGN,
+        "mx; spf=pass smtp.mailfrom=eve@evil.example; dkim=pass header.d=evil.example",
+        "mx; dkim=pass header.d=example.com.evil.example",
+        "mx; dkim=pass header.d=ample.com; spf=pass smtp.mailfrom=x@ample.com",
+        "mx; dkim=pass header.i=@evil.example",
+        "mx; spf=pass smtp.mailfrom=<>",
+        "mx; dmarc=pass (header.from=example.com) header.from=evil.example",
+        'mx; spf=pass smtp.mailfrom="x;dmarc=pass header.from=example.com"@evil.example',
+        'mx; spf=pass smtp.mailfrom="x@evil.example; dmarc=fail header.from=example.com',
+        "mx; dkim=pass header.d=example.com (; dmarc=fail header.from=example.com",
+        "mx; dkim=pass header.d=example.com (a (nested) comment); dmarc=fail header.from=example.com",
+        ["mx; dmarc=pass header.from=evil.example", "mx2; dkim=pass header.d=example.com"],
+        # The provider's comments quote the envelope sender, which the forger chooses:
+        'mx; dmarc=pass header.from=evil.example (envelope "x header.from=example.com "@evil.example)',
+        "mx; dmarc=pass header.from=evil.example (envelope (x) header.from=example.com )",
+    ],
+    ids=[
+        "dmarc-for-evil",
+        "spf-dkim-for-evil",
+        "suffix-trick",
+        "tail-of-the-name",
+        "dkim-i-for-evil",
+        "null-sender",
+        "comment-names-alice",
+        "quoted-semicolon",
+        "open-quote-hides-a-fail",
+        "open-comment-hides-a-fail",
+        "nested-comment",
+        "list-with-dmarc-for-evil",
+        "forger-text-in-a-comment",
+        "forger-text-in-a-nested-comment",
+    ],
+)
 def test_a_pass_for_another_domain_does_not_prove_alice(app, email, services, posts, handle_calls, results):
     ask_delete(email, posts)
     sent = len(services[1].inbox.messages)
@@ -489,26 +531,38 @@ def test_a_pass_for_another_domain_does_not_prove_alice(app, email, services, po
     assert handle_calls["n"] == 1
 
 
-@pytest.mark.parametrize("results", [
-    "mx; dmarc=pass header.from=EXAMPLE.com.",
-    "mx; dmarc=pass",  # no domain named: the provider's word for this message's From
-    "mx; spf=fail smtp.mailfrom=list@lists.example; dkim=pass header.d=example.com; dmarc=pass header.from=example.com",
-    "mx; dkim=pass header.d=evil.example; dkim=pass header.d=example.com",  # an ESP's signature and alice's
-    "mx (the provider's own note); spf=pass (sender IP is 192.0.2.1) smtp.mailfrom=\"alice@example.com\"",
-], ids=["case-and-dot", "dmarc-without-domain", "forwarded-dmarc-decides", "second-signature-aligned",
-        "spf-quoted-with-comments"])
+@pytest.mark.parametrize(
+    "results",
+    [
+        "mx; dmarc=pass header.from=EXAMPLE.com.",
+        "mx; dmarc=pass",  # no domain named: the provider's word for this message's From
+        "mx; spf=fail smtp.mailfrom=list@lists.example; dkim=pass header.d=example.com; dmarc=pass header.from=example.com",
+        "mx; dkim=pass header.d=evil.example; dkim=pass header.d=example.com",  # an ESP's signature and alice's
+        'mx (the provider\'s own note); spf=pass (sender IP is 192.0.2.1) smtp.mailfrom="alice@example.com"',
+    ],
+    ids=[
+        "case-and-dot",
+        "dmarc-without-domain",
+        "forwarded-dmarc-decides",
+        "second-signature-aligned",
+        "spf-quoted-with-comments",
+    ],
+)
 def test_a_pass_for_alices_domain_proves_her(app, email, posts, handle_calls, results):
     email.say(f"/delete_post post={posts['Spring meetup']}", authentication_results=results)
     email.say("yes", authentication_results=results)
     assert handle_calls["n"] == 1 and refusals(app) == []
 
 
-@pytest.mark.parametrize(("results", "sender_domain", "proven"), [
-    ("mx; dkim=pass header.d=example.com", "mail.example.com", True),  # the parent's DNS holds its subdomains
-    ("mx; dkim=pass header.d=mail.example.com", "example.com", False),  # a subdomain does not vouch for its parent
-    ("mx; spf=pass smtp.mailfrom=bounce@example.com", "mail.example.com", True),
-    ("mx; dmarc=pass header.from=example.com", "mail.example.com", False),  # DMARC names the From's own domain
-])
+@pytest.mark.parametrize(
+    ("results", "sender_domain", "proven"),
+    [
+        ("mx; dkim=pass header.d=example.com", "mail.example.com", True),  # the parent's DNS holds its subdomains
+        ("mx; dkim=pass header.d=mail.example.com", "example.com", False),  # a subdomain does not vouch for its parent
+        ("mx; spf=pass smtp.mailfrom=bounce@example.com", "mail.example.com", True),
+        ("mx; dmarc=pass header.from=example.com", "mail.example.com", False),  # DMARC names the From's own domain
+    ],
+)
 def test_a_verdict_vouches_for_its_domain_and_the_domains_under_it(results, sender_domain, proven):
     from app.connectors.email import judge, verdicts
 
@@ -517,8 +571,12 @@ def test_a_verdict_vouches_for_its_domain_and_the_domains_under_it(results, send
 
 # --- 8. No backscatter: only a proven sender is ever mailed back --------------------------------------
 
-@pytest.mark.parametrize("verdict", [{"authentication_results": None}, {"authentication_results": FOREIGN},
-                                     FAILING["dmarc-fail"]], ids=["no-verdict", "for-evil", "failing"])
+
+@pytest.mark.parametrize(
+    "verdict",
+    [{"authentication_results": None}, {"authentication_results": FOREIGN}, FAILING["dmarc-fail"]],
+    ids=["no-verdict", "for-evil", "failing"],
+)
 def test_an_unknown_unproven_sender_gets_no_reply(app, email, services, verdict):
     email.say("/list_posts", **{"from": "Victim <victim@example.org>", **verdict})
     nothing_happened(app, services)
@@ -537,8 +595,7 @@ def test_an_unknown_sender_is_told_only_when_proven(app, email, services):
     assert [m["To"] for m in services[1].inbox.messages] == ["stranger@example.org", "other@example.org"]
 
 
-@pytest.mark.parametrize("verdict", [{"authentication_results": None}, FAILING["dmarc-fail"]],
-                         ids=["no-verdict", "failing"])
+@pytest.mark.parametrize("verdict", [{"authentication_results": None}, FAILING["dmarc-fail"]], ids=["no-verdict", "failing"])
 def test_with_redis_down_an_unproven_sender_gets_no_retry_mail(app, services, posts, verdict, tmp_path):
     import redis
 
@@ -586,14 +643,29 @@ def test_an_email_job_queued_before_senders_were_checked_runs_nothing(app, email
 
 # --- 9. Whatever the provider writes, a failing DMARC verdict is never outvoted -------------------------
 
+
 def test_no_text_before_a_failing_dmarc_verdict_makes_it_a_pass():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
     from app.connectors.email import judge, verdicts
 
-    pieces = st.sampled_from(["; ", "dmarc=pass ", "dkim=pass ", "header.from=example.com ", "header.d=example.com ",
-                              '"', "(", ")", "\\", "spf=pass ", "smtp.mailfrom=alice@example.com ", "mx "])
+    pieces = st.sampled_from(
+        [
+            "; ",
+            "dmarc=pass ",
+            "dkim=pass ",
+            "header.from=example.com ",
+            "header.d=example.com ",
+            '"',
+            "(",
+            ")",
+            "\\",
+            "spf=pass ",
+            "smtp.mailfrom=alice@example.com ",
+            "mx ",
+        ]
+    )
     prefix = st.lists(pieces | st.text(max_size=8), max_size=12).map("".join)
 
     @settings(max_examples=300, deadline=None, database=None)
@@ -613,9 +685,11 @@ def test_any_verdict_shape_is_judged_without_error(app):
 
     from app.connectors.email import sender_problem
 
-    value = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=30),
-                         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-                         max_leaves=8)
+    value = st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=30),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+        max_leaves=8,
+    )
     auth = st.fixed_dictionaries({}, optional={"spf": value, "dkim": value, "dmarc": value}) | value
 
     @settings(max_examples=200, deadline=None, database=None)
@@ -654,10 +728,14 @@ NAMELESS = {
     "header-nameless-beside-evil": {"authentication_results": f"mx; spf=pass; {HONEST_EVIL}"},
     # The two forms disagree: a DMARC pass in one does not cover for the other's pass for evil.example.
     "dict-dmarc-beside-evil": {"auth": {"dmarc": "pass"}, "authentication_results": HONEST_EVIL},
-    "header-dmarc-beside-dict-dmarc-fail": {"auth": {"dmarc": "fail"},
-                                            "authentication_results": "mx; dmarc=pass header.from=example.com"},
-    "dict-all-pass-beside-evil": {"auth": {"spf": "pass", "dkim": "pass", "dmarc": "pass"},
-                                  "authentication_results": HONEST_EVIL},
+    "header-dmarc-beside-dict-dmarc-fail": {
+        "auth": {"dmarc": "fail"},
+        "authentication_results": "mx; dmarc=pass header.from=example.com",
+    },
+    "dict-all-pass-beside-evil": {
+        "auth": {"spf": "pass", "dkim": "pass", "dmarc": "pass"},
+        "authentication_results": HONEST_EVIL,
+    },
 }
 
 
@@ -685,29 +763,46 @@ def test_a_pass_naming_no_domain_does_not_confirm_the_card(app, email, services,
     assert handle_calls["n"] == 1 and statuses(app) == ["done"]
 
 
-@pytest.mark.parametrize("verdict", [
-    {"auth": {"dmarc": "pass"}, "authentication_results": None},
-    {"auth": {"spf": "fail", "dkim": "pass", "dmarc": "pass"}, "authentication_results": None},  # forwarded
-    {"auth": {"spf": "pass", "dkim": "pass", "dmarc": "pass"}},  # beside the fake's passing header for alice
-    {"authentication_results": "mx; dmarc=pass"},
-], ids=["dict-dmarc", "dict-forwarded", "dict-beside-alices-header", "header-dmarc-nameless"])
+@pytest.mark.parametrize(
+    "verdict",
+    [
+        {"auth": {"dmarc": "pass"}, "authentication_results": None},
+        {"auth": {"spf": "fail", "dkim": "pass", "dmarc": "pass"}, "authentication_results": None},  # forwarded
+        {"auth": {"spf": "pass", "dkim": "pass", "dmarc": "pass"}},  # beside the fake's passing header for alice
+        {"authentication_results": "mx; dmarc=pass"},
+    ],
+    ids=["dict-dmarc", "dict-forwarded", "dict-beside-alices-header", "header-dmarc-nameless"],
+)
 def test_a_dmarc_pass_naming_no_domain_still_proves_alice(app, email, posts, handle_calls, verdict):
     email.say(f"/delete_post post={posts['Spring meetup']}", **verdict)
     email.say("yes", **verdict)
     assert handle_calls["n"] == 1 and statuses(app) == ["done"] and refusals(app) == []
 
 
-@pytest.mark.parametrize(("mail", "problem"), [
-    ({"auth": {"spf": "pass", "dkim": "pass"}}, "no passing verdict for example.com"),
-    ({"auth": {"dmarc": "pass"}, "authentication_results": HONEST_EVIL}, "no passing verdict for example.com"),
-    ({"auth": {"spf": "pass"}, "authentication_results": "mx; dmarc=pass header.from=example.com"},
-     "no passing verdict for example.com"),  # the dict proves nothing: beside a good header, still nothing
-    ({"auth": {"dmarc": "none"}, "authentication_results": "mx; dmarc=pass header.from=example.com"}, "dmarc=none"),
-    ({"auth": {"dmarc": "pass"}, "authentication_results": "mx; dmarc=fail header.from=example.com"}, "dmarc=fail"),
-    ({"auth": {"dmarc": "pass"}, "authentication_results": "mx; dmarc=pass header.from=example.com"}, ""),
-    ({"authentication_results": "mx; spf=pass smtp.mailfrom=alice@example.com"}, ""),
-], ids=["dict-without-dmarc", "dict-dmarc-header-evil", "dict-nameless-header-good", "dict-dmarc-none",
-        "header-dmarc-fail", "both-prove", "header-spf-aligned"])
+@pytest.mark.parametrize(
+    ("mail", "problem"),
+    [
+        ({"auth": {"spf": "pass", "dkim": "pass"}}, "no passing verdict for example.com"),
+        ({"auth": {"dmarc": "pass"}, "authentication_results": HONEST_EVIL}, "no passing verdict for example.com"),
+        (
+            {"auth": {"spf": "pass"}, "authentication_results": "mx; dmarc=pass header.from=example.com"},
+            "no passing verdict for example.com",
+        ),  # the dict proves nothing: beside a good header, still nothing
+        ({"auth": {"dmarc": "none"}, "authentication_results": "mx; dmarc=pass header.from=example.com"}, "dmarc=none"),
+        ({"auth": {"dmarc": "pass"}, "authentication_results": "mx; dmarc=fail header.from=example.com"}, "dmarc=fail"),
+        ({"auth": {"dmarc": "pass"}, "authentication_results": "mx; dmarc=pass header.from=example.com"}, ""),
+        ({"authentication_results": "mx; spf=pass smtp.mailfrom=alice@example.com"}, ""),
+    ],
+    ids=[
+        "dict-without-dmarc",
+        "dict-dmarc-header-evil",
+        "dict-nameless-header-good",
+        "dict-dmarc-none",
+        "header-dmarc-fail",
+        "both-prove",
+        "header-spf-aligned",
+    ],
+)
 def test_each_form_the_provider_gives_must_prove_the_sender_on_its_own(app, mail, problem):
     from app.connectors.email import sender_problem
 

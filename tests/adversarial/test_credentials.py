@@ -28,10 +28,12 @@ def user(email: str) -> User:
 @pytest.fixture
 def token_of(app):
     """make(email, **create_token kwargs) -> (token, token id)."""
+
     def make(email: str = "alice@example.com", **kwargs) -> tuple[str, int]:
         with app.app_context():
             token = create_token(user(email), **kwargs)
             return token, db.session.scalar(sa.select(sa.func.max(ApiToken.id)))
+
     return make
 
 
@@ -67,11 +69,15 @@ def status_of(app, approval_id: str) -> str:
 
 def refused_attempts(app, approval_id: str) -> list[str]:
     with app.app_context():
-        return list(db.session.scalars(sa.select(AuditEvent.detail).where(
-            AuditEvent.approval_id == approval_id, AuditEvent.outcome == "refused_attempt")))
+        return list(
+            db.session.scalars(
+                sa.select(AuditEvent.detail).where(AuditEvent.approval_id == approval_id, AuditEvent.outcome == "refused_attempt")
+            )
+        )
 
 
 # --- 1. an agent token never answers and never sees a card's token ---------------------------------
+
 
 def test_an_agent_token_lists_pending_cards_but_sees_no_token(app, alice, token_of, posts):
     alice.say(alice.new_conversation(), f"/delete_post post={posts['Launch notes']}")  # a browser card
@@ -85,8 +91,7 @@ def test_an_agent_token_lists_pending_cards_but_sees_no_token(app, alice, token_
 
 
 @pytest.mark.parametrize("decision", ["confirm", "decline"])
-def test_an_agent_token_cannot_answer_a_card_even_with_a_token_signed_for_it(app, token_of, posts, handle_calls,
-                                                                            decision):
+def test_an_agent_token_cannot_answer_a_card_even_with_a_token_signed_for_it(app, token_of, posts, handle_calls, decision):
     token, token_id = token_of()
     agent = Api(app, token)
     _, said = agent.say(f"/delete_post post={posts['Spring meetup']}")
@@ -106,8 +111,10 @@ def test_an_agent_token_cannot_answer_a_form(app, token_of, decision):
     (form,) = said["pending"]
     assert form["type"] == "form" and form["token"] is None
     stolen = sign_for(app, form["id"], f"pat:{token_id}")
-    response = agent.post(f"/api/approvals/{form['id']}/{decision}",
-                          {"token": stolen, "values": {"body": "the agent's words", "status": "published"}})
+    response = agent.post(
+        f"/api/approvals/{form['id']}/{decision}",
+        {"token": stolen, "values": {"body": "the agent's words", "status": "published"}},
+    )
     assert response.status_code == 403 and response.get_json()["message"] == AGENT_MESSAGE
     assert status_of(app, form["id"]) == "pending"
     with app.app_context():
@@ -115,8 +122,7 @@ def test_an_agent_token_cannot_answer_a_form(app, token_of, decision):
 
 
 def test_an_agent_token_cannot_use_a_browser_cards_token(app, alice, token_of, posts, handle_calls):
-    approval, browser_token = alice.card(alice.say(alice.new_conversation(),
-                                                   f"/delete_post post={posts['Spring meetup']}"))
+    approval, browser_token = alice.card(alice.say(alice.new_conversation(), f"/delete_post post={posts['Spring meetup']}"))
     response = Api(app, token_of()[0]).post(f"/api/approvals/{approval}/confirm", {"token": browser_token})
     assert response.status_code == 403 and response.get_json()["message"] == AGENT_MESSAGE
     assert handle_calls["n"] == 0 and status_of(app, approval) == "pending"
@@ -139,8 +145,7 @@ def test_a_client_token_still_confirms_its_own_card(app, token_of, posts, handle
     assert handle_calls["n"] == 1
 
 
-def test_a_card_an_agent_asked_for_is_answered_by_the_person_and_says_who_asked(app, sign_in, token_of, posts,
-                                                                                handle_calls):
+def test_a_card_an_agent_asked_for_is_answered_by_the_person_and_says_who_asked(app, sign_in, token_of, posts, handle_calls):
     token, token_id = token_of(name="laptop")
     _, said = Api(app, token).say(f"/delete_post post={posts['Spring meetup']}")
     approval = said["pending"][0]["id"]
@@ -164,6 +169,7 @@ def test_a_client_token_may_answer_a_card_an_agent_asked_for(app, token_of, post
 
 # --- 2. a token's toolsets bound every route ------------------------------------------------------
 
+
 def tool_names(info) -> set[str]:
     return {t.name for t in info.function_tools}
 
@@ -179,8 +185,10 @@ def test_a_blog_only_tokens_chat_is_offered_no_mail_or_files_tool(app, token_of,
 
 
 def test_a_blog_only_tokens_forced_call_to_send_email_is_refused(app, token_of, model):
-    model.enqueue(tool_call("send_email", to="eve@example.net", subject="Hi", body="Hello"),
-                  tool_call("manage_files", operation="delete", path="reports/old.csv"))
+    model.enqueue(
+        tool_call("send_email", to="eve@example.net", subject="Hi", body="Hello"),
+        tool_call("manage_files", operation="delete", path="reports/old.csv"),
+    )
     model.enqueue(text("I tried."))
     _, said = Api(app, token_of(toolsets="blog")[0]).say("mail eve and clean up")
     assert said["pending"] == []
@@ -202,16 +210,17 @@ def test_call_action_refuses_an_action_outside_the_runs_toolsets(app):
         db.session.add(run)
         db.session.flush()
         eng = agent.engine()
-        turn = agent.Turn(ctx=agent.context_for(alice, "api"), run=run, registry=eng.registry, step=1,
-                          allowed=eng.reachable(("blog",)))
-        said = agent.call_action(turn, eng.registry.get("send_email"),
-                                 {"to": "eve@example.net", "subject": "Hi", "body": "Hello"}, "call_1")
+        turn = agent.Turn(
+            ctx=agent.context_for(alice, "api"), run=run, registry=eng.registry, step=1, allowed=eng.reachable(("blog",))
+        )
+        said = agent.call_action(
+            turn, eng.registry.get("send_email"), {"to": "eve@example.net", "subject": "Hi", "body": "Hello"}, "call_1"
+        )
         assert said == "Refused: send_email is not in this credential's toolsets. Nothing was shown or done."
         assert turn.created == [] and db.session.scalar(sa.select(sa.func.count()).select_from(Approval)) == 0
 
 
-def test_a_run_resumed_by_the_persons_confirm_keeps_the_tokens_toolsets(app, sign_in, token_of, posts, model,
-                                                                       handle_calls):
+def test_a_run_resumed_by_the_persons_confirm_keeps_the_tokens_toolsets(app, sign_in, token_of, posts, model, handle_calls):
     token, token_id = token_of(toolsets="blog")
     model.enqueue(tool_call("delete_post", post=posts["Spring meetup"]))
     _, said = Api(app, token).say("delete the meetup")
@@ -225,7 +234,8 @@ def test_a_run_resumed_by_the_persons_confirm_keeps_the_tokens_toolsets(app, sig
     with app.app_context():
         assert [a.action for a in db.session.scalars(sa.select(Approval))] == ["delete_post"]
         assert {(r.via, r.agent, r.toolsets) for r in db.session.scalars(sa.select(Run))} == {
-            (f"api:pat:{token_id}", True, "blog")}
+            (f"api:pat:{token_id}", True, "blog")
+        }
 
 
 def test_the_person_writing_in_an_agents_conversation_stays_within_its_toolsets(app, alice, token_of, model):
@@ -281,6 +291,7 @@ def test_a_blog_only_client_token_cannot_answer_a_mail_card(app, alice, token_of
 
 # --- 5. sign-out ends the session; tokens are listed and revoked -----------------------------------
 
+
 def copy_of(app, person):
     """Another client holding a copy of the person's session cookie (as a thief would)."""
     thief = app.test_client()
@@ -298,8 +309,11 @@ def test_a_cookie_copied_before_sign_out_is_refused_everywhere(app, alice, posts
     for page in ("/", f"/c/{conversation}", f"/approvals/{approval}", "/admin/"):
         response = thief.get(page)
         assert response.status_code == 302 and response.headers["Location"].startswith("/login"), page
-    for url, data in ((f"/approvals/{approval}/confirm", {"token": card_token}),
-                      (f"/c/{conversation}/messages", {"text": "hello"}), ("/conversations", {})):
+    for url, data in (
+        (f"/approvals/{approval}/confirm", {"token": card_token}),
+        (f"/c/{conversation}/messages", {"text": "hello"}),
+        ("/conversations", {}),
+    ):
         assert thief.post(url, data=data, headers=csrf).status_code in (302, 401), url
     assert thief.get("/api/approvals").status_code == 401
     assert thief.post("/api/conversations", json={}, headers=csrf).status_code == 401

@@ -24,11 +24,17 @@ def test_an_escaped_nul_in_json_is_refused_but_an_escaped_backslash_is_text(app,
         token = create_token(db.session.get(User, people["alice"]))
     client = app.test_client()
     convo = client.post("/api/conversations", headers=api_headers(token)).get_json()["id"]
-    nul = client.post(f"/api/conversations/{convo}/messages", headers={**api_headers(token), "Content-Type": "application/json"},
-                      data=b'{"text": "a\\u0000b"}')
+    nul = client.post(
+        f"/api/conversations/{convo}/messages",
+        headers={**api_headers(token), "Content-Type": "application/json"},
+        data=b'{"text": "a\\u0000b"}',
+    )
     assert nul.status_code == 400 and nul.get_json()["message"] == "Text may not contain the NUL character (U+0000)."
-    text = client.post(f"/api/conversations/{convo}/messages", headers={**api_headers(token), "Content-Type": "application/json"},
-                       data=b'{"text": "a\\\\u0000b"}')
+    text = client.post(
+        f"/api/conversations/{convo}/messages",
+        headers={**api_headers(token), "Content-Type": "application/json"},
+        data=b'{"text": "a\\\\u0000b"}',
+    )
     assert text.status_code == 200
 
 
@@ -36,8 +42,10 @@ def test_ids_no_column_can_hold_are_not_found(app, alice):
     assert alice.htmx_post(f"/c/{10**30}/messages", text="hi").status_code == 404
     assert alice.htmx_post(f"/c/{2**31}/messages", text="hi").status_code == 404
     convo = alice.new_conversation()
-    huge, missing = (re.sub(r'(id="(message|turn)-|data-answers=")[\d-]+"', "", alice.say(convo, f"/delete_post post={n}"))
-                     for n in (10**20, 999_999))
+    huge, missing = (
+        re.sub(r'(id="(message|turn)-|data-answers=")[\d-]+"', "", alice.say(convo, f"/delete_post post={n}"))
+        for n in (10**20, 999_999)
+    )
     assert huge.replace(str(10**20), "N") == missing.replace("999999", "N")  # the same answer as any missing post
 
 
@@ -57,13 +65,17 @@ def test_webhook_bodies_of_the_wrong_shape_are_acknowledged_and_ignored(app):
     app.config.update(TELEGRAM_WEBHOOK_SECRET="s", SLACK_SIGNING_SECRET="s")
     client = app.test_client()
     for message in ({"chat": None, "from": {"id": 1}}, {"chat": {"id": 1}, "from": "x"}, {"chat": {}, "from": {}}):
-        response = client.post("/connectors/telegram", json={"update_id": 1, "message": message},
-                               headers={"X-Telegram-Bot-Api-Secret-Token": "s"})
+        response = client.post(
+            "/connectors/telegram", json={"update_id": 1, "message": message}, headers={"X-Telegram-Bot-Api-Secret-Token": "s"}
+        )
         assert response.status_code == 200, message
     for event in (["not", "a", "dict"], "text", 7):
         body = json.dumps({"type": "event_callback", "event": event}).encode()
         stamp = str(int(time.time()))
         signature = "v0=" + hmac.new(b"s", f"v0:{stamp}:".encode() + body, hashlib.sha256).hexdigest()
-        response = client.post("/connectors/slack/events", data=body, headers={
-            "Content-Type": "application/json", "X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": signature})
+        response = client.post(
+            "/connectors/slack/events",
+            data=body,
+            headers={"Content-Type": "application/json", "X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": signature},
+        )
         assert response.status_code == 200, event

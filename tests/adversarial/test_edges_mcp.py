@@ -14,9 +14,11 @@ from app.extensions import db
 from app.models import Approval, Post
 from tests.test_mcp import McpServer, first_leg, tokens  # noqa: F401  (the fixture)
 
-ENVELOPE = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}}}
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
+}
 
 
 class LimitedMcpServer(McpServer):
@@ -36,13 +38,23 @@ def server(app, database_url):
 
 def raw_call(server, token, arguments_json: str):
     """A tools/call for draft_post written by hand, so it can hold what JSON libraries will not write."""
-    body = ('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "draft_post", '
-            f'"arguments": {arguments_json}, "_meta": {json.dumps(ENVELOPE)}}}}}')
+    body = (
+        '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "draft_post", '
+        f'"arguments": {arguments_json}, "_meta": {json.dumps(ENVELOPE)}}}}}'
+    )
     with httpx2.Client() as http:
-        response = http.post(server.url, content=body.encode(), headers={
-            "Accept": "application/json, text/event-stream", "Content-Type": "application/json",
-            "Authorization": f"Bearer {token}", "MCP-Protocol-Version": "2026-07-28",
-            "Mcp-Method": "tools/call", "Mcp-Name": "draft_post"})
+        response = http.post(
+            server.url,
+            content=body.encode(),
+            headers={
+                "Accept": "application/json, text/event-stream",
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {token}",
+                "MCP-Protocol-Version": "2026-07-28",
+                "Mcp-Method": "tools/call",
+                "Mcp-Name": "draft_post",
+            },
+        )
     return response
 
 
@@ -71,9 +83,16 @@ def test_unstorable_arguments_are_a_tool_error_and_nothing_is_stored(app, server
 
 def test_a_body_nested_too_deep_is_a_parse_error(server, tokens):  # noqa: F811
     with httpx2.Client() as http:
-        response = http.post(server.url, content=b"[" * 100_000, headers={
-            "Accept": "application/json, text/event-stream", "Content-Type": "application/json",
-            "Authorization": f"Bearer {tokens['alice']}", "MCP-Protocol-Version": "2026-07-28"})
+        response = http.post(
+            server.url,
+            content=b"[" * 100_000,
+            headers={
+                "Accept": "application/json, text/event-stream",
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {tokens['alice']}",
+                "MCP-Protocol-Version": "2026-07-28",
+            },
+        )
     assert response.status_code == 400 and response.json()["error"]["message"] == "Parse error"
 
 

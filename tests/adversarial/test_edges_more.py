@@ -25,10 +25,25 @@ def sign_in_to(app, query, password="demo"):
 
 # --- 9. next= is followed only to a path on this site -------------------------------------------------
 
-OFF_SITE = ["/\t/evil.example", "/\\evil.example", " //evil.example", "\t//evil.example", "/\n/evil.example",
-            "/\r\n/evil.example", "\x01//evil.example", "//\x7fevil.example", "//evil.example", "\\\\evil.example",
-            "https://evil.example/", "http:evil.example", "javascript:alert(1)", "/ /evil.example",
-            "http://localhost@evil.example/", "http://[", "evil.example"]
+OFF_SITE = [
+    "/\t/evil.example",
+    "/\\evil.example",
+    " //evil.example",
+    "\t//evil.example",
+    "/\n/evil.example",
+    "/\r\n/evil.example",
+    "\x01//evil.example",
+    "//\x7fevil.example",
+    "//evil.example",
+    "\\\\evil.example",
+    "https://evil.example/",
+    "http:evil.example",
+    "javascript:alert(1)",
+    "/ /evil.example",
+    "http://localhost@evil.example/",
+    "http://[",
+    "evil.example",
+]
 
 
 @pytest.mark.parametrize("target", OFF_SITE)
@@ -57,8 +72,7 @@ def test_a_revoke_goes_back_only_to_an_admin_page_of_this_site(app, sign_in):
     ids = make_approvals(app, 3)
 
     def revoke(approval, referrer):
-        return admin.client.post(f"/admin/approvals/{approval}/revoke",
-                                 headers={"X-CSRFToken": admin.csrf, "Referer": referrer})
+        return admin.client.post(f"/admin/approvals/{approval}/revoke", headers={"X-CSRFToken": admin.csrf, "Referer": referrer})
 
     assert revoke(ids[0], "https://evil.example/admin/").headers["Location"] == "/admin/"
     assert revoke(ids[1], "http://localhost/admin/?status=pending").headers["Location"] == "/admin/?status=pending"
@@ -66,6 +80,7 @@ def test_a_revoke_goes_back_only_to_an_admin_page_of_this_site(app, sign_in):
 
 
 # --- 12. sign-in costs the same for an unknown email -------------------------------------------------
+
 
 def test_an_unknown_email_costs_one_password_hash_like_a_known_one(app, monkeypatch):
     from app.auth import signin
@@ -87,6 +102,7 @@ def test_an_unknown_email_costs_one_password_hash_like_a_known_one(app, monkeypa
 
 # --- 13. JSON the API and the webhooks refuse, clearly -----------------------------------------------
 
+
 @pytest.fixture
 def api(app, people):
     """(client, headers, conversation id) for alice's token."""
@@ -101,21 +117,23 @@ def api(app, people):
 
 def stored_user_messages(app, convo):
     with app.app_context():
-        return list(db.session.scalars(sa.select(Message.text).where(Message.conversation_id == convo,
-                                                                      Message.role == "user")))
+        return list(db.session.scalars(sa.select(Message.text).where(Message.conversation_id == convo, Message.role == "user")))
 
 
-@pytest.mark.parametrize(("body", "why"), [
-    (b"[" * 100_000, "nested more than 64 levels deep"),
-    (b'{"text": ' + b"[" * 100_000, "nested more than 64 levels deep"),
-    (b'{"text": "hi", "x": ' + b"[" * 65 + b"]" * 65 + b"}", "nested more than 64 levels deep"),
-    (b"1e999999", "the number 1e999999 is out of range"),
-    (b'{"text": -1e999999}', "the number -1e999999 is out of range"),
-    (b'{"text": NaN}', "NaN is not a JSON number"),
-    (b'{"text": Infinity}', "Infinity is not a JSON number"),
-    (b'{"text": ' + b"9" * 5000 + b"}", "the number 99999999999999999999… is out of range"),
-    (b'{"text": "caf\xe9"}', "'utf-8' codec can't decode byte 0xe9"),
-])
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (b"[" * 100_000, "nested more than 64 levels deep"),
+        (b'{"text": ' + b"[" * 100_000, "nested more than 64 levels deep"),
+        (b'{"text": "hi", "x": ' + b"[" * 65 + b"]" * 65 + b"}", "nested more than 64 levels deep"),
+        (b"1e999999", "the number 1e999999 is out of range"),
+        (b'{"text": -1e999999}', "the number -1e999999 is out of range"),
+        (b'{"text": NaN}', "NaN is not a JSON number"),
+        (b'{"text": Infinity}', "Infinity is not a JSON number"),
+        (b'{"text": ' + b"9" * 5000 + b"}", "the number 99999999999999999999… is out of range"),
+        (b'{"text": "caf\xe9"}', "'utf-8' codec can't decode byte 0xe9"),
+    ],
+)
 def test_json_that_is_not_json_we_take_is_a_clear_400(app, api, body, why):
     client, headers, convo = api
     response = client.post(f"/api/conversations/{convo}/messages", headers=headers, data=body)
@@ -129,8 +147,9 @@ def test_card_answers_refuse_deep_json_and_name_the_content_type(app, api):
     client, headers, _ = api
     deep = client.post(f"/api/approvals/{'0' * 32}/submit", headers=headers, data=b'{"values": ' + b"[" * 100_000)
     assert deep.status_code == 400 and "nested more than 64 levels deep" in deep.get_json()["message"]
-    plain = client.post(f"/api/approvals/{'0' * 32}/confirm", headers={**headers, "Content-Type": "text/plain"},
-                        data=b'{"token": "x"}')
+    plain = client.post(
+        f"/api/approvals/{'0' * 32}/confirm", headers={**headers, "Content-Type": "text/plain"}, data=b'{"token": "x"}'
+    )
     assert plain.status_code == 400
     assert plain.get_json()["message"] == "Send a JSON object with Content-Type: application/json."
 
@@ -143,8 +162,9 @@ def webhook_secrets(app):
 @pytest.mark.parametrize("body", [b'{"message": ' + b"[" * 100_000, b'{"update_id": NaN}', b'{"update_id": 1e999999}'])
 def test_signed_webhooks_with_json_we_do_not_take_are_a_400(app, webhook_secrets, body):
     client = app.test_client()
-    telegram = client.post("/connectors/telegram", data=body, headers={
-        "Content-Type": "application/json", "X-Telegram-Bot-Api-Secret-Token": "s"})
+    telegram = client.post(
+        "/connectors/telegram", data=body, headers={"Content-Type": "application/json", "X-Telegram-Bot-Api-Secret-Token": "s"}
+    )
     slack = client.post("/connectors/slack/events", data=body, headers=slack_headers(body, secret="s"))
     mail = client.post("/connectors/email/inbound", data=body, headers=email_headers(body, secret="s"))
     assert (telegram.status_code, slack.status_code, mail.status_code) == (400, 400, 400)
@@ -152,10 +172,10 @@ def test_signed_webhooks_with_json_we_do_not_take_are_a_400(app, webhook_secrets
 
 # --- 13. a lone surrogate: refused at the door, or (from a chat service) kept, safely ----------------
 
+
 def test_a_lone_surrogate_in_a_message_is_refused_naming_it_and_nothing_is_half_saved(app, api):
     client, headers, convo = api
-    response = client.post(f"/api/conversations/{convo}/messages", headers=headers,
-                           data=b'{"text": "caf\\ud800 au lait"}')
+    response = client.post(f"/api/conversations/{convo}/messages", headers=headers, data=b'{"text": "caf\\ud800 au lait"}')
     assert response.status_code == 400 and response.get_json()["error"] == "UnstorableText"
     assert "lone surrogate" in response.get_json()["message"]
     assert stored_user_messages(app, convo) == []
@@ -166,8 +186,9 @@ def test_a_lone_surrogate_anywhere_in_a_json_body_is_refused_before_anything_rea
     card = alice.say(convo, "/draft_post title=Surrogates")
     approval = re.findall(r'id="approval-([0-9a-f]{32})"', card)[-1]
     values = b'{"token": "x", "values": {"title": "a", "body": "\\udc00", "status": "draft"}, "\\ud800": 1}'
-    response = alice.client.post(f"/api/approvals/{approval}/submit", data=values,
-                                 headers={"Content-Type": "application/json", "X-CSRFToken": alice.csrf})
+    response = alice.client.post(
+        f"/api/approvals/{approval}/submit", data=values, headers={"Content-Type": "application/json", "X-CSRFToken": alice.csrf}
+    )
     assert response.status_code == 400 and "lone surrogate" in response.get_json()["message"]
     with app.app_context():
         assert db.session.get(Approval, approval).status == "pending"
@@ -176,13 +197,13 @@ def test_a_lone_surrogate_anywhere_in_a_json_body_is_refused_before_anything_rea
 
 def test_a_surrogate_pair_sent_as_escapes_is_the_character_it_encodes(app, api):
     client, headers, convo = api
-    response = client.post(f"/api/conversations/{convo}/messages", headers=headers,
-                           data=b'{"text": "party \\ud83c\\udf89"}')
+    response = client.post(f"/api/conversations/{convo}/messages", headers=headers, data=b'{"text": "party \\ud83c\\udf89"}')
     assert response.status_code == 200
     assert stored_user_messages(app, convo) == ["party \N{PARTY POPPER}"]
 
 
 # --- 13. the length limit: refused whole, saying the limit, on every channel -------------------------
+
 
 def test_an_over_long_browser_message_is_refused_saying_the_limit(app, alice):
     convo = alice.new_conversation()
@@ -210,43 +231,48 @@ def test_the_length_limit_is_a_setting(app, api):
     response = client.post(f"/api/conversations/{convo}/messages", headers=headers, json={"text": "eleven char"})
     assert response.status_code == 413
     assert response.get_json()["message"].startswith("Messages are limited to 10 characters; this one has 11.")
-    assert client.post(f"/api/conversations/{convo}/messages", headers=headers,
-                       json={"text": "ten chars!"}).status_code == 200
+    assert client.post(f"/api/conversations/{convo}/messages", headers=headers, json={"text": "ten chars!"}).status_code == 200
 
 
 # --- 13. headers and forms that once reached a 500 ---------------------------------------------------
 
+
 def test_an_origin_no_browser_would_send_is_refused_as_cross_site(app, alice):
     convo = alice.new_conversation()
     for origin in ("http://[", "http://[::1", "http://a]b"):
-        response = alice.client.post(f"/c/{convo}/messages", data={"text": "hi"},
-                                     headers={"X-CSRFToken": alice.csrf, "Origin": origin})
+        response = alice.client.post(
+            f"/c/{convo}/messages", data={"text": "hi"}, headers={"X-CSRFToken": alice.csrf, "Origin": origin}
+        )
         assert response.status_code == 403 and "came from another site" in response.get_data(as_text=True)
     assert stored_user_messages(app, convo) == []
 
 
 def test_invalid_utf8_in_a_form_is_kept_with_its_bytes_still_escaped(app, alice):
     convo = alice.new_conversation()
-    response = alice.client.post(f"/c/{convo}/messages", data=b"text=caf%E9+%ED%A0%80",
-                                 headers={"Content-Type": "application/x-www-form-urlencoded",
-                                          "X-CSRFToken": alice.csrf, "HX-Request": "true"})
+    response = alice.client.post(
+        f"/c/{convo}/messages",
+        data=b"text=caf%E9+%ED%A0%80",
+        headers={"Content-Type": "application/x-www-form-urlencoded", "X-CSRFToken": alice.csrf, "HX-Request": "true"},
+    )
     assert response.status_code == 200
     assert stored_user_messages(app, convo) == ["caf%E9 %ED%A0%80"]  # werkzeug keeps what it cannot decode
 
 
 def test_a_multipart_message_is_read_like_a_form(app, alice):
     convo = alice.new_conversation()
-    body = (b'--b\r\nContent-Disposition: form-data; name="text"\r\n\r\n' + b"y" * 4001 + b"\r\n--b--\r\n")
-    response = alice.client.post(f"/c/{convo}/messages", data=body, headers={
-        "Content-Type": "multipart/form-data; boundary=b", "X-CSRFToken": alice.csrf, "HX-Request": "true"})
+    body = b'--b\r\nContent-Disposition: form-data; name="text"\r\n\r\n' + b"y" * 4001 + b"\r\n--b--\r\n"
+    response = alice.client.post(
+        f"/c/{convo}/messages",
+        data=body,
+        headers={"Content-Type": "multipart/form-data; boundary=b", "X-CSRFToken": alice.csrf, "HX-Request": "true"},
+    )
     assert response.status_code == 413 and LIMIT in response.get_data(as_text=True)
     assert stored_user_messages(app, convo) == []
 
 
 def test_the_nul_refusal_still_reads_the_same(app, api):
     client, headers, convo = api
-    response = client.post(f"/api/conversations/{convo}/messages", headers=headers,
-                           data=json.dumps({"text": "a\x00b"}).encode())
+    response = client.post(f"/api/conversations/{convo}/messages", headers=headers, data=json.dumps({"text": "a\x00b"}).encode())
     assert response.status_code == 400
     assert response.get_json()["message"] == "Text may not contain the NUL character (U+0000)."
 

@@ -27,6 +27,7 @@ ON_POSTGRES = DATABASE_URL.startswith("postgres")
 
 # --- PostgreSQL: a server of the test's own, stopped and started under the app ------------------
 
+
 @pytest.fixture(scope="module")
 def private_pg():
     if not ON_POSTGRES:
@@ -95,13 +96,13 @@ def test_postgres_restarted_between_card_and_confirm_runs_it_once(pg_app, privat
 
 # --- SQLite: another writer holds the file locked past the busy timeout ------------------------
 
+
 @pytest.fixture
 def app_config():
     return {} if ON_POSTGRES else {"SQLALCHEMY_ENGINE_OPTIONS": {"connect_args": {"timeout": 0.2}}}
 
 
-def test_sqlite_locked_at_confirm_is_a_clear_503_then_the_retry_runs_once(app, database_url, alice, posts,
-                                                                          handle_calls):
+def test_sqlite_locked_at_confirm_is_a_clear_503_then_the_retry_runs_once(app, database_url, alice, posts, handle_calls):
     if ON_POSTGRES:
         pytest.skip("SQLite's file lock runs in the suite's SQLite pass")
     approval_id, token = alice.card(alice.say(alice.new_conversation(), f"/delete_post post={posts['Spring meetup']}"))
@@ -123,25 +124,38 @@ def test_sqlite_locked_at_confirm_is_a_clear_503_then_the_retry_runs_once(app, d
 
 # --- gunicorn: the worker inside handle() is killed with SIGKILL --------------------------------
 
+
 def test_a_worker_killed_inside_handle_ends_interrupted_and_never_reruns(app, database_url, posts, tmp_path):
     mark = tmp_path / "handle-pids"
-    env = {**os.environ, "COUNTERSIGN_ENV": "testing", "SECRET_KEY": "test-secret-key", "DATABASE_URL": database_url,
-           "REDIS_URL": REDIS_URL, "RATELIMIT_ENABLED": "0", "COUNTERSIGN_TEST_HANDLE_MARK": str(mark),
-           # the worker gunicorn starts in place of the dead one sweeps what it left claimed
-           "SWEEP_ON_START": "1", "APPROVALS_INTERRUPTED_AFTER": "0"}
+    env = {
+        **os.environ,
+        "COUNTERSIGN_ENV": "testing",
+        "SECRET_KEY": "test-secret-key",
+        "DATABASE_URL": database_url,
+        "REDIS_URL": REDIS_URL,
+        "RATELIMIT_ENABLED": "0",
+        "COUNTERSIGN_TEST_HANDLE_MARK": str(mark),
+        # the worker gunicorn starts in place of the dead one sweeps what it left claimed
+        "SWEEP_ON_START": "1",
+        "APPROVALS_INTERRUPTED_AFTER": "0",
+    }
     with app.app_context():
         token = create_token(db.session.scalar(sa.select(User).where(User.email == "alice@example.com")), scope="client")
     with gunicorn_hosts(env, workers=1, app="tests.adversarial.blocking_wsgi:app") as (port,):
         _, convo = call(port, "POST", "/api/conversations", token)
-        _, turn = call(port, "POST", f"/api/conversations/{convo['id']}/messages", token,
-                       {"text": f"/delete_post post={posts['Spring meetup']}"})
+        _, turn = call(
+            port,
+            "POST",
+            f"/api/conversations/{convo['id']}/messages",
+            token,
+            {"text": f"/delete_post post={posts['Spring meetup']}"},
+        )
         prompt = turn["pending"][0]
         outcome: list[object] = []
 
         def confirm() -> None:
             try:
-                outcome.append(call(port, "POST", f"/api/approvals/{prompt['id']}/confirm", token,
-                                    {"token": prompt["token"]}))
+                outcome.append(call(port, "POST", f"/api/approvals/{prompt['id']}/confirm", token, {"token": prompt["token"]}))
             except ConnectionError as error:  # the worker died under the request
                 outcome.append(error)
 

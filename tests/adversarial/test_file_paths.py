@@ -32,9 +32,11 @@ def files(app):
 def everything_said(app, model, *pages):
     """Every message, card, result and audit line the person or the model could read."""
     with app.app_context():
-        stored = [*db.session.scalars(sa.select(Message.text)),
-                  *(f"{a.reason} {a.rows} {a.result}" for a in db.session.scalars(sa.select(Approval))),
-                  *(f"{e.detail}" for e in db.session.scalars(sa.select(AuditEvent)))]
+        stored = [
+            *db.session.scalars(sa.select(Message.text)),
+            *(f"{a.reason} {a.rows} {a.result}" for a in db.session.scalars(sa.select(Approval))),
+            *(f"{e.detail}" for e in db.session.scalars(sa.select(AuditEvent))),
+        ]
     return "\n".join([*stored, model.seen(), *pages])
 
 
@@ -110,8 +112,10 @@ def test_a_folder_delete_that_stops_partway_says_what_was_and_was_not_deleted(ap
     monkeypatch.setattr(os, "unlink", unlink)
     html = alice.say(alice.new_conversation(), "/manage_files operation=delete_folder path=reports")
     page = alice.answer(*alice.card(html)).get_data(as_text=True)
-    account = ("Partly done: deleted 2 of 4 items in reports; not deleted: reports/locked.csv (Permission denied), "
-               "reports (Directory not empty).")
+    account = (
+        "Partly done: deleted 2 of 4 items in reports; not deleted: reports/locked.csv (Permission denied), "
+        "reports (Directory not empty)."
+    )
     assert f"Failed — {account}" in page
     assert f"Failed. {account}" in model.seen() and "Nothing else was done" not in model.seen()
     assert sorted(p.name for p in (acme / "reports").iterdir()) == ["locked.csv"]
@@ -143,13 +147,16 @@ def test_an_os_error_from_any_action_is_told_without_its_file_name():
     assert short(PermissionError(errno.EACCES, "Permission denied", "/srv/countersign/files/acme/x")) == "Permission denied"
 
 
-@pytest.mark.parametrize("operation, path, why", [
-    ("delete", "reports", "reports is a folder, and delete needs a file or link."),
-    ("delete_folder", "notes.txt", "notes.txt is a file, and delete_folder needs a folder."),
-    ("delete_folder", "", "Your whole folder cannot be deleted; name a folder inside it."),
-    ("delete_folder", "reports/..", "Your whole folder cannot be deleted; name a folder inside it."),
-    ("read", "reports", "reports is a folder, and read needs a file."),
-])
+@pytest.mark.parametrize(
+    "operation, path, why",
+    [
+        ("delete", "reports", "reports is a folder, and delete needs a file or link."),
+        ("delete_folder", "notes.txt", "notes.txt is a file, and delete_folder needs a folder."),
+        ("delete_folder", "", "Your whole folder cannot be deleted; name a folder inside it."),
+        ("delete_folder", "reports/..", "Your whole folder cannot be deleted; name a folder inside it."),
+        ("read", "reports", "reports is a folder, and read needs a file."),
+    ],
+)
 def test_an_operation_on_the_wrong_kind_of_path_gets_no_card(app, alice, model, files, operation, path, why):
     model.enqueue(tool_call("manage_files", operation=operation, path=path))
     alice.say(alice.new_conversation(), "do it")

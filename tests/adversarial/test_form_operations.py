@@ -112,8 +112,11 @@ def test_the_person_cannot_submit_a_card_operation_in_the_browser(app, alice, mo
 def test_an_api_client_cannot_submit_a_card_operation(app, alice, model, tidy):
     _, approval, _ = ask_for_form(alice, model, folder="old")
     prompt = api_token(alice)
-    response = alice.client.post(f"/api/approvals/{approval}/submit", headers={"X-CSRFToken": alice.csrf},
-                                 json={"token": prompt["token"], "values": {"operation": "purge", "folder": "old"}})
+    response = alice.client.post(
+        f"/api/approvals/{approval}/submit",
+        headers={"X-CSRFToken": alice.csrf},
+        json={"token": prompt["token"], "values": {"operation": "purge", "folder": "old"}},
+    )
     assert response.status_code == 400 and response.get_json()["fields"] == {"operation": ["Not a valid choice."]}
     assert RAN == [] and status_of(app, approval) == "pending"
 
@@ -126,8 +129,7 @@ def test_submit_asks_needs_card_again_even_when_the_stored_form_offered_the_oper
     assert "need the person&#39;s confirmation on a card, which a form cannot give" in response.get_data(as_text=True)
     assert RAN == [] and status_of(app, approval) == "pending"
     with app.app_context():
-        assert db.session.scalar(sa.select(AuditEvent.detail).where(AuditEvent.outcome == "refused_attempt")) \
-            == "form_needs_card"
+        assert db.session.scalar(sa.select(AuditEvent.detail).where(AuditEvent.outcome == "refused_attempt")) == "form_needs_card"
 
 
 def test_a_field_other_than_operation_that_makes_a_card_is_refused_at_submit(app, alice, model, tidy):
@@ -137,8 +139,7 @@ def test_a_field_other_than_operation_that_makes_a_card_is_refused_at_submit(app
     _, approval, token = ask_for_form(alice, model, folder="old")
     response = alice.htmx_post(f"/approvals/{approval}/submit", token=token, operation="archive", folder="shared/x")
     assert response.status_code == 400 and RAN == [] and status_of(app, approval) == "pending"
-    assert alice.htmx_post(f"/approvals/{approval}/submit", token=token, operation="archive",
-                           folder="mine").status_code == 200
+    assert alice.htmx_post(f"/approvals/{approval}/submit", token=token, operation="archive", folder="mine").status_code == 200
     assert RAN == ["archive mine"]
 
 
@@ -155,8 +156,7 @@ def test_every_channel_goes_through_the_same_check(app, alice, model, tidy):
         for channel in ("mcp", "telegram", "api"):
             actor = approvals.Actor(user=user, binding=f"{channel}-binding", channel=channel)
             with pytest.raises(FormInvalid, match="which a form cannot give"):
-                agent.answer_form(approval, approvals.sign(row, actor.binding), actor,
-                                  {"operation": "purge", "folder": "old"})
+                agent.answer_form(approval, approvals.sign(row, actor.binding), actor, {"operation": "purge", "folder": "old"})
     assert RAN == [] and status_of(app, approval) == "pending"
 
 
@@ -178,6 +178,9 @@ def test_asking_when_every_operation_needs_a_card_fails_at_start():
     class AllCards(TidyFiles):
         requires_approval = {"list": "List?", "archive": "Archive?", "purge": "Purge?"}
 
-    with pytest.raises(ActionDeclarationError, match=r"every operation needs a card, and a form never chooses one\. "
-                                                     r"Fix: remove ask_for_missing"):
+    with pytest.raises(
+        ActionDeclarationError,
+        match=r"every operation needs a card, and a form never chooses one\. "
+        r"Fix: remove ask_for_missing",
+    ):
         register(Registry(), AllCards, types.ModuleType("tests.all_cards"))

@@ -25,11 +25,14 @@ from app.extensions import db
 from app.models import User
 from tests.conftest import Person
 
-SECRETS = {"TELEGRAM_WEBHOOK_SECRET": "fuzz-telegram", "SLACK_SIGNING_SECRET": "fuzz-slack",
-           "EMAIL_WEBHOOK_SECRET": "fuzz-email"}
+SECRETS = {"TELEGRAM_WEBHOOK_SECRET": "fuzz-telegram", "SLACK_SIGNING_SECRET": "fuzz-slack", "EMAIL_WEBHOOK_SECRET": "fuzz-email"}
 # More for a deeper run: COUNTERSIGN_FUZZ_EXAMPLES=2000 ./scripts/test tests/adversarial/test_fuzz.py
-FUZZ = settings(max_examples=int(os.environ.get("COUNTERSIGN_FUZZ_EXAMPLES", "40")), deadline=None, database=None,
-                suppress_health_check=list(HealthCheck))
+FUZZ = settings(
+    max_examples=int(os.environ.get("COUNTERSIGN_FUZZ_EXAMPLES", "40")),
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 
 
 @pytest.fixture
@@ -43,6 +46,7 @@ def token_of(app, email: str) -> str:
 
 
 # --- schemathesis: every operation of the published API ------------------------------------------
+
 
 def test_the_published_document_is_what_the_app_serves(app):
     assert app.test_client().get("/api/openapi.json").get_json() == openapi_document()
@@ -65,37 +69,84 @@ JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
     max_leaves=12,
 )
-FIELDS = ["text", "token", "email", "password", "csrf_token", "title", "body", "post", "to", "subject", "reason",
-          "update_id", "message", "event", "type", "from", "challenge"]
+FIELDS = [
+    "text",
+    "token",
+    "email",
+    "password",
+    "csrf_token",
+    "title",
+    "body",
+    "post",
+    "to",
+    "subject",
+    "reason",
+    "update_id",
+    "message",
+    "event",
+    "type",
+    "from",
+    "challenge",
+]
 
 
 def webhook_shapes() -> st.SearchStrategy[dict[str, Any]]:
     """Bodies shaped like what each chat service sends, with any value in any place."""
     text = st.text(max_size=60) | st.sampled_from(["yes", "no", "/delete_post post=1", "/draft_post"])
     person = st.fixed_dictionaries({"id": st.integers() | st.text(max_size=8) | JSON})
-    telegram = st.fixed_dictionaries({"update_id": st.integers() | JSON, "message": st.fixed_dictionaries(
-        {"message_id": st.integers() | JSON, "from": person | JSON, "chat": person | JSON, "text": text | JSON})})
-    slack = st.fixed_dictionaries({"type": st.sampled_from(["event_callback", "url_verification"]) | JSON,
-                                   "challenge": JSON, "event": st.fixed_dictionaries(
-        {"type": st.just("message") | JSON, "user": JSON, "text": text | JSON, "channel": JSON, "ts": JSON,
-         "thread_ts": JSON, "bot_id": JSON})})
-    email = st.fixed_dictionaries({"from": st.text(max_size=40) | JSON, "subject": JSON, "text": text | JSON,
-                                   "message_id": JSON, "references": JSON, "in_reply_to": JSON})
+    telegram = st.fixed_dictionaries(
+        {
+            "update_id": st.integers() | JSON,
+            "message": st.fixed_dictionaries(
+                {"message_id": st.integers() | JSON, "from": person | JSON, "chat": person | JSON, "text": text | JSON}
+            ),
+        }
+    )
+    slack = st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(["event_callback", "url_verification"]) | JSON,
+            "challenge": JSON,
+            "event": st.fixed_dictionaries(
+                {
+                    "type": st.just("message") | JSON,
+                    "user": JSON,
+                    "text": text | JSON,
+                    "channel": JSON,
+                    "ts": JSON,
+                    "thread_ts": JSON,
+                    "bot_id": JSON,
+                }
+            ),
+        }
+    )
+    email = st.fixed_dictionaries(
+        {
+            "from": st.text(max_size=40) | JSON,
+            "subject": JSON,
+            "text": text | JSON,
+            "message_id": JSON,
+            "references": JSON,
+            "in_reply_to": JSON,
+        }
+    )
     return telegram | slack | email
 
 
 def signed(path: str, body: bytes, headers: dict[str, str], sign: bool) -> dict[str, str]:
     """Add the connector's real signature when `sign`, a wrong one otherwise."""
-    secret = SECRETS["TELEGRAM_WEBHOOK_SECRET" if "telegram" in path else
-                     "SLACK_SIGNING_SECRET" if "slack" in path else "EMAIL_WEBHOOK_SECRET"]
+    secret = SECRETS[
+        "TELEGRAM_WEBHOOK_SECRET" if "telegram" in path else "SLACK_SIGNING_SECRET" if "slack" in path else "EMAIL_WEBHOOK_SECRET"
+    ]
     key = secret.encode() if sign else b"wrong"
     stamp = str(int(time.time()))
-    return {**headers,
-            "X-Telegram-Bot-Api-Secret-Token": secret if sign else "wrong",
-            "X-Slack-Request-Timestamp": stamp,
-            "X-Slack-Signature": "v0=" + hmac.new(key, f"v0:{stamp}:".encode() + body, hashlib.sha256).hexdigest(),
-            "X-Countersign-Timestamp": stamp,
-            "X-Countersign-Signature": "sha256=" + hmac.new(key, f"{stamp}.".encode() + body, hashlib.sha256).hexdigest()}
+    return {
+        **headers,
+        "X-Telegram-Bot-Api-Secret-Token": secret if sign else "wrong",
+        "X-Slack-Request-Timestamp": stamp,
+        "X-Slack-Signature": "v0=" + hmac.new(key, f"v0:{stamp}:".encode() + body, hashlib.sha256).hexdigest(),
+        "X-Countersign-Timestamp": stamp,
+        "X-Countersign-Signature": "sha256=" + hmac.new(key, f"{stamp}.".encode() + body, hashlib.sha256).hexdigest(),
+    }
 
 
 @pytest.fixture
@@ -108,8 +159,10 @@ def known(app, alice):
         post = db.session.scalar(sa.select(Post.id))
     card = alice.card(alice.say(convo, f"/delete_post post={post}"))
     form_html = alice.say(convo, "/draft_post")
-    form = (re.findall(r'id="approval-([0-9a-f]{32})"', form_html)[-1],
-            re.findall(r'name="token" value="([^"]+)"', form_html)[-1])
+    form = (
+        re.findall(r'id="approval-([0-9a-f]{32})"', form_html)[-1],
+        re.findall(r'name="token" value="([^"]+)"', form_html)[-1],
+    )
     return {"conversation": convo, "approvals": [card, form]}
 
 
@@ -126,8 +179,7 @@ def test_every_post_endpoint_never_answers_5xx(app, known, sign_in):
             return st.sampled_from(sorted(converter.items))
         if isinstance(converter, IntegerConverter):
             return st.sampled_from([known["conversation"], 0, 2**31, 2**63, 10**30]) | st.integers(0, 10**6)
-        return st.sampled_from(ids) | st.text(st.characters(codec="utf-8", exclude_characters="/"), min_size=1,
-                                              max_size=40)
+        return st.sampled_from(ids) | st.text(st.characters(codec="utf-8", exclude_characters="/"), min_size=1, max_size=40)
 
     def form_values() -> st.SearchStrategy[dict[str, str]]:
         value = st.text(max_size=80) | st.sampled_from(tokens + ["yes", "demo", "alice@example.com"])
@@ -145,9 +197,13 @@ def test_every_post_endpoint_never_answers_5xx(app, known, sign_in):
         if shape == "form":
             kwargs: dict[str, Any] = {"data": data.draw(form_values(), label="form")}
         else:
-            body = (json.dumps(data.draw(JSON, label="json")).encode() if shape == "json" else
-                    json.dumps(data.draw(webhook_shapes(), label="webhook")).encode() if shape == "webhook" else
-                    data.draw(st.binary(max_size=200), label="bytes"))
+            body = (
+                json.dumps(data.draw(JSON, label="json")).encode()
+                if shape == "json"
+                else json.dumps(data.draw(webhook_shapes(), label="webhook")).encode()
+                if shape == "webhook"
+                else data.draw(st.binary(max_size=200), label="bytes")
+            )
             headers["Content-Type"] = "application/json"
             if rule.endpoint.startswith("connectors."):
                 headers = signed(path, body, headers, data.draw(st.booleans(), label="sign"))
@@ -165,7 +221,6 @@ def test_every_post_endpoint_never_answers_5xx(app, known, sign_in):
             if who == "bearer":
                 headers["Authorization"] = f"Bearer {bearer}"
         response = client.post(path, headers=headers, **kwargs)
-        assert response.status_code < 500, (path, who, shape, response.status_code,
-                                            response.get_data(as_text=True)[:500])
+        assert response.status_code < 500, (path, who, shape, response.status_code, response.get_data(as_text=True)[:500])
 
     fuzz()

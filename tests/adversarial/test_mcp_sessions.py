@@ -31,16 +31,30 @@ class Session:
     def __init__(self, url: str, token: str) -> None:
         self.url, self.token, self.id = url, token, ""
         self.http = httpx2.Client(timeout=30)
-        opened = self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": LEGACY, "clientInfo": {"name": "hand", "version": "1"},
-            "capabilities": {"elicitation": {"form": {}}}}}, token)
+        opened = self.post(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": LEGACY,
+                    "clientInfo": {"name": "hand", "version": "1"},
+                    "capabilities": {"elicitation": {"form": {}}},
+                },
+            },
+            token,
+        )
         assert opened.status_code == 200, opened.text
         self.id = opened.headers["mcp-session-id"]
         assert self.post({"jsonrpc": "2.0", "method": "notifications/initialized"}, token).status_code == 202
 
     def headers(self, token: str) -> dict[str, str]:
-        sent = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
-                "Content-Type": "application/json", "MCP-Protocol-Version": LEGACY}
+        sent = {
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            "MCP-Protocol-Version": LEGACY,
+        }
         return {**sent, "Mcp-Session-Id": self.id} if self.id else sent
 
     def post(self, message: dict[str, Any], token: str) -> httpx2.Response:
@@ -76,8 +90,12 @@ def bob(server, clients):  # noqa: F811
 
 def others(tokens, clients) -> dict[str, str]:  # noqa: F811
     """Every token but the session's own: another person's, another tenant's, bob's own agent's."""
-    return {"alice's agent": tokens["alice"], "alice's client": clients["alice"],
-            "carol's agent (globex)": tokens["carol"], "bob's own agent": tokens["bob"]}
+    return {
+        "alice's agent": tokens["alice"],
+        "alice's client": clients["alice"],
+        "carol's agent (globex)": tokens["carol"],
+        "bob's own agent": tokens["bob"],
+    }
 
 
 def is_unknown(response: httpx2.Response) -> bool:
@@ -138,8 +156,7 @@ def test_another_token_cannot_delete_the_session_and_its_own_can(bob, tokens, cl
 
 
 def test_another_token_cannot_open_the_sessions_stream_or_call_in_it(app, bob, tokens, clients):  # noqa: F811
-    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-            "params": {"name": "draft_post", "arguments": FORGED["content"]}}
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "draft_post", "arguments": FORGED["content"]}}
     for who, token in others(tokens, clients).items():
         assert bob.get_status(token) == 404, who
         assert is_unknown(bob.post(call, token)), who
@@ -154,6 +171,9 @@ def test_refused_looks_exactly_like_an_unknown_session(bob, tokens):  # noqa: F8
     bob.id = "0" * 32  # an id never issued (or issued before a restart)
     made_up = bob.post(ping, tokens["carol"])
     own_made_up = bob.post(ping, bob.token)
-    assert (foreign.status_code, foreign.content) == (made_up.status_code, made_up.content) == \
-        (own_made_up.status_code, own_made_up.content)
+    assert (
+        (foreign.status_code, foreign.content)
+        == (made_up.status_code, made_up.content)
+        == (own_made_up.status_code, own_made_up.content)
+    )
     assert is_unknown(foreign)

@@ -96,15 +96,16 @@ def _resigned(app, cookie, key, salt):
     return URLSafeTimedSerializer(key, salt=salt).dumps(data)
 
 
-@pytest.mark.parametrize("forge", [
-    pytest.param(lambda app, cookie: cookie[:-2] + ("AA" if cookie[-2:] != "AA" else "BB"), id="tampered"),
-    pytest.param(lambda app, cookie: _resigned(app, cookie, app.config["SECRET_KEY"], TOKEN_SALT),
-                 id="card-token-salt"),
-    pytest.param(lambda app, cookie: _resigned(app, cookie, app.config["SECRET_KEY"], "itsdangerous"),
-                 id="default-salt"),
-    pytest.param(lambda app, cookie: _resigned(app, cookie, "another-key", signin.DEVICE_SALT), id="other-key"),
-    pytest.param(lambda app, cookie: cookie.split(".")[0] + "..", id="unsigned"),
-])
+@pytest.mark.parametrize(
+    "forge",
+    [
+        pytest.param(lambda app, cookie: cookie[:-2] + ("AA" if cookie[-2:] != "AA" else "BB"), id="tampered"),
+        pytest.param(lambda app, cookie: _resigned(app, cookie, app.config["SECRET_KEY"], TOKEN_SALT), id="card-token-salt"),
+        pytest.param(lambda app, cookie: _resigned(app, cookie, app.config["SECRET_KEY"], "itsdangerous"), id="default-salt"),
+        pytest.param(lambda app, cookie: _resigned(app, cookie, "another-key", signin.DEVICE_SALT), id="other-key"),
+        pytest.param(lambda app, cookie: cookie.split(".")[0] + "..", id="unsigned"),
+    ],
+)
 def test_a_forged_or_other_salt_device_cookie_exempts_nothing(app, clock, forge):
     forged = forge(app, device_cookie(app, BOB, BOB_HOME))
     hold_at_cap(app, clock)

@@ -18,8 +18,15 @@ from tests.services import call, gunicorn_hosts
 
 @pytest.fixture
 def hosts(app, database_url):
-    env = {**os.environ, "COUNTERSIGN_ENV": "testing", "SECRET_KEY": "test-secret-key", "DATABASE_URL": database_url,
-           "REDIS_URL": REDIS_URL, "SWEEP_ON_START": "0", "RATELIMIT_ENABLED": "0"}
+    env = {
+        **os.environ,
+        "COUNTERSIGN_ENV": "testing",
+        "SECRET_KEY": "test-secret-key",
+        "DATABASE_URL": database_url,
+        "REDIS_URL": REDIS_URL,
+        "SWEEP_ON_START": "0",
+        "RATELIMIT_ENABLED": "0",
+    }
     with gunicorn_hosts(env, count=2) as ports:
         yield ports
 
@@ -29,8 +36,9 @@ def test_a_card_made_on_one_host_is_confirmed_once_across_both(app, hosts, posts
     with app.app_context():
         token = create_token(db.session.scalar(sa.select(User).where(User.email == "alice@example.com")), scope="client")
     _, convo = call(a, "POST", "/api/conversations", token)
-    _, turn = call(a, "POST", f"/api/conversations/{convo['id']}/messages", token,
-                   {"text": f"/delete_post post={posts['Spring meetup']}"})
+    _, turn = call(
+        a, "POST", f"/api/conversations/{convo['id']}/messages", token, {"text": f"/delete_post post={posts['Spring meetup']}"}
+    )
     prompt = turn["pending"][0]
     start, codes, lock = threading.Barrier(32), [], threading.Lock()
 
@@ -47,7 +55,8 @@ def test_a_card_made_on_one_host_is_confirmed_once_across_both(app, hosts, posts
         t.join()
     assert sorted(codes) == [200] + [409] * 31
     with app.app_context():
-        done = db.session.scalars(sa.select(AuditEvent.outcome).where(
-            AuditEvent.approval_id == prompt["id"], AuditEvent.event == "approval.decided")).all()
+        done = db.session.scalars(
+            sa.select(AuditEvent.outcome).where(AuditEvent.approval_id == prompt["id"], AuditEvent.event == "approval.decided")
+        ).all()
         assert done == ["done"]  # decided once, by one process on one host
         assert db.session.get(Post, posts["Spring meetup"]) is None

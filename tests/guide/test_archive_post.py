@@ -7,7 +7,7 @@ def test_archive_post(copilot):
     card = copilot.pending()
     assert card.reason == "Archive this post? Readers will no longer see it."
     assert card.rows == {"Post": "Launch notes", "Status": "published"}
-    assert copilot.calls(ArchivePost) == 0            # nothing runs before the confirm
+    assert copilot.calls(ArchivePost) == 0  # nothing runs before the confirm
     assert copilot.as_person("bob@example.com") and card.confirm() == "wrong_person"
     assert copilot.as_person("alice@example.com") and card.confirm() == "done"
     assert card.confirm() == "already_decided" and copilot.calls(ArchivePost) == 1
