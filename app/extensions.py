@@ -6,7 +6,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import redis
 import sqlalchemy as sa
@@ -38,6 +38,14 @@ class Base(DeclarativeBase):
 
 
 db = SQLAlchemy(model_class=Base)
+
+
+def won(statement: sa.Update) -> bool:
+    """Run a conditional UPDATE; True when it changed exactly one row (this caller won)."""
+    result = db.session.execute(statement.execution_options(synchronize_session=False))
+    return cast("sa.CursorResult[Any]", result).rowcount == 1
+
+
 migrate = Migrate()
 login = LoginManager()
 csrf = CSRFProtect()

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from werkzeug.security import check_password_hash
 
 from app.extensions import Base, db
+from app.status import Status
 
 if TYPE_CHECKING:
     Model = Base  # what db.Model is, in a form type checkers follow
@@ -209,6 +210,7 @@ class Approval(Model):
         sa.Index("ix_approvals_tenant_status_created", "tenant_id", "status", "created_at", "id"),
         sa.Index("ix_approvals_tenant_created", "tenant_id", "created_at", "id"),
         sa.Index("ix_approvals_tenant_decided", "tenant_id", "decided_at"),
+        sa.CheckConstraint(sa.column("status").in_([s.value for s in Status]), name="ck_approvals_status"),
     )
 
     id: Mapped[str] = mapped_column(sa.String(32), primary_key=True, default=new_id)
@@ -226,8 +228,9 @@ class Approval(Model):
     digest: Mapped[str] = mapped_column(sa.String(64))
     # For a form: the MCP elicitation object the person was shown (never their answers).
     form: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
-    status: Mapped[str] = mapped_column(sa.String(20), default="pending")
+    status: Mapped[str] = mapped_column(sa.String(20), default=Status.PENDING)
     result: Mapped[str | None] = mapped_column(sa.Text)
+    filled: Mapped[list[str] | None] = mapped_column(sa.JSON)  # a submitted form's field names (never values)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
     claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -18,7 +18,7 @@ DIE_INSIDE_HANDLE = textwrap.dedent("""
     from app import create_app
     from app.actions.delete_post import DeletePost
     from app.copilot.agent import answer
-    from app.copilot.approvals import Actor
+    from app.copilot.tokens import Actor
     from app.extensions import db
     from app.models import Approval, User
 

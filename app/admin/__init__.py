@@ -15,6 +15,7 @@ from app.auth import current_actor
 from app.copilot import agent, audit, review
 from app.errors import CountersignError
 from app.routing import safe_target
+from app.status import Status
 
 bp = Blueprint("admin", __name__)
 
@@ -27,21 +28,12 @@ def admins_only() -> None:
         abort(403)
 
 
-def filters_from(args: Any) -> review.Filters:
-    return review.Filters(
-        status=args.get("status", "pending") or None,
-        action=args.get("action") or None,
-        person=args.get("person") or None,
-        older_than_minutes=review.whole_number(args.get("older_than"), review.OLDER_THAN_MAX_MINUTES),
-    )
-
-
 @bp.get("/")
 def index() -> Any:
     """Dashboard and the approvals table (pending by default), newest first."""
     actor = current_actor("admin")
     tenant_id = actor.user.tenant_id
-    filters = filters_from(request.args)
+    filters = review.filters_from(request.args)
     page = review.approvals(tenant_id, filters, request.args.get("after"))
     stats = review.dashboard(tenant_id)
     return render_template(
@@ -52,6 +44,7 @@ def index() -> Any:
         people=review.people(tenant_id),
         chart=decisions_svg(stats),
         actions=sorted(agent.engine().registry.actions),
+        statuses=list(Status),
     )
 
 
@@ -74,7 +67,7 @@ def audit_log() -> Any:
     actor = current_actor("admin")
     tenant_id = actor.user.tenant_id
     verdict = audit.verify_since_mark(tenant_id)  # first: it commits its mark, which expires loaded rows
-    filters = audit_filters_from(request.args)
+    filters = review.audit_filters_from(request.args)
     page = review.audit_rows(tenant_id, filters, cursor=request.args.get("after"))
     # Links carry the filters only: never the request's own keys (`after` twice, or url_for's `_method`).
     return render_template(
@@ -84,10 +77,6 @@ def audit_log() -> Any:
         verdict=verdict,
         args={k: v for k, v in filters.items() if v},
     )
-
-
-def audit_filters_from(args: Any) -> dict[str, str | None]:
-    return {k: args.get(k) or None for k in review.AUDIT_FILTERS}
 
 
 @bp.get("/audit.csv")
@@ -101,7 +90,7 @@ def audit_csv() -> Response:
     writer.writerow(["seq", "when", "person", "event", "outcome", "approval", "detail", "channel", "hash"])
     cursor = None
     while True:
-        page = review.audit_rows(tenant_id, audit_filters_from(request.args), cursor=cursor, limit=1000)
+        page = review.audit_rows(tenant_id, review.audit_filters_from(request.args), cursor=cursor, limit=1000)
         for row in page.rows:
             writer.writerow(
                 [

@@ -5,18 +5,7 @@ from __future__ import annotations
 from markupsafe import Markup, escape
 
 from app.copilot.review import Dashboard
-
-COLOURS = {
-    "done": "#1f7a4d",
-    "declined": "#5d6675",
-    "expired": "#9a6700",
-    "changed": "#7a4cc2",
-    "refused": "#b42318",
-    "revoked": "#c2410c",
-    "failed": "#991b1b",
-    "interrupted": "#334155",
-    "cancelled": "#64748b",
-}
+from app.status import OUTCOMES, Status
 
 
 def decisions_svg(stats: Dashboard, width: int = 720, height: int = 180) -> Markup:
@@ -41,7 +30,7 @@ def decisions_svg(stats: Dashboard, width: int = 720, height: int = 180) -> Mark
             h = (height - bottom - 16) * n / top
             y -= h
             parts.append(
-                f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{h:.1f}" fill="{COLOURS.get(outcome, "#94a3b8")}"/>'
+                f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{h:.1f}" fill="{OUTCOMES[Status(outcome)].colour}"/>'
             )
         parts.append("</g>")
         if i % 7 == 0:

@@ -12,14 +12,15 @@ from flask_login import current_user
 from app import sse
 from app.api.openapi import document
 from app.auth import bearer_token, current_actor
-from app.copilot import agent, approvals, events, runs
-from app.copilot.approvals import Actor
+from app.copilot import agent, events, runs
 from app.copilot.events import Event
 from app.copilot.text import check_message
+from app.copilot.tokens import Actor, may_answer, sign
 from app.errors import BadValues, NotFound
 from app.extensions import csrf, db, limit_per_person_and_address
 from app.json_body import json_object
 from app.models import Approval, Conversation, Message
+from app.status import Status
 
 bp = Blueprint("api", __name__)
 csrf.exempt(bp)
@@ -46,7 +47,7 @@ def body() -> dict[str, Any]:
 def prompt(approval: Approval, actor: Actor) -> dict[str, Any]:
     """A pending card as the API shows it: the action's words only, and a token — none for an
     agent credential (it never answers), nor for a card outside the credential's toolsets."""
-    pending = approval.status == "pending" and approvals.may_answer(actor, approval)
+    pending = approval.status == Status.PENDING and may_answer(actor, approval)
     return {
         "id": approval.id,
         "type": approval.type,
@@ -55,7 +56,7 @@ def prompt(approval: Approval, actor: Actor) -> dict[str, Any]:
         "rows": [{"label": r["label"], "value": r["value"]} for r in approval.rows],
         "form": approval.form if approval.type == "form" else None,
         "status": approval.status,
-        "token": approvals.sign(approval, actor.binding) if pending else None,
+        "token": sign(approval, actor.binding) if pending else None,
         "expires_at": approval.expires_at.isoformat(),
     }
 
@@ -69,7 +70,7 @@ def message_json(message: Message) -> dict[str, Any]:
 def pending_in(conversation_id: int, actor: Actor) -> list[dict[str, Any]]:
     rows = db.session.scalars(
         sa.select(Approval)
-        .where(Approval.conversation_id == conversation_id, Approval.status == "pending")
+        .where(Approval.conversation_id == conversation_id, Approval.status == Status.PENDING)
         .order_by(Approval.created_at)
     )
     return [prompt(a, actor) for a in rows]
@@ -222,13 +223,10 @@ def answer(approval_id: str, decision: str) -> Any:
     token = data.get("token")
     if not isinstance(token, str):
         raise BadValues("`token` must be a string.")
-    values = data.get("values")
+    values = data.get("values") if decision == "submit" else None
     if decision == "submit" and not isinstance(values, dict):
         raise BadValues("`values` must be an object of field names to values.")
-    if decision == "submit":
-        approval = agent.answer_form(approval_id, token, actor, values)
-    else:
-        approval = agent.answer(approval_id, token, actor, decision)
+    approval = agent.answer(approval_id, token, actor, decision, values)
     # Read only after the answer (a bad token is refused before anything is looked up); the
     # continuation's end is after this cursor if runs.wait still finds it going.
     cursor = events.last_id(approval.conversation_id)
@@ -248,7 +246,7 @@ def answer(approval_id: str, decision: str) -> Any:
 @bp.get("/approvals")
 def list_approvals() -> Any:
     actor = current_actor("api")
-    status = request.args.get("status", "pending")
+    status = request.args.get("status", Status.PENDING)
     rows = db.session.scalars(
         sa.select(Approval)
         .where(Approval.user_id == actor.user.id, Approval.status == status)

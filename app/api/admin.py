@@ -6,7 +6,6 @@ from typing import Any
 
 from flask import Blueprint, abort, jsonify, request
 
-from app.admin import audit_filters_from, filters_from
 from app.api import authenticate
 from app.auth import current_actor
 from app.copilot import agent, audit, review
@@ -58,7 +57,7 @@ def audit_json(e: AuditEvent) -> dict[str, Any]:
 @bp.get("/approvals")
 def approvals() -> Any:
     actor = current_actor("api")
-    page = review.approvals(actor.user.tenant_id, filters_from(request.args), request.args.get("after"))
+    page = review.approvals(actor.user.tenant_id, review.filters_from(request.args), request.args.get("after"))
     return jsonify(approvals=[approval_json(a) for a in page.rows], next=page.next_cursor)
 
 
@@ -73,7 +72,7 @@ def revoke(approval_id: str) -> Any:
 def audit_log() -> Any:
     actor = current_actor("api")
     verdict = audit.verify_since_mark(actor.user.tenant_id)  # first: it commits its mark, which expires loaded rows
-    page = review.audit_rows(actor.user.tenant_id, audit_filters_from(request.args), cursor=request.args.get("after"))
+    page = review.audit_rows(actor.user.tenant_id, review.audit_filters_from(request.args), cursor=request.args.get("after"))
     return jsonify(
         events=[audit_json(e) for e in page.rows],
         next=page.next_cursor,

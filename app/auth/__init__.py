@@ -18,9 +18,9 @@ from wtforms.validators import DataRequired, Email
 
 from app.auth import signin
 from app.copilot import audit
-from app.copilot.approvals import Actor, won
 from app.copilot.text import seconds
-from app.extensions import db, limiter, login
+from app.copilot.tokens import Actor
+from app.extensions import db, limiter, login, won
 from app.models import ApiToken, Approval, User, UserSession, utcnow
 from app.routing import safe_target
 

@@ -13,26 +13,20 @@ import sqlalchemy as sa
 from flask import current_app
 from redis.exceptions import RedisError
 
-from app.copilot import agent, approvals, audit, jobs
-from app.copilot.approvals import Actor
+from app.copilot import agent, audit, jobs
+from app.copilot.cards import card_url
 from app.copilot.text import check_message, scrub
+from app.copilot.tokens import Actor, ChannelProof
 from app.errors import CountersignError
 from app.extensions import db, redis_client
 from app.models import Approval, ConnectorIdentity, ConnectorThread, Conversation, Message, utcnow
+from app.status import OUTCOMES, Status, chat_line
 
 log = logging.getLogger(__name__)
 
 RETRY = "I couldn't check your confirmation — try again in a moment, or use the link: {link}"
 UNKNOWN = "Sorry, I don't know who you are here. Ask an admin to link your account to Countersign."
 LINK = "Please answer this in Countersign: {url}"
-OUTCOMES = {
-    "declined": "Declined — nothing was done.",
-    "expired": "Expired — nothing was done.",
-    "revoked": "Revoked by an admin — nothing was done.",
-    "changed": "Changed since you were asked — nothing was done.",
-    "refused": "Not allowed any more — nothing was done.",
-    "superseded": "Replaced by a newer request — nothing was done.",
-}
 WINDOW = 300  # seconds a signed webhook timestamp is good for (Slack's, and the email provider's)
 # A delivery is held for six minutes while its job is queued or running (the job stores the message
 # and queues the turn, which runs as a job of its own, so it is short). A delivery job that raises
@@ -269,12 +263,12 @@ def _reply(
     actor = Actor(user=identity.user, binding=binding, channel=inbound.connector)
     approval_id = approval.id
     try:
-        status = agent.answer(approval_id, approvals.sign(approval, binding), actor, decision).status
+        status = agent.answer(approval_id, ChannelProof(f"{inbound.connector} sender check"), actor, decision).status
     except CountersignError as error:
         db.session.rollback()
         current = db.session.get(Approval, approval_id)
-        status = current.status if current else "expired"
-        if status == "pending":
+        status = current.status if current else Status.EXPIRED
+        if status == Status.PENDING:
             _done(inbound)
             connector.send(thread, error.message)
             return "refused"
@@ -291,19 +285,16 @@ def _rewait(key: str, approval_id: str) -> None:
     db.session.rollback()
     try:
         approval = db.session.get(Approval, approval_id)
-        if approval is not None and approval.status == "pending":
+        if approval is not None and approval.status == Status.PENDING:
             redis_client.client.set(key, approval_id, nx=True, ex=_wait_ttl(approval))
     except Exception:  # the database or Redis is what failed: the web card still works
         log.warning("could not reopen the wait for %s", approval_id, exc_info=True)
 
 
 def _outcome(status: str, approval_id: str) -> str:
-    if status == "done":
-        approval = db.session.get(Approval, approval_id)
-        return approval.result if approval and approval.result else "Done."
-    if status == "failed":
-        return "It failed — nothing else was done."
-    return OUTCOMES.get(status, f"{status.capitalize()} — nothing was done.")
+    """What the thread is told once its card is decided (app/status.py has every line)."""
+    approval = db.session.get(Approval, approval_id)
+    return chat_line(approval) if approval is not None else OUTCOMES[Status(status)].chat
 
 
 def _converse(
@@ -377,7 +368,7 @@ def post_card(connector: Connector, thread: ConnectorThread, approval: Approval,
     before its wait opens, so nothing unseen can be confirmed. Without `supersede` (a message
     that did not prove it answers the person's waiting card), an open wait stays and the new
     card gets a link."""
-    link = LINK.format(url=approvals.card_url(approval.id))
+    link = LINK.format(url=card_url(approval.id))
     if approval.type != "confirm" or not connector.confirms_by_reply:
         connector.send(thread, link)
         return
@@ -400,13 +391,13 @@ def _latest_link(inbound: Inbound) -> str:
     """A link to the sender's newest pending card, for when Redis cannot be asked."""
     identity = _identity(inbound)
     if identity is None:
-        return approvals.card_url("")
+        return card_url("")
     approval = db.session.scalar(
         sa.select(Approval)
-        .where(Approval.user_id == identity.user_id, Approval.status == "pending")
+        .where(Approval.user_id == identity.user_id, Approval.status == Status.PENDING)
         .order_by(Approval.created_at.desc())
     )
-    return approvals.card_url(approval.id) if approval else current_app.config["PUBLIC_URL"]
+    return card_url(approval.id) if approval else current_app.config["PUBLIC_URL"]
 
 
 def _send_raw(connector: Connector, inbound: Inbound, text: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,11 +23,14 @@ from pydantic_ai.tools import DeferredToolRequests, ToolDefinition
 
 from app.copilot import approvals, audit, runs
 from app.copilot.actions import Action, ActionContext, Registry, needs_card_with
+from app.copilot.approvals import short
 from app.copilot.llm import make_model
 from app.copilot.schema import missing_fields, secret_fields, tool_schema
+from app.copilot.tokens import Actor, ChannelProof
 from app.errors import CountersignError, Expired, FormNeedsCard, NotFound, TooManyPending
 from app.extensions import db
 from app.models import Approval, Conversation, Message, Run, User
+from app.status import Status
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +195,7 @@ def call_action(turn: Turn, action: type[Action], arguments: dict[str, Any], too
             return f"Failed: {exc.message}"
         except Exception as exc:  # the action's own failure: the model hears it in short
             log.exception("handle() of %s failed", action.name)
-            return f"Failed: {approvals.short(exc)}"
+            return f"Failed: {short(exc)}"
         return "Done." if result is None else str(result)
     try:
         approval = approvals.create(ctx, turn.run, action, input, tool_call_id=tool_call_id, step=turn.step)
@@ -235,22 +238,25 @@ def context_for(user: User, channel: str) -> ActionContext:
     return ActionContext(user=user, tenant=user.tenant, db=db.session, channel=channel)
 
 
-def person(user: User, channel: str) -> approvals.Actor:
+def person(user: User, channel: str) -> Actor:
     """The person themself on a channel (the browser, a verified chat thread): no limit of its own."""
-    return approvals.Actor(user=user, binding=channel, channel=channel)
+    return Actor(user=user, binding=channel, channel=channel)
 
 
-def send_message(conversation: Conversation, actor: approvals.Actor, text: str, submit: bool = True) -> tuple[Message, Run]:
+def send_message(conversation: Conversation, actor: Actor, text: str, submit: bool = True) -> tuple[Message, Run]:
     """The person says something through `actor` (its scope and toolsets bind the run): the
     message is kept and its turn queued; the turn runs in a worker (runs.start)."""
     return runs.start(conversation, actor, text, submit)
 
 
-def answer(approval_id: str, token: str, actor: approvals.Actor, decision: str) -> Approval:
-    """The person answers a card (every delivery comes here): decide — handle() runs here when
-    confirmed — and queue the run's continuation; the model's words follow on its events."""
+def answer(
+    approval_id: str, proof: str | ChannelProof, actor: Actor, decision: str, values: Mapping[str, Any] | None = None
+) -> Approval:
+    """The person answers a card or a form (every delivery comes here, see approvals.answer):
+    decide — handle() runs here when confirmed or submitted — and queue the run's continuation;
+    the model's words follow on its events."""
     try:
-        approval = approvals.decide(approval_id, token, actor, decision, engine().registry)
+        approval = approvals.answer(approval_id, proof, actor, decision, engine().registry, values)
     except Expired:
         _tell_expired(approval_id, actor)
         raise
@@ -258,24 +264,13 @@ def answer(approval_id: str, token: str, actor: approvals.Actor, decision: str) 
     return approval
 
 
-def _tell_expired(approval_id: str, actor: approvals.Actor) -> None:
+def _tell_expired(approval_id: str, actor: Actor) -> None:
     """Past its time: end it as expired (if nobody has yet) and tell the model."""
     stale = db.session.get(Approval, approval_id)
     if stale is not None and stale.user_id == actor.user.id:
         approvals.expire(stale, channel=actor.channel)
-        if stale.status == "expired":
+        if stale.status == Status.EXPIRED:
             runs.resume_if_ready(stale.run_id)
-
-
-def answer_form(approval_id: str, token: str, actor: approvals.Actor, values: Any) -> Approval:
-    """The person submits a form: validate, run, then queue the run's continuation."""
-    try:
-        approval = approvals.submit(approval_id, token, actor, values, engine().registry)
-    except Expired:
-        _tell_expired(approval_id, actor)
-        raise
-    runs.resume_if_ready(approval.run_id)
-    return approval
 
 
 def revoke(approval_id: str, admin: User, by_agent: bool = False) -> Approval:
@@ -285,7 +280,7 @@ def revoke(approval_id: str, admin: User, by_agent: bool = False) -> Approval:
     return approval
 
 
-def call_direct(actor: approvals.Actor, action_name: str, arguments: dict[str, Any]) -> tuple[str, Approval | None]:
+def call_direct(actor: Actor, action_name: str, arguments: dict[str, Any]) -> tuple[str, Approval | None]:
     """A client that is its own agent (MCP) calls one action: the same validation, authorize,
     forms and cards as the agent loop, within the credential's toolsets; (what to answer, the
     approval it now waits on, if any). The call is a Run of status 'external' in the person's

@@ -1,172 +1,58 @@
-"""Approvals: create a card, sign its token, and decide it — verify, claim, authorize
-again, rebuild and compare, and only then handle(). The one path to a card's handle()."""
+"""Approvals: create a card or a form, and decide it — verify, claim, authorize again, rebuild
+and compare, and only then handle(). The one path to an approval's handle() (DESIGN §4).
+
+Tokens and who may answer are in tokens.py, the card's text in cards.py, the form's schema and
+validation in forms.py; every status word in app/status.py."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
-import unicodedata
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, cast
+from datetime import timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from flask import current_app
-from itsdangerous import BadData, BadSignature, SignatureExpired, URLSafeTimedSerializer
-from itsdangerous.encoding import base64_decode, base64_encode
 from pydantic import BaseModel, ValidationError
-from werkzeug.datastructures import MultiDict
 
-from app.copilot import audit, lookalike
-from app.copilot.actions import Action, ActionContext, Registry, needs_card_with
-from app.copilot.schema import elicitation, wtform_class
+from app.copilot import audit
+from app.copilot.actions import Action, ActionContext, Registry
+from app.copilot.cards import build_card
+from app.copilot.forms import form_for, validate_form
+from app.copilot.tokens import Actor, ChannelProof, refuse, ttl, verify
 from app.errors import (
     AgentCannotAnswer,
     AlreadyDecided,
-    BadToken,
     BadValues,
     CountersignError,
     Expired,
-    FormInvalid,
     FormNeedsCard,
     NotFound,
-    OutsideToolsets,
     PartlyDone,
     TooManyPending,
     WrongPerson,
 )
-from app.extensions import db
+from app.extensions import db, won
 from app.models import Approval, Run, User, utcnow
+from app.status import Status
 
 log = logging.getLogger(__name__)
 
-TOKEN_SALT = "countersign.approval-token"
-WARNING = "Warning"  # the card row that says what on it could pass for something else
-FINAL = {"done", "declined", "cancelled", "changed", "refused", "expired", "revoked", "failed", "interrupted", "superseded"}
-
-# What the model reads for each outcome (done and failed add the action's own words).
-MODEL_LINES = {
-    "declined": "The person declined. Nothing was done.",
-    "changed": "The card changed before the person confirmed (the record is not what it was), "
-    "so nothing ran. Ask again if it is still wanted.",
-    "refused": "Refused at confirmation: the person may no longer do this. Nothing ran.",
-    "expired": "The card expired before the person answered. Nothing was done.",
-    "revoked": "An admin revoked this request. Nothing was done.",
-    "superseded": "A newer request replaced this one before the person answered. Nothing was done.",
-    "cancelled": "The person set this aside for now (Not now). Nothing was done; do not ask again unless they do.",
-    "interrupted": "Interrupted: the server stopped while this ran. It will not be retried; "
-    "check the result before asking again.",
+# What each answer may be given to (None: either kind) and the status its claim moves to.
+ANSWERS = {
+    "confirm": ("confirm", Status.RUNNING),
+    "decline": (None, Status.DECLINED),
+    "cancel": ("form", Status.CANCELLED),
+    "submit": ("form", Status.RUNNING),
 }
-
-
-@dataclass(frozen=True)
-class Card:
-    """What the person is asked: the action's sentence and rows, and their digest."""
-
-    action: str
-    reason: str
-    rows: list[dict[str, str]]
-
-    @property
-    def digest(self) -> str:
-        canonical = json.dumps(
-            {"action": self.action, "reason": self.reason, "rows": self.rows},
-            sort_keys=True,
-            ensure_ascii=False,
-            separators=(",", ":"),
-        )
-        return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who acts: the person, the session (or token) their card tokens are bound to, the channel,
-    whether the credential acts for an agent (then it never answers: DESIGN §6.8), and the
-    toolsets it is limited to (None: the app's)."""
-
-    user: User
-    binding: str
-    channel: str = "web"
-    agent: bool = False
-    toolsets: tuple[str, ...] | None = None
-
-    @property
-    def credential(self) -> str:
-        """The credential as a card remembers it: "web", "api:pat:3", "mcp:pat:3", "telegram", …
-        (never a session id)."""
-        kind, _, ident = self.binding.partition(":")
-        if kind == "pat":
-            return f"{self.channel}:pat:{ident}"
-        if kind == "web" and self.channel != "web":
-            return f"{self.channel}:session"
-        return self.channel
-
-
-def reaches(toolsets: tuple[str, ...] | None, action_name: str) -> bool:
-    """Whether a credential limited to these toolsets (None: the app's) reaches this action."""
-    return action_name in current_app.extensions["countersign"].reachable(toolsets)
-
-
-def may_answer(actor: Actor, approval: Approval) -> bool:
-    """Whether this credential may be given a token for this card (verify() checks it again)."""
-    return not actor.agent and (actor.toolsets is None or reaches(actor.toolsets, approval.action))
-
-
-def visible(value: Any) -> str:
-    """Text for a card: control, bidi and zero-width characters shown as ⟨U+XXXX⟩."""
-    out = []
-    for ch in str(value):
-        if unicodedata.category(ch) in {"Cc", "Cf"} and ch not in "\n\t":
-            out.append(f"⟨U+{ord(ch):04X}⟩")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def build_card(action: type[Action], ctx: ActionContext, input: BaseModel) -> Card:
-    """Ask the action (never the model) for the sentence and the rows. A word on the card that
-    mixes scripts (a Cyrillic "а" in "pаypal") adds a Warning row saying so, on every card."""
-    instance = action()
-    reason = visible(instance.approval_reason(ctx, input))
-    summary = {str(k): str(v) for k, v in (instance.approval_summary(ctx, input) or {}).items()}
-    odd = [w for text in (reason, *summary.values()) for w in lookalike.warnings(text) if w not in summary.get(WARNING, "")]
-    if odd:
-        summary[WARNING] = " ".join(filter(None, [summary.get(WARNING, ""), *dict.fromkeys(odd)]))
-    rows = [{"label": visible(k), "value": visible(v)} for k, v in summary.items()]
-    return Card(action=action.name, reason=reason, rows=rows)
-
-
-def won(statement: sa.Update) -> bool:
-    """Run a conditional UPDATE; True when it changed exactly one row (this caller won)."""
-    result = db.session.execute(statement.execution_options(synchronize_session=False))
-    return cast("sa.CursorResult[Any]", result).rowcount == 1
-
-
-def card_url(approval_id: str) -> str:
-    """The card's own page, for links from MCP clients and chat connectors."""
-    return f"{current_app.config['PUBLIC_URL'].rstrip('/')}/approvals/{approval_id}"
-
-
-def ttl() -> int:
-    return int(current_app.config["APPROVALS_TTL"])
-
-
-def serializer() -> URLSafeTimedSerializer:
-    keys = [*current_app.config.get("SECRET_KEY_FALLBACKS", []), current_app.config["SECRET_KEY"]]
-    return URLSafeTimedSerializer(keys, salt=TOKEN_SALT)
-
-
-def sign(approval: Approval, binding: str) -> str:
-    """A token for this approval, this person and this session."""
-    return serializer().dumps({"a": approval.id, "u": approval.user_id, "b": binding})
 
 
 def _check_cap(ctx: ActionContext, run: Run, action: type[Action]) -> None:
     """Raise TooManyPending (audited) when the run already holds its share of pending approvals,
     or the person does across all their runs (an agent starting run after run cannot flood them)."""
-    pending = sa.select(sa.func.count()).select_from(Approval).where(Approval.status == "pending")
+    pending = sa.select(sa.func.count()).select_from(Approval).where(Approval.status == Status.PENDING)
     in_run = db.session.scalar(pending.where(Approval.run_id == run.id)) or 0
     if in_run >= int(current_app.config["APPROVALS_MAX_PENDING_PER_RUN"]):
         why = f"run {run.id} already holds {in_run} pending"
@@ -194,7 +80,7 @@ def _new(ctx: ActionContext, run: Run, action: type[Action], **fields: Any) -> A
         run_id=run.id,
         conversation_id=run.conversation_id,
         action=action.name,
-        status="pending",
+        status=Status.PENDING,
         created_at=now,
         expires_at=now + timedelta(seconds=ttl()),
         requested_via=run.via or ctx.channel,
@@ -205,7 +91,7 @@ def _new(ctx: ActionContext, run: Run, action: type[Action], **fields: Any) -> A
     db.session.flush()
     audit.record(
         "approval.created",
-        "pending",
+        Status.PENDING,
         tenant_id=ctx.tenant.id,
         user_id=ctx.user.id,
         approval_id=approval.id,
@@ -215,325 +101,138 @@ def _new(ctx: ActionContext, run: Run, action: type[Action], **fields: Any) -> A
     return approval
 
 
-def create(
-    ctx: ActionContext,
-    run: Run,
-    action: type[Action],
-    input: BaseModel,
-    *,
-    tool_call_id: str,
-    step: int,
-) -> Approval:
+def create(ctx: ActionContext, run: Run, action: type[Action], input: BaseModel, *, tool_call_id: str, step: int) -> Approval:
     """A pending card for this call. Raises TooManyPending past the run's cap and
     NotFound when the card names a record outside the person's tenant."""
     _check_cap(ctx, run, action)
     card = build_card(action, ctx, input)
-    return _new(
-        ctx,
-        run,
-        action,
-        tool_call_id=tool_call_id,
-        step=step,
-        type="confirm",
-        arguments=input.model_dump(mode="json"),
-        reason=card.reason,
-        rows=card.rows,
-        digest=card.digest,
-    )
+    fields = {"arguments": input.model_dump(mode="json"), "reason": card.reason, "rows": card.rows, "digest": card.digest}
+    return _new(ctx, run, action, tool_call_id=tool_call_id, step=step, type="confirm", **fields)
 
 
 def create_form(
-    ctx: ActionContext,
-    run: Run,
-    action: type[Action],
-    given: dict[str, Any],
-    *,
-    tool_call_id: str,
-    step: int,
+    ctx: ActionContext, run: Run, action: type[Action], given: dict[str, Any], *, tool_call_id: str, step: int
 ) -> Approval:
     """A pending form for a READ/WRITE call that left fields out; the model's values pre-fill it.
     FormNeedsCard when the call, or every choice the form could offer, needs a card."""
     _check_cap(ctx, run, action)
-    shape = action().ask(ctx, dict(given)) or {}
-    known = set(action.Input.model_fields)
-    given = {k: v for k, v in given.items() if k in known}
-    if action.kind.needs_card or needs_card_with(action, given):  # the kind too, should needs_card() be overridden
-        raise FormNeedsCard()
-    form = _card_free(
-        action,
-        given,
-        elicitation(
-            action.Input,
-            shape.get("message") or f"A few details for {action.name.replace('_', ' ')}.",
-            fields=shape.get("fields"),
-            defaults={**given, **shape.get("defaults", {})},
-            where=action.source,
-        ),
-    )
+    given, form = form_for(action, ctx, given)
     digest = hashlib.sha256(json.dumps(form, sort_keys=True, default=str).encode()).hexdigest()
-    return _new(
-        ctx,
-        run,
-        action,
-        tool_call_id=tool_call_id,
-        step=step,
-        type="form",
-        arguments=given,
-        reason=form["message"],
-        rows=[],
-        digest=digest,
-        form=form,
-    )
+    fields = {"arguments": given, "reason": form["message"], "rows": [], "digest": digest, "form": form}
+    return _new(ctx, run, action, tool_call_id=tool_call_id, step=step, type="form", **fields)
 
 
-def _card_free(action: type[Action], given: dict[str, Any], form: dict[str, Any]) -> dict[str, Any]:
-    """The form offers no choice that would need a card (DESIGN §6.6): each option is put to
-    needs_card(), the one source. A required field left with no option: FormNeedsCard."""
-    schema = form["requestedSchema"]
-    for name, prop in list(schema["properties"].items()):
-        if "oneOf" not in prop:
-            continue
-        prop["oneOf"] = [o for o in prop["oneOf"] if not needs_card_with(action, {**given, name: o["const"]})]
-        if prop.get("default") not in [o["const"] for o in prop["oneOf"]]:
-            prop.pop("default", None)
-        if not prop["oneOf"]:
-            if name in schema["required"]:
-                raise FormNeedsCard()
-            del schema["properties"][name]
-    return form
-
-
-def model_line(approval: Approval) -> str:
-    """The line the model reads for a decided approval."""
-    if approval.status == "done":
-        return (approval.result or "Done.") if approval.type == "form" else f"Done. {approval.result or ''}".strip()
-    if approval.status == "failed":
-        result = approval.result or "the action raised an error"
-        if result.startswith(PartlyDone.prefix):  # it says itself what was and was not done
-            return f"Failed. {result}"
-        return f"Failed: {result}. Nothing else was done."
-    return MODEL_LINES.get(approval.status, f"Outcome: {approval.status}.")
-
-
-def _refuse(error: CountersignError, why: str, actor: Actor, approval: Approval | None, approval_id: str) -> CountersignError:
-    """Record a refused attempt in a transaction of its own and hand back the error."""
-    audit.record_now(
-        "approval.attempt",
-        "refused_attempt",
-        tenant_id=actor.user.tenant_id,
-        user_id=actor.user.id,
-        approval_id=approval.id if approval else approval_id[:32],
-        detail=why,
-        channel=actor.channel,
-    )
-    return error
-
-
-def _canonical(token: str) -> bool:
-    """Base64 leaves spare bits in a part's last character, so "…A" and "…B" can decode to the same
-    bytes and pass the signature. Only the spelling sign() produces is accepted: any changed
-    character makes a different token, and a different token is refused."""
-    try:
-        return all(base64_encode(base64_decode(part)).decode() == part for part in token.split(".") if part)
-    except BadData:
-        return False
-
-
-def verify(approval_id: str, token: str, actor: Actor) -> Approval:
-    """Every check before a claim. An agent credential is refused before anything is read: it
-    answers nothing, whatever token it holds. Then the token's signature (a forged or mangled
-    token is refused before the approval is even read), tenant, token age, person and session,
-    and the credential's toolsets. Raises AgentCannotAnswer, BadToken, NotFound, Expired,
-    WrongPerson or OutsideToolsets (each audited)."""
-    if actor.agent:
-        raise _refuse(AgentCannotAnswer(), "agent_credential", actor, None, approval_id)
-    signer = serializer()
-    if not _canonical(token):
-        raise _refuse(BadToken(), "bad_token", actor, None, approval_id)
-    try:
-        payload = signer.loads(token, max_age=ttl())
-        expired = False
-    except SignatureExpired as error:  # authentic but old: read it to name the approval
-        payload, expired = signer.load_payload(error.payload) if error.payload is not None else None, True
-    except BadSignature:
-        raise _refuse(BadToken(), "bad_token", actor, None, approval_id) from None
-    if not isinstance(payload, dict) or payload.get("a") != approval_id:
-        raise _refuse(BadToken(), "token_for_other_approval", actor, None, approval_id)
-    approval = db.session.get(Approval, approval_id)
-    if approval is None or approval.tenant_id != actor.user.tenant_id:
-        raise _refuse(NotFound(), "not_found", actor, None, approval_id)
-    if expired:
-        raise _refuse(Expired(), "token_expired", actor, approval, approval_id)
-    if payload.get("u") != actor.user.id or approval.user_id != actor.user.id or payload.get("b") != actor.binding:
-        raise _refuse(WrongPerson(), "wrong_person_or_session", actor, approval, approval_id)
-    if actor.toolsets is not None and not reaches(actor.toolsets, approval.action):
-        raise _refuse(OutsideToolsets(), "outside_toolsets", actor, approval, approval_id)
-    return approval
-
-
-def _open(approval: Approval, actor: Actor, approval_id: str) -> datetime:
-    """Raise Expired or AlreadyDecided (audited) unless the approval can still be answered."""
-    now = utcnow()
-    if approval.status == "pending" and approval.expires_at <= now:
-        expire(approval, channel=actor.channel)
-    if approval.status != "pending":
-        if approval.status == "expired":
-            raise _refuse(Expired(), "expired", actor, approval, approval_id)
-        raise _refuse(AlreadyDecided(), f"already_{approval.status}", actor, approval, approval_id)
-    return now
-
-
-ANSWERS = {"confirm": ("confirm", "running"), "decline": (None, "declined"), "cancel": ("form", "cancelled")}
-
-
-def decide(approval_id: str, token: str, actor: Actor, decision: str, registry: Registry) -> Approval:
-    """Answer an approval: 'confirm' (a card), 'decline' (either), 'cancel' (a form: Not now).
-    Returns the approval in its final state, or raises a CountersignError having changed
-    nothing but the audit log."""
-    approval = verify(approval_id, token, actor)
+def answer(
+    approval_id: str,
+    proof: str | ChannelProof,
+    actor: Actor,
+    decision: str,
+    registry: Registry,
+    values: Mapping[str, Any] | None = None,
+) -> Approval:
+    """The one entry for every answer on every channel: 'confirm' (a card), 'decline' (either),
+    'cancel' (a form: Not now), 'submit' (a form, with `values`). `proof` is the card's token, or
+    the channel's own proof of the sender. Returns the approval in its final state, or raises a
+    CountersignError having changed nothing but the audit log."""
+    approval = verify(approval_id, proof, actor)
     only_for, target = ANSWERS[decision]
     if only_for is not None and approval.type != only_for:
+        if decision == "submit":
+            raise BadValues("This card has no form: confirm or decline it.")
         raise BadValues(f"This {approval.type} cannot be answered with {decision}.")
-    now = _open(approval, actor, approval_id)
-    if not _claim(approval, target, now, actor):
-        db.session.rollback()
-        raise _refuse(AlreadyDecided(), "lost_claim", actor, approval, approval_id)
-    if target != "running":
-        return approval
-    return _run_claimed(approval, actor, registry)
+    _open(approval, actor)
+    if decision == "submit":
+        return _submit(approval, actor, registry, values or {})
+    _claim(approval, target, actor)
+    return _confirmed(approval, actor, registry) if target is Status.RUNNING else approval
 
 
-def submit(approval_id: str, token: str, actor: Actor, values: Mapping[str, Any], registry: Registry) -> Approval:
-    """Answer a form: validate (WTForms, then Input) before any claim, then authorize again and
-    handle() with the person's values over the model's. The values are never stored."""
-    approval = verify(approval_id, token, actor)
-    if approval.type != "form" or approval.form is None:
-        raise BadValues("This card has no form: confirm or decline it.")
-    now = _open(approval, actor, approval_id)
-    action = registry.get(approval.action)
-    if action is None:
-        raise BadValues("This action no longer exists.")
-    input, filled = validate_form(approval.form["requestedSchema"], action, approval.arguments, values)
-    if action.needs_card(input):  # whatever field made it so, on any channel: a form never gives a card
-        raise _refuse(FormNeedsCard(), "form_needs_card", actor, approval, approval_id)
-    if not _claim(approval, "running", now, actor):
-        db.session.rollback()
-        raise _refuse(AlreadyDecided(), "lost_claim", actor, approval, approval_id)
-    ctx = ActionContext(user=actor.user, tenant=actor.user.tenant, db=db.session, channel=actor.channel, approval_id=approval.id)
-    try:
-        allowed = action().authorize(ctx, input)
-    except (CountersignError, PermissionError):
-        allowed = False
-    told = f"The person filled in: {', '.join(filled) or 'nothing'}."
-    if not allowed:
-        return _finish(approval, "refused", actor, detail=told)
-    try:
-        result = action().handle(ctx, input)
-    except Exception as exc:  # the action's own failure: recorded, told in short
-        db.session.rollback()
-        log.exception("handle() of %s failed for form %s", approval.action, approval.id)
-        return _finish(approval, "failed", actor, result=short(exc), detail=told)
-    return _finish(approval, "done", actor, result=f"{told} {'' if result is None else result}".strip(), detail=told)
+def _open(approval: Approval, actor: Actor) -> None:
+    """Raise Expired or AlreadyDecided (audited) unless the approval can still be answered."""
+    if approval.status == Status.PENDING and approval.expires_at <= utcnow():
+        expire(approval, channel=actor.channel)
+    if approval.status == Status.EXPIRED:
+        raise refuse(Expired(), "expired", actor, approval, approval.id)
+    if approval.status != Status.PENDING:
+        raise refuse(AlreadyDecided(), f"already_{approval.status}", actor, approval, approval.id)
 
 
-def validate_form(
-    schema: dict[str, Any], action: type[Action], given: dict[str, Any], values: Mapping[str, Any]
-) -> tuple[BaseModel, list[str]]:
-    """The Input to run with, and the names of the fields the person filled; FormInvalid otherwise."""
-    errors: dict[str, list[str]] = {}
-    formdata: MultiDict[str, str] = MultiDict()
-    for name in schema["properties"]:
-        if name not in values:
-            if given.get(name) not in (None, ""):
-                formdata.add(name, str(given[name]))  # the pre-filled value the person kept
-            continue
-        value = values[name]
-        if isinstance(value, bool):
-            value = "y" if value else ""
-        elif isinstance(value, dict | list):
-            errors[name] = ["Give a single value."]
-            continue
-        formdata.add(name, "" if value is None else str(value))
-    form = wtform_class(schema)(formdata=formdata)
-    if not form.validate():
-        for name, messages in form.errors.items():
-            errors.setdefault(str(name), [str(m) for m in messages])  # a shape error says enough
-    if errors:
-        raise FormInvalid(errors)
-    data = dict(given)
-    filled = []
-    for name in schema["properties"]:
-        value = form.data[name]
-        if value is None or value == "":
-            data.pop(name, None)
-            continue
-        data[name] = value
-        if name in values and str(formdata.get(name, "")).strip():
-            filled.append(name)
-    try:
-        return action.Input.model_validate(data), filled
-    except ValidationError as exc:
-        raise FormInvalid({str(e["loc"][0]) if e["loc"] else "form": [e["msg"]] for e in exc.errors()}) from None
-
-
-def _claim(approval: Approval, status: str, now: datetime, actor: Actor) -> bool:
-    """Move pending -> status atomically; only one caller anywhere can win."""
-    values: dict[str, Any] = {"status": status, "claimed_at": now, "decided_by": actor.user.id}
-    if status in FINAL:
-        values["decided_at"] = now
-    if not won(
-        sa.update(Approval)
-        .where(Approval.id == approval.id, Approval.status == "pending", Approval.expires_at > now)
-        .values(**values)
+def _claim(approval: Approval, status: Status, actor: Actor) -> None:
+    """Move pending -> status atomically (only one caller anywhere wins); AlreadyDecided else."""
+    now = utcnow()
+    if not move(
+        approval, status, actor.user.id, actor.channel, when=[Approval.expires_at > now], claimed_at=now, decided_by=actor.user.id
     ):
+        raise refuse(AlreadyDecided(), "lost_claim", actor, approval, approval.id)
+
+
+def _context(actor: Actor, approval: Approval) -> ActionContext:
+    return ActionContext(user=actor.user, tenant=actor.user.tenant, db=db.session, channel=actor.channel, approval_id=approval.id)
+
+
+def _authorized(action: type[Action], ctx: ActionContext, input: BaseModel) -> bool:
+    try:
+        return bool(action().authorize(ctx, input))
+    except (CountersignError, PermissionError):
         return False
-    if status in FINAL:
-        audit.record(
-            "approval.decided",
-            status,
-            tenant_id=approval.tenant_id,
-            user_id=actor.user.id,
-            approval_id=approval.id,
-            detail=approval.action,
-            channel=actor.channel,
-        )
-    db.session.commit()
-    db.session.refresh(approval)
-    return True
 
 
-def _run_claimed(approval: Approval, actor: Actor, registry: Registry) -> Approval:
-    """Authorize again, rebuild and compare, then handle() once, as the person."""
+def _confirmed(approval: Approval, actor: Actor, registry: Registry) -> Approval:
+    """A claimed card: authorize again, rebuild and compare, then handle() once, as the person."""
     action = registry.get(approval.action)
-    ctx = ActionContext(
-        user=actor.user,
-        tenant=actor.user.tenant,
-        db=db.session,
-        channel=actor.channel,
-        approval_id=approval.id,
-    )
     if action is None:
-        return _finish(approval, "failed", actor, result="this action no longer exists")
+        return _finish(approval, Status.FAILED, actor, result="this action no longer exists")
+    ctx = _context(actor, approval)
     try:
         input = action.Input.model_validate(approval.arguments)
-        allowed = action().authorize(ctx, input)
-    except (CountersignError, PermissionError, ValidationError):
-        allowed = False
-    if not allowed:
-        return _finish(approval, "refused", actor)
+    except ValidationError:
+        return _finish(approval, Status.REFUSED, actor)
+    if not _authorized(action, ctx, input):
+        return _finish(approval, Status.REFUSED, actor)
     try:
         card = build_card(action, ctx, input)
     except CountersignError:
-        return _finish(approval, "changed", actor, result="the record is gone")
+        return _finish(approval, Status.CHANGED, actor, result="the record is gone")
     if card.digest != approval.digest:
-        return _finish(approval, "changed", actor)
+        return _finish(approval, Status.CHANGED, actor)
+    return _handle(approval, actor, action, ctx, input)
+
+
+def _submit(approval: Approval, actor: Actor, registry: Registry, values: Mapping[str, Any]) -> Approval:
+    """A form: validate (WTForms, then Input) before any claim, then authorize again and handle()
+    with the person's values over the model's. The values are never stored; their names are."""
+    action = registry.get(approval.action)
+    if action is None or approval.form is None:
+        raise BadValues("This action no longer exists.")
+    input, filled = validate_form(approval.form["requestedSchema"], action, approval.arguments, values)
+    if action.needs_card(input):  # whatever field made it so, on any channel: a form never gives a card
+        raise refuse(FormNeedsCard(), "form_needs_card", actor, approval, approval.id)
+    _claim(approval, Status.RUNNING, actor)
+    ctx = _context(actor, approval)
+    if not _authorized(action, ctx, input):
+        return _finish(approval, Status.REFUSED, actor, filled=filled)
+    return _handle(approval, actor, action, ctx, input, filled)
+
+
+def _handle(
+    approval: Approval, actor: Actor, action: type[Action], ctx: ActionContext, input: BaseModel, filled: list[str] | None = None
+) -> Approval:
+    """The one place an approval's handle() runs; its work commits with the outcome."""
     try:
         result = action().handle(ctx, input)
     except Exception as exc:  # the action's own failure: recorded, told in short
         db.session.rollback()
         log.exception("handle() of %s failed for approval %s", approval.action, approval.id)
-        return _finish(approval, "failed", actor, result=short(exc))
-    return _finish(approval, "done", actor, result="" if result is None else str(result))
+        return _finish(approval, Status.FAILED, actor, result=short(exc), filled=filled)
+    said = "" if result is None else str(result)
+    if filled is not None:
+        said = f"{filled_line(filled)} {said}".strip()
+    return _finish(approval, Status.DONE, actor, result=said, filled=filled)
+
+
+def filled_line(filled: list[str]) -> str:
+    """What the model (and the audit log) learn of a form's answer: the names, never the values."""
+    return f"The person filled in: {', '.join(filled) or 'nothing'}."
 
 
 def short(exc: Exception) -> str:
@@ -545,30 +244,51 @@ def short(exc: Exception) -> str:
     return text[: 1000 if isinstance(exc, PartlyDone) else 200]
 
 
-def _finish(approval: Approval, status: str, actor: Actor, result: str | None = None, detail: str = "") -> Approval:
+def _finish(
+    approval: Approval, status: Status, actor: Actor, result: str | None = None, filled: list[str] | None = None
+) -> Approval:
     """Record the outcome of a claimed approval, with the handler's work, in one commit.
     If a sweep already ended it `interrupted` (a handle() slower than the grace), the work
     is rolled back and the approval stays interrupted."""
-    if not won(
-        sa.update(Approval)
-        .where(Approval.id == approval.id, Approval.status == "running")
-        .values(status=status, result=result, decided_at=utcnow())
-    ):
-        db.session.rollback()
+    detail = filled_line(filled) if filled is not None else ""
+    if not move(approval, status, actor.user.id, actor.channel, detail, source=Status.RUNNING, result=result, filled=filled):
         db.session.refresh(approval)
-        return approval
-    audit.record(
-        "approval.decided",
-        status,
-        tenant_id=approval.tenant_id,
-        user_id=actor.user.id,
-        approval_id=approval.id,
-        detail=f"{approval.action} {detail}".strip(),
-        channel=actor.channel,
-    )
+    return approval
+
+
+def move(
+    approval: Approval,
+    status: Status,
+    user_id: int,
+    channel: str,
+    detail: str = "",
+    *,
+    source: Status = Status.PENDING,
+    when: list[Any] | None = None,
+    **values: Any,
+) -> bool:
+    """Every change of an approval's status: a conditional UPDATE from `source` (only one caller
+    anywhere wins), a final status audited and dated, one commit. False, rolled back, if lost."""
+    now = utcnow()
+    if status.final:
+        values["decided_at"] = now
+    statement = sa.update(Approval).where(Approval.id == approval.id, Approval.status == source, *(when or []))
+    if not won(statement.values(status=status, **values)):
+        db.session.rollback()
+        return False
+    if status.final:
+        audit.record(
+            "approval.decided",
+            status,
+            tenant_id=approval.tenant_id,
+            user_id=user_id,
+            approval_id=approval.id,
+            detail=f"{approval.action} {detail}".strip(),
+            channel=channel,
+        )
     db.session.commit()
     db.session.refresh(approval)
-    return approval
+    return True
 
 
 def revoke(approval_id: str, admin: User, channel: str = "admin", by_agent: bool = False) -> Approval:
@@ -577,84 +297,33 @@ def revoke(approval_id: str, admin: User, channel: str = "admin", by_agent: bool
     NotFound outside the admin's tenant, WrongPerson for a non-admin, AlreadyDecided if answered."""
     actor = Actor(user=admin, binding="admin", channel=channel, agent=by_agent)
     if by_agent:
-        raise _refuse(AgentCannotAnswer(), "revoke_agent_credential", actor, None, approval_id)
+        raise refuse(AgentCannotAnswer(), "revoke_agent_credential", actor, None, approval_id)
     approval = db.session.get(Approval, approval_id)
     if approval is None or approval.tenant_id != admin.tenant_id:
-        raise _refuse(NotFound(), "revoke_not_found", actor, None, approval_id)
+        raise refuse(NotFound(), "revoke_not_found", actor, None, approval_id)
     if not admin.is_admin:
-        raise _refuse(WrongPerson("Only an admin of this tenant may revoke."), "revoke_not_admin", actor, approval, approval_id)
-    now = utcnow()
-    if not won(
-        sa.update(Approval)
-        .where(Approval.id == approval.id, Approval.status == "pending")
-        .values(status="revoked", decided_at=now, decided_by=admin.id)
-    ):
-        db.session.rollback()
-        raise _refuse(AlreadyDecided(), "revoke_already_decided", actor, approval, approval_id)
-    audit.record(
-        "approval.decided",
-        "revoked",
-        tenant_id=approval.tenant_id,
-        user_id=admin.id,
-        approval_id=approval.id,
-        detail=approval.action,
-        channel=channel,
-    )
-    db.session.commit()
-    db.session.refresh(approval)
+        raise refuse(WrongPerson("Only an admin of this tenant may revoke."), "revoke_not_admin", actor, approval, approval_id)
+    if not move(approval, Status.REVOKED, admin.id, channel, decided_by=admin.id):
+        raise refuse(AlreadyDecided(), "revoke_already_decided", actor, approval, approval_id)
     return approval
 
 
 def supersede(approval_id: str, channel: str) -> Approval | None:
     """A newer card took this one's place in a chat thread: pending -> superseded, nothing runs."""
     approval = db.session.get(Approval, approval_id)
-    if approval is None or not won(
-        sa.update(Approval)
-        .where(Approval.id == approval.id, Approval.status == "pending")
-        .values(status="superseded", decided_at=utcnow())
-    ):
-        db.session.rollback()
+    if approval is None or not move(approval, Status.SUPERSEDED, approval.user_id, channel):
         return None
-    audit.record(
-        "approval.decided",
-        "superseded",
-        tenant_id=approval.tenant_id,
-        user_id=approval.user_id,
-        approval_id=approval.id,
-        detail=approval.action,
-        channel=channel,
-    )
-    db.session.commit()
-    db.session.refresh(approval)
     return approval
 
 
 def expire(approval: Approval, channel: str = "system") -> bool:
     """Mark a pending approval past its time as expired (conditionally)."""
-    now = utcnow()
-    changed = won(
-        sa.update(Approval)
-        .where(Approval.id == approval.id, Approval.status == "pending", Approval.expires_at <= now)
-        .values(status="expired", decided_at=now)
-    )
-    if changed:
-        audit.record(
-            "approval.decided",
-            "expired",
-            tenant_id=approval.tenant_id,
-            user_id=approval.user_id,
-            approval_id=approval.id,
-            detail=approval.action,
-            channel=channel,
-        )
-    db.session.commit()
-    db.session.refresh(approval)
-    return changed
+    return move(approval, Status.EXPIRED, approval.user_id, channel, when=[Approval.expires_at <= utcnow()])
 
 
 def due_for_expiry(conversation_id: int | None = None) -> list[Approval]:
     """Pending approvals past their time (in one conversation, or all)."""
-    query = sa.select(Approval).where(Approval.status == "pending", Approval.expires_at <= utcnow())
+    query = sa.select(Approval).where(Approval.status == Status.PENDING, Approval.expires_at <= utcnow())
     if conversation_id is not None:
         query = query.where(Approval.conversation_id == conversation_id)
     return list(db.session.scalars(query))
@@ -664,36 +333,12 @@ def mark_interrupted(older_than_seconds: int) -> list[Approval]:
     """Approvals claimed but never finished (their process died): end them `interrupted`.
     They are never run again."""
     cutoff = utcnow() - timedelta(seconds=older_than_seconds)
-    stuck = list(db.session.scalars(sa.select(Approval).where(Approval.status == "running", Approval.claimed_at <= cutoff)))
-    ended = []
-    for approval in stuck:
-        if won(
-            sa.update(Approval)
-            .where(Approval.id == approval.id, Approval.status == "running")
-            .values(status="interrupted", decided_at=utcnow())
-        ):
-            audit.record(
-                "approval.decided",
-                "interrupted",
-                tenant_id=approval.tenant_id,
-                user_id=approval.user_id,
-                approval_id=approval.id,
-                detail=approval.action,
-                channel="system",
-            )
-            ended.append(approval)
-    db.session.commit()
-    for approval in ended:
-        db.session.refresh(approval)
-    return ended
+    query = sa.select(Approval).where(Approval.status == Status.RUNNING, Approval.claimed_at <= cutoff)
+    stuck = list(db.session.scalars(query))
+    return [a for a in stuck if move(a, Status.INTERRUPTED, a.user_id, "system", source=Status.RUNNING)]
 
 
 def pending_for(user: User) -> list[Approval]:
     """The person's own pending approvals, newest first."""
-    return list(
-        db.session.scalars(
-            sa.select(Approval)
-            .where(Approval.user_id == user.id, Approval.status == "pending")
-            .order_by(Approval.created_at.desc())
-        )
-    )
+    query = sa.select(Approval).where(Approval.user_id == user.id, Approval.status == Status.PENDING)
+    return list(db.session.scalars(query.order_by(Approval.created_at.desc())))

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.models import ROW_ID_MAX, Approval, AuditEvent, User, utcnow
+from app.status import Status
 
 PAGE = 50
 OLDER_THAN_MAX_MINUTES = 100 * 366 * 24 * 60  # "older than a century" is the largest filter that means anything
@@ -22,10 +23,25 @@ CURSOR_MAX = 253_402_300_799 * 1_000_000  # 9999-12-31T23:59:59Z, in microsecond
 
 @dataclass
 class Filters:
-    status: str | None = "pending"
+    status: str | None = Status.PENDING
     action: str | None = None
     person: str | None = None  # an email
     older_than_minutes: int | None = None
+
+
+def filters_from(args: Mapping[str, str]) -> Filters:
+    """The approvals filters of a query string (the console's and the API's): pending by default."""
+    return Filters(
+        status=args.get("status", Status.PENDING) or None,
+        action=args.get("action") or None,
+        person=args.get("person") or None,
+        older_than_minutes=whole_number(args.get("older_than"), OLDER_THAN_MAX_MINUTES),
+    )
+
+
+def audit_filters_from(args: Mapping[str, str]) -> dict[str, str | None]:
+    """The audit log's filters of a query string."""
+    return {k: args.get(k) or None for k in AUDIT_FILTERS}
 
 
 @dataclass
@@ -121,7 +137,9 @@ def dashboard(tenant_id: int, days: int = 30, sample: int = 1000) -> Dashboard:
     start = (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
     pending = (
         db.session.scalar(
-            sa.select(sa.func.count()).select_from(Approval).where(Approval.tenant_id == tenant_id, Approval.status == "pending")
+            sa.select(sa.func.count())
+            .select_from(Approval)
+            .where(Approval.tenant_id == tenant_id, Approval.status == Status.PENDING)
         )
         or 0
     )

@@ -10,9 +10,11 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from redis.exceptions import RedisError
 
-from app.copilot import approvals, events, jobs
-from app.extensions import db, redis_client
+from app.copilot import events, jobs
+from app.copilot.tokens import Actor
+from app.extensions import db, redis_client, won
 from app.models import Approval, Conversation, Message, Run, utcnow
+from app.status import FINAL
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +49,7 @@ def _conversation_toolsets(conversation_id: int) -> tuple[str, ...] | None:
     return split_toolsets(stored)
 
 
-def start(conversation: Conversation, actor: approvals.Actor, text: str, submit: bool = True) -> tuple[Message, Run]:
+def start(conversation: Conversation, actor: Actor, text: str, submit: bool = True) -> tuple[Message, Run]:
     """The person says something: their message and its queued run are committed together (the
     words are kept whatever happens next), then the pass is handed to a worker. The run reaches
     what both the credential and the conversation's last run reach: a conversation an agent token
@@ -95,9 +97,9 @@ def resume_if_ready(run_id: int) -> Run | None:
     run = db.session.get(Run, run_id)
     if run is None or run.status != "paused":
         return None
-    if any(a.status not in approvals.FINAL for a in step_approvals(run)):
+    if any(a.status not in FINAL for a in step_approvals(run)):
         return None
-    queued = approvals.won(
+    queued = won(
         sa.update(Run)
         .where(Run.id == run.id, Run.status == "paused", Run.step == run.step)
         .values(status="queued", next="results", queued_at=utcnow())
@@ -126,14 +128,14 @@ def latest_run(conversation_id: int) -> Run | None:
     )
 
 
-def retry(conversation: Conversation, actor: approvals.Actor) -> Run | None:
+def retry(conversation: Conversation, actor: Actor) -> Run | None:
     """Queue again the conversation's last run if it failed or was interrupted: the same pass,
     from where it was (a continuation reports its cards' answers again; it never asks again).
     A second press finds it queued already and queues nothing (None)."""
     run = latest_run(conversation.id)
     if run is None or run.status not in RETRYABLE:
         return None
-    if not approvals.won(
+    if not won(
         sa.update(Run)
         .where(Run.id == run.id, Run.status.in_(RETRYABLE))
         .values(status="queued", queued_at=utcnow(), channel=actor.channel or run.channel)
@@ -159,9 +161,7 @@ def stop(conversation: Conversation) -> Run | None:
     )
     if run is None:
         return None
-    if run.status == "queued" and approvals.won(
-        sa.update(Run).where(Run.id == run.id, Run.status == "queued").values(status="stopped")
-    ):
+    if run.status == "queued" and won(sa.update(Run).where(Run.id == run.id, Run.status == "queued").values(status="stopped")):
         db.session.commit()
         events.publish(
             conversation.id,
@@ -210,9 +210,7 @@ def claim(run_id: int) -> Run | None:
     if first != run.id or busy:
         db.session.rollback()
         return None
-    if not approvals.won(
-        sa.update(Run).where(Run.id == run.id, Run.status == "queued").values(status="running", updated_at=utcnow())
-    ):
+    if not won(sa.update(Run).where(Run.id == run.id, Run.status == "queued").values(status="running", updated_at=utcnow())):
         db.session.rollback()
         return None
     db.session.commit()
@@ -262,7 +260,7 @@ def sweep_dead(grace_seconds: int, conversation_id: int | None = None) -> list[R
 
 def mark_interrupted(run: Run) -> bool:
     """End a running pass whose worker is gone: a notice with Retry, the turn-end event."""
-    if not approvals.won(
+    if not won(
         sa.update(Run)
         .where(Run.id == run.id, Run.status == "running")
         .values(status="interrupted", error="the worker stopped mid-turn")

@@ -27,6 +27,7 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRe
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from app.errors import CountersignError
+from app.status import Status
 
 
 def tool_call(name: str, /, **arguments: Any) -> ToolCallPart:
@@ -84,7 +85,7 @@ ERRORS = {
     "NotFound": "not_found",
     "WrongPerson": "wrong_person",
     "AlreadyDecided": "already_decided",
-    "Expired": "expired",
+    "Expired": Status.EXPIRED,
     "BadToken": "bad_token",
     "BadValues": "bad_values",
     "FormInvalid": "bad_values",
@@ -143,7 +144,7 @@ class Copilot:
         return user
 
     def _actor(self) -> Any:
-        from app.copilot.approvals import Actor
+        from app.copilot.tokens import Actor
 
         return Actor(user=self._user(), binding=f"kit:{self.person}", channel="test")
 
@@ -178,7 +179,8 @@ class Copilot:
 
     def pending(self) -> Card:
         """The newest pending card or form of the current person."""
-        from app.copilot.approvals import pending_for, sign
+        from app.copilot.approvals import pending_for
+        from app.copilot.tokens import sign
 
         with self.app.app_context():
             waiting = pending_for(self._user())
@@ -192,10 +194,7 @@ class Copilot:
 
         with self.app.app_context():
             try:
-                if decision == "submit":
-                    approval = agent.answer_form(card.id, card.token, self._actor(), values or {})
-                else:
-                    approval = agent.answer(card.id, card.token, self._actor(), decision)
+                approval = agent.answer(card.id, card.token, self._actor(), decision, values)
             except CountersignError as error:
                 return ERRORS.get(type(error).__name__, type(error).__name__)
             return str(approval.status)

@@ -34,10 +34,11 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.usage import UsageLimits
 from redis.exceptions import RedisError
 
-from app.copilot import approvals, events, runs
+from app.copilot import events, runs
 from app.copilot.agent import Turn, context_for, engine
-from app.extensions import db, redis_client
+from app.extensions import db, redis_client, won
 from app.models import Approval, Conversation, Message, Run, User
+from app.status import FINAL, model_line
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,7 @@ def _prepare(run: Run) -> Pass:
     calls = _unanswered(history)
     if run.next == "results":
         step = runs.step_approvals(run)
-        lines = {a.tool_call_id: approvals.model_line(a) for a in step}
+        lines = {a.tool_call_id: model_line(a) for a in step}
         if calls and {c.tool_call_id for c in calls} <= set(lines):
             work.results = DeferredToolResults(calls={c.tool_call_id: lines[c.tool_call_id] for c in calls})
         else:  # the conversation moved on while the cards waited: tell the model as news
@@ -162,8 +163,8 @@ def _answers_for(conversation_id: int, calls: list[ToolCallPart]) -> list[ToolRe
         approval = known.get(call.tool_call_id)
         if approval is None:
             line = NOT_RUN
-        elif approval.status in approvals.FINAL:
-            line = approvals.model_line(approval)
+        elif approval.status in FINAL:
+            line = model_line(approval)
         else:
             line = WAITING
         parts.append(ToolReturnPart(tool_name=call.tool_name, content=line, tool_call_id=call.tool_call_id))
@@ -307,7 +308,7 @@ def _end(work: Pass, status: str, added: list[Message], **values: Any) -> None:
     """Write the pass's end and its messages in one transaction, if it is still this worker's;
     then publish the turn's end."""
     run = work.run
-    if not approvals.won(sa.update(Run).where(Run.id == run.id, Run.status == "running").values(status=status, **values)):
+    if not won(sa.update(Run).where(Run.id == run.id, Run.status == "running").values(status=status, **values)):
         db.session.rollback()
         log.warning("run %s ended elsewhere (interrupted?); its pass's end is dropped", run.id)
         return

@@ -246,7 +246,7 @@ def _text(text: str, error: bool = False) -> types.CallToolResult:
 
 def _call(token_id: int, params: types.CallToolRequestParams) -> Any:
     from app.copilot import agent
-    from app.copilot.approvals import card_url
+    from app.copilot.cards import card_url
 
     if params.request_state:
         return _retry(token_id, params)
@@ -292,11 +292,14 @@ def _retry(token_id: int, params: types.CallToolRequestParams) -> Any:
 def _answer(token_id: int, approval_id: str, answer: types.ElicitResult | None, legacy: bool = False) -> Any:
     """Answer a form through copilot.approvals, or report a card's outcome (or that it waits).
     An agent token's answer is refused there (and audited): the approval keeps waiting."""
-    from app.copilot import agent, approvals
+    from app.copilot import agent
+    from app.copilot.cards import card_url
     from app.copilot.text import value_problem
+    from app.copilot.tokens import ChannelProof
     from app.errors import CountersignError
     from app.extensions import db
     from app.models import Approval
+    from app.status import Status, model_line
 
     actor = _actor(token_id)
     approval = db.session.get(Approval, approval_id)
@@ -305,33 +308,40 @@ def _answer(token_id: int, approval_id: str, answer: types.ElicitResult | None, 
     problem = value_problem(answer.content) if answer is not None and answer.content else None
     if problem:  # a client's form values are stored by handle(): refused before, the form still waits
         return _text(f"Invalid values: {problem} Nothing was done.", error=True)
-    if actor.agent and approval.status == "pending" and answer is not None:
+    proof = ChannelProof("the MCP session's own bearer token")
+    if actor.agent and approval.status == Status.PENDING and answer is not None:
         if answer.action != "accept" or answer.content:  # an answer, not "I opened the link"
             try:
-                agent.answer(approval.id, "", actor, "decline")  # refused first thing, audited
+                agent.answer(approval.id, proof, actor, "decline")  # refused first thing, audited
             except CountersignError:
                 db.session.rollback()
             return _text(
-                f"Pending: only the person can answer this, in Countersign: "
-                f"{approvals.card_url(approval.id)} Nothing was decided."
+                f"Pending: only the person can answer this, in Countersign: {card_url(approval.id)} Nothing was decided."
             )
         answer = None
-    if approval.status == "pending" and answer is not None:
-        signed = approvals.sign(approval, actor.binding)
+    decision = _decision(approval.type, answer)
+    if approval.status == Status.PENDING and decision is not None:
         try:
-            if approval.type == "form" and answer.action == "accept":
-                approval = agent.answer_form(approval.id, signed, actor, dict(answer.content or {}))
-            elif answer.action == "decline":
-                approval = agent.answer(approval.id, signed, actor, "decline")
-            elif approval.type == "form" and answer.action == "cancel":
-                approval = agent.answer(approval.id, signed, actor, "cancel")
+            values = dict(answer.content or {}) if answer is not None and decision == "submit" else None
+            approval = agent.answer(approval.id, proof, actor, decision, values)
         except CountersignError as error:
             db.session.rollback()
             return _text(error.message, error=True)
     db.session.refresh(approval)
-    if approval.status == "pending":
+    if approval.status == Status.PENDING:
         if legacy:  # a handshake-era client cannot come back with the state
-            return _text(f"Pending: the person confirms it in Countersign: {approvals.card_url(approval.id)}")
+            return _text(f"Pending: the person confirms it in Countersign: {card_url(approval.id)}")
         # The person answers on the card's page; the client asks again until they have.
         return types.InputRequiredResult(request_state=json.dumps({"approval": approval.id}))
-    return _text(approvals.model_line(approval), error=approval.status != "done")
+    return _text(model_line(approval), error=approval.status != Status.DONE)
+
+
+def _decision(kind: str, answer: types.ElicitResult | None) -> str | None:
+    """What an elicitation's answer means for a card or form (None: nothing to decide)."""
+    if answer is None:
+        return None
+    if kind == "form" and answer.action == "accept":
+        return "submit"
+    if answer.action == "decline":
+        return "decline"
+    return "cancel" if kind == "form" and answer.action == "cancel" else None

@@ -10,40 +10,23 @@ from flask_login import login_required
 
 from app import sse
 from app.auth import current_actor
-from app.copilot import agent, approvals, events, runs
-from app.copilot.approvals import Actor
+from app.copilot import agent, events, runs
 from app.copilot.events import Event
 from app.copilot.schema import wtform_class
 from app.copilot.text import check_message
+from app.copilot.tokens import Actor, may_answer, sign
 from app.errors import CountersignError, FormInvalid, NotFound, WrongPerson
 from app.extensions import db, limit_per_person_and_address
 from app.models import Approval, Conversation, Message, Run, User, utcnow
+from app.status import Status, card_line
 
 bp = Blueprint("web", __name__)
-
-OUTCOMES = {
-    "declined": "Declined · declined",
-    "expired": "Expired",
-    "changed": "Changed — nothing ran",
-    "refused": "Refused — nothing ran",
-    "revoked": "Revoked by an admin",
-    "interrupted": "Interrupted — not run again",
-    "running": "Running…",
-    "pending": "Expired",  # pending past its time, before a sweep marked it
-    "cancelled": "Set aside — nothing ran",
-}
 
 
 def outcome_label(approval: Approval) -> str:
     """The card's outcome row, in the action's own words when it ran."""
-    if approval.status == "done" and approval.type == "form":
-        return "Submitted · done"
-    if approval.status == "done":
-        action = agent.engine().registry.get(approval.action)
-        return f"{(action.done_label or action.kind.done_label) if action else 'Done'} · done"
-    if approval.status == "failed":
-        return f"Failed — {approval.result or 'the action raised an error'}"
-    return OUTCOMES.get(approval.status, approval.status)
+    action = agent.engine().registry.get(approval.action) if approval.status == Status.DONE else None
+    return card_line(approval, (action.done_label or action.kind.done_label) if action else "Done")
 
 
 def card_context(
@@ -56,9 +39,9 @@ def card_context(
     """What _card.html / _form.html need: the approval, a token for this session while it is
     pending, and for a form the WTForms form (refilled with what was typed after an error)."""
     mine = approval.user_id == actor.user.id
-    pending = approval.status == "pending" and approval.expires_at > utcnow()
+    pending = approval.status == Status.PENDING and approval.expires_at > utcnow()
     seconds_left = max(0, int((approval.expires_at - utcnow()).total_seconds()))
-    answerable = mine and pending and approvals.may_answer(actor, approval)
+    answerable = mine and pending and may_answer(actor, approval)
     form = None
     if approval.type == "form" and approval.form and pending:
         form_class = wtform_class(approval.form["requestedSchema"])
@@ -70,7 +53,7 @@ def card_context(
         "form": form,
         "filled": _filled_names(approval),
         "approval": approval,
-        "token": approvals.sign(approval, actor.binding) if answerable else None,
+        "token": sign(approval, actor.binding) if answerable else None,
         "pending": pending,
         "seconds_left": seconds_left,
         "outcome": None if pending else outcome_label(approval),
@@ -84,9 +67,7 @@ def _defaults(elicitation: dict[str, Any]) -> dict[str, Any]:
 
 def _filled_names(approval: Approval) -> str:
     """The field names a submitted form recorded (never its values)."""
-    if approval.type != "form" or approval.status != "done" or not approval.result:
-        return ""
-    return approval.result.split(".")[0].removeprefix("The person filled in: ")
+    return ", ".join(approval.filled or []) if approval.status == Status.DONE else ""
 
 
 def own_conversation(conversation_id: int, user: User) -> Conversation:
@@ -286,7 +267,7 @@ def approval_page(approval_id: str) -> Any:
     """The card on a page of its own (the target of links from MCP and connectors)."""
     actor = current_actor()
     approval = _own_approval(approval_id, actor)
-    if approval.status == "pending" and approval.expires_at <= utcnow():
+    if approval.status == Status.PENDING and approval.expires_at <= utcnow():
         agent.expire_due(approval.conversation_id)
         db.session.refresh(approval)
     return render_template("approvals/page.html", actor=actor, approval=approval, ctx=card_context(approval, actor))
@@ -309,10 +290,8 @@ def answer(approval_id: str, decision: str) -> Any:
     actor = current_actor()
     token = request.form.get("token", "")
     try:
-        if decision == "submit":
-            approval = agent.answer_form(approval_id, token, actor, submitted_values(approval_id))
-        else:
-            approval = agent.answer(approval_id, token, actor, decision)
+        values = submitted_values(approval_id) if decision == "submit" else None
+        approval = agent.answer(approval_id, token, actor, decision, values)
     except CountersignError as error:
         current = db.session.get(Approval, approval_id)
         if current is None or current.user_id != actor.user.id:

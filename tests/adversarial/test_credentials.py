@@ -56,10 +56,10 @@ class Api:
 
 def sign_for(app, approval_id: str, binding: str) -> str:
     """A correctly signed card token, as an attacker who learnt the binding would mint it."""
-    from app.copilot import approvals
+    from app.copilot.tokens import sign
 
     with app.test_request_context():
-        return approvals.sign(db.session.get(Approval, approval_id), binding)
+        return sign(db.session.get(Approval, approval_id), binding)
 
 
 def status_of(app, approval_id: str) -> str:

@@ -144,7 +144,8 @@ def test_a_field_other_than_operation_that_makes_a_card_is_refused_at_submit(app
 
 
 def test_every_channel_goes_through_the_same_check(app, alice, model, tidy):
-    from app.copilot import agent, approvals
+    from app.copilot import agent
+    from app.copilot.tokens import Actor, sign
     from app.errors import FormInvalid
     from app.models import User
 
@@ -154,9 +155,9 @@ def test_every_channel_goes_through_the_same_check(app, alice, model, tidy):
         user = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
         row = db.session.get(Approval, approval)
         for channel in ("mcp", "telegram", "api"):
-            actor = approvals.Actor(user=user, binding=f"{channel}-binding", channel=channel)
+            actor = Actor(user=user, binding=f"{channel}-binding", channel=channel)
             with pytest.raises(FormInvalid, match="which a form cannot give"):
-                agent.answer_form(approval, approvals.sign(row, actor.binding), actor, {"operation": "purge", "folder": "old"})
+                agent.answer(approval, sign(row, actor.binding), actor, "submit", {"operation": "purge", "folder": "old"})
     assert RAN == [] and status_of(app, approval) == "pending"
 
 

@@ -164,7 +164,7 @@ def test_a_token_respelled_in_base64s_spare_bits_is_refused(app, alice, posts, h
     spellings as the same bytes. Each is still a changed token, and refused."""
     import string
 
-    from app.copilot.approvals import serializer
+    from app.copilot.tokens import serializer
 
     approval, token = alice.card(alice.say(alice.new_conversation(), f"/delete_post post={posts['Spring meetup']}"))
     respelled = []

@@ -1,0 +1,137 @@
+"""Who may answer a card: the actor, the card's signed token, and verify() — every check made
+before a claim (DESIGN §3.1, §6.3 and §6.8)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flask import current_app
+from itsdangerous import BadData, BadSignature, SignatureExpired, URLSafeTimedSerializer
+from itsdangerous.encoding import base64_decode, base64_encode
+
+from app.copilot import audit
+from app.errors import AgentCannotAnswer, BadToken, CountersignError, Expired, NotFound, OutsideToolsets, WrongPerson
+from app.extensions import db
+from app.models import Approval, User
+
+TOKEN_SALT = "countersign.approval-token"
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who acts: the person, the session (or token) their card tokens are bound to, the channel,
+    whether the credential acts for an agent (then it never answers: DESIGN §6.8), and the
+    toolsets it is limited to (None: the app's)."""
+
+    user: User
+    binding: str
+    channel: str = "web"
+    agent: bool = False
+    toolsets: tuple[str, ...] | None = None
+
+    @property
+    def credential(self) -> str:
+        """The credential as a card remembers it: "web", "api:pat:3", "mcp:pat:3", "telegram", …
+        (never a session id)."""
+        kind, _, ident = self.binding.partition(":")
+        if kind == "pat":
+            return f"{self.channel}:pat:{ident}"
+        if kind == "web" and self.channel != "web":
+            return f"{self.channel}:session"
+        return self.channel
+
+
+@dataclass(frozen=True)
+class ChannelProof:
+    """In place of a card's token: the channel itself proved the sender (a verified chat thread's
+    signature, an MCP session's own token). verify() still makes every other check."""
+
+    how: str
+
+
+def reaches(toolsets: tuple[str, ...] | None, action_name: str) -> bool:
+    """Whether a credential limited to these toolsets (None: the app's) reaches this action."""
+    return action_name in current_app.extensions["countersign"].reachable(toolsets)
+
+
+def may_answer(actor: Actor, approval: Approval) -> bool:
+    """Whether this credential may be given a token for this card (verify() checks it again)."""
+    return not actor.agent and (actor.toolsets is None or reaches(actor.toolsets, approval.action))
+
+
+def ttl() -> int:
+    return int(current_app.config["APPROVALS_TTL"])
+
+
+def serializer() -> URLSafeTimedSerializer:
+    keys = [*current_app.config.get("SECRET_KEY_FALLBACKS", []), current_app.config["SECRET_KEY"]]
+    return URLSafeTimedSerializer(keys, salt=TOKEN_SALT)
+
+
+def sign(approval: Approval, binding: str) -> str:
+    """A token for this approval, this person and this session."""
+    return serializer().dumps({"a": approval.id, "u": approval.user_id, "b": binding})
+
+
+def refuse(error: CountersignError, why: str, actor: Actor, approval: Approval | None, approval_id: str) -> CountersignError:
+    """Record a refused attempt in a transaction of its own and hand back the error."""
+    audit.record_now(
+        "approval.attempt",
+        "refused_attempt",
+        tenant_id=actor.user.tenant_id,
+        user_id=actor.user.id,
+        approval_id=approval.id if approval else approval_id[:32],
+        detail=why,
+        channel=actor.channel,
+    )
+    return error
+
+
+def _canonical(token: str) -> bool:
+    """Base64 leaves spare bits in a part's last character, so "…A" and "…B" can decode to the same
+    bytes and pass the signature. Only the spelling sign() produces is accepted: any changed
+    character makes a different token, and a different token is refused."""
+    try:
+        return all(base64_encode(base64_decode(part)).decode() == part for part in token.split(".") if part)
+    except BadData:
+        return False
+
+
+def verify(approval_id: str, proof: str | ChannelProof, actor: Actor) -> Approval:
+    """Every check before a claim. An agent credential is refused before anything is read: it
+    answers nothing, whatever it holds. Then the token (a forged or mangled one is refused before
+    the approval is even read; a ChannelProof stands for it), tenant, person and session, and the
+    credential's toolsets. Raises AgentCannotAnswer, BadToken, NotFound, Expired, WrongPerson or
+    OutsideToolsets (each audited)."""
+    if actor.agent:
+        raise refuse(AgentCannotAnswer(), "agent_credential", actor, None, approval_id)
+    if isinstance(proof, ChannelProof):
+        payload, expired = {"a": approval_id, "u": actor.user.id, "b": actor.binding}, False
+    else:
+        payload, expired = _read_token(approval_id, proof, actor)
+    approval = db.session.get(Approval, approval_id)
+    if approval is None or approval.tenant_id != actor.user.tenant_id:
+        raise refuse(NotFound(), "not_found", actor, None, approval_id)
+    if expired:
+        raise refuse(Expired(), "token_expired", actor, approval, approval_id)
+    if payload.get("u") != actor.user.id or approval.user_id != actor.user.id or payload.get("b") != actor.binding:
+        raise refuse(WrongPerson(), "wrong_person_or_session", actor, approval, approval_id)
+    if actor.toolsets is not None and not reaches(actor.toolsets, approval.action):
+        raise refuse(OutsideToolsets(), "outside_toolsets", actor, approval, approval_id)
+    return approval
+
+
+def _read_token(approval_id: str, token: object, actor: Actor) -> tuple[dict[str, object], bool]:
+    """The token's payload naming this approval, and whether it is past its age; BadToken else."""
+    signer = serializer()
+    if not isinstance(token, str) or not _canonical(token):
+        raise refuse(BadToken(), "bad_token", actor, None, approval_id)
+    try:
+        payload, expired = signer.loads(token, max_age=ttl()), False
+    except SignatureExpired as error:  # authentic but old: read it to name the approval
+        payload, expired = signer.load_payload(error.payload) if error.payload is not None else None, True
+    except BadSignature:
+        raise refuse(BadToken(), "bad_token", actor, None, approval_id) from None
+    if not isinstance(payload, dict) or payload.get("a") != approval_id:
+        raise refuse(BadToken(), "token_for_other_approval", actor, None, approval_id)
+    return payload, expired
