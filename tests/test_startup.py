@@ -31,6 +31,22 @@ def test_settings_come_from_the_environment(monkeypatch, tmp_path):
     assert loaded["SQLALCHEMY_DATABASE_URI"] == "postgresql+psycopg://u@h/db"
 
 
+def test_the_config_has_one_key_per_settings_row_in_its_order():
+    from app import config
+
+    loaded = config.load({"COUNTERSIGN_ENV": "testing"})
+    assert list(loaded) == [setting.key for setting in config.SETTINGS]
+
+
+def test_the_first_bad_number_in_the_environment_stops_the_start(monkeypatch):
+    monkeypatch.setenv("EVENTS_RECHECK", "soon")
+    monkeypatch.setenv("APPROVALS_TTL", "half an hour")
+    from app import config
+
+    with pytest.raises(ValueError, match="'half an hour'"):
+        config.load({"COUNTERSIGN_ENV": "testing"})
+
+
 def test_demo_actions_are_discovered_with_their_kinds():
     registry = discover("app.actions")
     kinds = {name: a.kind for name, a in registry.actions.items()}

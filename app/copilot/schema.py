@@ -147,56 +147,48 @@ def elicitation(
 
 def wtform_class(requested_schema: dict[str, Any]) -> type[Any]:
     """A WTForms form with one field per property of the elicitation schema (and nothing else)."""
-    from wtforms import (
-        BooleanField,
-        DateField,
-        DateTimeLocalField,
-        EmailField,
-        FloatField,
-        Form,
-        IntegerField,
-        SelectField,
-        StringField,
-        TextAreaField,
-        URLField,
-        validators,
-    )
-    from wtforms.fields.choices import SelectChoice
+    from wtforms import Form
 
     required = set(requested_schema.get("required", []))
-    fields: dict[str, Any] = {}
-    for name, prop in requested_schema["properties"].items():
-        checks: list[Any] = [validators.InputRequired() if name in required else validators.Optional()]
-        label = prop.get("title", name)
-        extra = {"description": prop.get("description", ""), "default": prop.get("default")}
-        kind = prop["type"]
-        if "oneOf" in prop:
-            choices = [SelectChoice(o["const"], o["title"]) for o in prop["oneOf"]]
-            if name not in required:
-                choices = [SelectChoice("", "—"), *choices]
-            fields[name] = SelectField(label, checks, choices=choices, **extra)
-        elif kind == "boolean":
-            fields[name] = BooleanField(label, [validators.Optional()], **extra)
-        elif kind in ("integer", "number"):
-            checks.append(validators.NumberRange(min=prop.get("minimum"), max=prop.get("maximum")))
-            fields[name] = (IntegerField if kind == "integer" else FloatField)(label, checks, **extra)
-        else:
-            if "minLength" in prop or "maxLength" in prop:
-                checks.append(validators.Length(min=prop.get("minLength", -1), max=prop.get("maxLength", -1)))
-            fmt = prop.get("format")
-            if fmt == "email":
-                checks.append(validators.Email())
-                field_class: Any = EmailField
-            elif fmt == "uri":
-                checks.append(validators.URL())
-                field_class = URLField
-            elif fmt == "date":
-                field_class = DateField
-            elif fmt == "date-time":
-                field_class = DateTimeLocalField
-            elif prop.get("maxLength", 10_000) > 200:
-                field_class = TextAreaField  # long text: a multi-line box
-            else:
-                field_class = StringField
-            fields[name] = field_class(label, checks, **extra)
+    fields = {name: _form_field(name, prop, name in required) for name, prop in requested_schema["properties"].items()}
     return type("ElicitationForm", (Form,), fields)
+
+
+def _form_field(name: str, prop: dict[str, Any], required: bool) -> Any:
+    """One unbound WTForms field for a form_property: a select for a closed set, a checkbox, a number
+    box, or a text field (_text_field)."""
+    from wtforms import BooleanField, FloatField, IntegerField, SelectField, validators
+    from wtforms.fields.choices import SelectChoice
+
+    checks: list[Any] = [validators.InputRequired() if required else validators.Optional()]
+    label = prop.get("title", name)
+    extra = {"description": prop.get("description", ""), "default": prop.get("default")}
+    kind = prop["type"]
+    if "oneOf" in prop:
+        choices = [SelectChoice(o["const"], o["title"]) for o in prop["oneOf"]]
+        if not required:
+            choices = [SelectChoice("", "—"), *choices]
+        return SelectField(label, checks, choices=choices, **extra)
+    if kind == "boolean":
+        return BooleanField(label, [validators.Optional()], **extra)
+    if kind in ("integer", "number"):
+        checks.append(validators.NumberRange(min=prop.get("minimum"), max=prop.get("maximum")))
+        return (IntegerField if kind == "integer" else FloatField)(label, checks, **extra)
+    return _text_field(prop, label, checks, extra)
+
+
+def _text_field(prop: dict[str, Any], label: str, checks: list[Any], extra: dict[str, Any]) -> Any:
+    """A string property's field, its length checked: an email, URL, date or date-time box by its
+    format, else a multi-line box for long text (over 200 characters, or no limit) and a line for short."""
+    from wtforms import DateField, DateTimeLocalField, EmailField, StringField, TextAreaField, URLField, validators
+
+    if "minLength" in prop or "maxLength" in prop:
+        checks.append(validators.Length(min=prop.get("minLength", -1), max=prop.get("maxLength", -1)))
+    fmt = prop.get("format")
+    if fmt == "email":
+        checks.append(validators.Email())
+    elif fmt == "uri":
+        checks.append(validators.URL())
+    by_format: dict[str | None, Any] = {"email": EmailField, "uri": URLField, "date": DateField, "date-time": DateTimeLocalField}
+    field_class = by_format.get(fmt) or (TextAreaField if prop.get("maxLength", 10_000) > 200 else StringField)
+    return field_class(label, checks, **extra)
