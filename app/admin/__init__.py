@@ -12,7 +12,7 @@ from flask_login import current_user, login_required
 
 from app.admin.chart import decisions_svg
 from app.auth import current_actor
-from app.copilot import agent, audit, review
+from app.copilot import agent, audit_check, review
 from app.errors import CountersignError
 from app.routing import safe_target
 from app.status import Status
@@ -66,7 +66,7 @@ def audit_log() -> Any:
     """The audit log, filtered, with whether its chain verifies."""
     actor = current_actor("admin")
     tenant_id = actor.user.tenant_id
-    verdict = audit.verify_since_mark(tenant_id)  # first: it commits its mark, which expires loaded rows
+    verdict = audit_check.verify_since_mark(tenant_id)  # first: it commits its mark, which expires loaded rows
     filters = review.audit_filters_from(request.args)
     page = review.audit_rows(tenant_id, filters, cursor=request.args.get("after"))
     # Links carry the filters only: never the request's own keys (`after` twice, or url_for's `_method`).

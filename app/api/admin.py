@@ -8,7 +8,7 @@ from flask import Blueprint, abort, jsonify, request
 
 from app.api import authenticate
 from app.auth import current_actor
-from app.copilot import agent, audit, review
+from app.copilot import agent, audit_check, review
 from app.extensions import csrf
 from app.models import Approval, AuditEvent
 
@@ -71,7 +71,7 @@ def revoke(approval_id: str) -> Any:
 @bp.get("/audit")
 def audit_log() -> Any:
     actor = current_actor("api")
-    verdict = audit.verify_since_mark(actor.user.tenant_id)  # first: it commits its mark, which expires loaded rows
+    verdict = audit_check.verify_since_mark(actor.user.tenant_id)  # first: it commits its mark, which expires loaded rows
     page = review.audit_rows(actor.user.tenant_id, review.audit_filters_from(request.args), cursor=request.args.get("after"))
     return jsonify(
         events=[audit_json(e) for e in page.rows],

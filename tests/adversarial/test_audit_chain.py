@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from app import create_app
-from app.copilot import audit
+from app.copilot import audit, audit_check
 from app.extensions import db
 from app.models import AuditEvent, AuditHead, AuditMark, Post, Tenant
 from tests.conftest import base_config
@@ -284,9 +284,9 @@ def test_a_row_moved_to_another_tenants_chain_is_named_in_both(app):
         moved_hash = db.session.get(AuditEvent, moved).hash
     set_head(app, globex, seq=3, hash=moved_hash)
     with app.app_context():
-        acme_verdict = str(audit.verify(acme))
+        acme_verdict = str(audit_check.verify(acme))
         assert acme_verdict.startswith(f"audit chain broken at row {row_id(app, acme, 3)}: rows after row 3 were removed")
-        assert str(audit.verify(globex)).startswith(f"audit chain broken at row {moved}: its content was changed")
+        assert str(audit_check.verify(globex)).startswith(f"audit chain broken at row {moved}: its content was changed")
 
 
 def test_everything_rewritten_with_a_made_up_key_is_named(app):
@@ -445,7 +445,7 @@ def chain_status(admin):
 
 
 def test_the_page_checks_only_rows_since_its_mark_and_a_window_of_older_ones(app, admin, counted_links, monkeypatch):
-    monkeypatch.setattr(audit, "SWEEP_ROWS", 2)
+    monkeypatch.setattr(audit_check, "SWEEP_ROWS", 2)
     chain = write_rows(app, 30)
     counted_links["n"] = 0
     assert "The chain verifies (30 rows)" in chain_status(admin)  # no mark yet: a full walk
@@ -460,7 +460,7 @@ def test_the_page_checks_only_rows_since_its_mark_and_a_window_of_older_ones(app
 
 
 def test_an_old_row_edited_behind_the_mark_is_found_by_the_rounds(app, admin, monkeypatch):
-    monkeypatch.setattr(audit, "SWEEP_ROWS", 4)
+    monkeypatch.setattr(audit_check, "SWEEP_ROWS", 4)
     chain = write_rows(app, 12)
     assert "The chain verifies" in chain_status(admin)
     set_row(app, chain, 7, detail="edited behind the mark")
@@ -470,7 +470,7 @@ def test_an_old_row_edited_behind_the_mark_is_found_by_the_rounds(app, admin, mo
 
 
 def test_a_forged_mark_means_a_full_walk(app, admin, monkeypatch):
-    monkeypatch.setattr(audit, "SWEEP_ROWS", 1)
+    monkeypatch.setattr(audit_check, "SWEEP_ROWS", 1)
     chain = write_rows(app, 10)
     assert "The chain verifies" in chain_status(admin)
     set_row(app, chain, 6, detail="edited")
@@ -552,7 +552,7 @@ def test_a_tenants_whole_chain_deleted_with_its_mark_is_named_by_its_approvals(a
     assert result.exit_code == 1, result.output
     assert f"the chain of tenant {chain} is missing: {len(cards)} approval(s) have no audit rows" in result.output
     with app.app_context():
-        assert not audit.verify(chain).ok and audit.verify(tenant_id(app, "globex")).ok
+        assert not audit_check.verify(chain).ok and audit_check.verify(tenant_id(app, "globex")).ok
 
 
 def test_the_next_write_after_a_deleted_chain_says_so_and_verify_still_fails(app, alice, posts):
