@@ -150,8 +150,8 @@ def register_errorhandlers(app: Flask) -> None:
 
 
 def register_engine(app: Flask) -> None:
-    from app.copilot.actions import discover
     from app.copilot.agent import Engine
+    from app.copilot.discovery import discover
 
     app.extensions["countersign"] = Engine(
         registry=discover(app.config.get("ACTIONS_PACKAGE", "app.actions")),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app import create_app
-from app.copilot.actions import discover
+from app.copilot.discovery import discover
 from app.copilot.testing import actions_contract_test
 from app.errors import ActionDeclarationError
 

@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, SecretStr
 
-from app.copilot.actions import Action, Kind, register
+from app.copilot.actions import Action, Kind
 from app.copilot.agent import engine
+from app.copilot.discovery import register
 from app.copilot.schema import elicitation
 from app.copilot.testing import text as text_part
 from app.copilot.testing import tool_call
@@ -240,7 +241,7 @@ def test_an_action_that_would_ask_for_a_secret_fails_at_start():
 
 
 def test_a_schema_that_cannot_be_a_form_fails_at_start_naming_the_field():
-    from app.copilot.actions import discover
+    from app.copilot.discovery import discover
     from app.errors import ActionDeclarationError
 
     with pytest.raises(ActionDeclarationError) as error:

@@ -318,7 +318,7 @@ def actions_contract_test(package: str = "app.actions") -> Any:
     from app.copilot.testing import actions_contract_test
     test_actions_contract = actions_contract_test()
     """
-    from app.copilot.actions import discover
+    from app.copilot.discovery import discover
 
     registry = discover(package)
     risky = [a.name for a in registry.actions.values() if a.may_need_card()]

@@ -12,8 +12,9 @@ import pytest
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
-from app.copilot.actions import Action, Kind, Registry, expose, register
+from app.copilot.actions import Action, Kind, Registry, expose
 from app.copilot.agent import engine
+from app.copilot.discovery import register
 from app.copilot.testing import tool_call
 from app.errors import ActionDeclarationError
 from app.extensions import db
