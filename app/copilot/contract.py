@@ -75,12 +75,7 @@ def check_action(kit: Any, name: str, person: str = "alice@example.com", other: 
                 f"{name}: cannot be checked: add an example like '/{name} field=value' to `examples` "
                 "that works on the seeded demo data"
             ]
-    marked = {
-        k: f"{v}{MARK}"
-        if isinstance(v, str) and k not in allowed_on_card(action) and choices(action.Input, k) is None
-        else v  # a closed choice holds no model text
-        for k, v in arguments.items()
-    }
+    marked = _marked(action, arguments)
     problems: list[str] = values_echo(kit, action, marked)
     kit.model.enqueue(tool_call(name, **marked))
     kit.chat(f"check {name}")
@@ -96,15 +91,7 @@ def check_action(kit: Any, name: str, person: str = "alice@example.com", other: 
         marked = {k: v for k, v in arguments.items() if k not in resolved(action)}  # values_echo() checked those
     if kit.calls(action):
         problems.append(f"{name}: handle() ran before the card was confirmed")
-    shown = " ".join([card.reason, *card.rows.keys(), *map(str, card.rows.values())])
-    for key, value in marked.items():
-        if key in allowed_on_card(action) or not isinstance(value, str) or len(value) < 3:
-            continue
-        if value in shown:
-            problems.append(
-                f"{name}: the card shows the model's argument {key!r} ({value!r}); build the card from "
-                f"your own records, or declare shows = ({key!r},) if the person must see it"
-            )
+    problems += _echoed(action, card, marked)
     kit.as_person(other)
     if card.confirm() != "wrong_person" or kit.calls(action):
         problems.append(f"{name}: another person ({other}) could confirm the card")
@@ -112,6 +99,27 @@ def check_action(kit: Any, name: str, person: str = "alice@example.com", other: 
     if card.decline() != "declined" or kit.calls(action):
         problems.append(f"{name}: declining did not end the card with nothing run")
     return problems
+
+
+def _marked(action: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The example's free text marked, so the card can be searched for the model's words."""
+    return {
+        k: f"{v}{MARK}"
+        if isinstance(v, str) and k not in allowed_on_card(action) and choices(action.Input, k) is None
+        else v  # a closed choice holds no model text
+        for k, v in arguments.items()
+    }
+
+
+def _echoed(action: Any, card: Any, marked: dict[str, Any]) -> list[str]:
+    """The model's arguments the card shows (unless the action declares it shows them)."""
+    shown = " ".join([card.reason, *card.rows.keys(), *map(str, card.rows.values())])
+    return [
+        f"{action.name}: the card shows the model's argument {key!r} ({value!r}); build the card from "
+        f"your own records, or declare shows = ({key!r},) if the person must see it"
+        for key, value in marked.items()
+        if key not in allowed_on_card(action) and isinstance(value, str) and len(value) >= 3 and value in shown
+    ]
 
 
 def check_all(kit_factory: Any, names: list[str]) -> dict[str, list[str]]:
