@@ -165,6 +165,31 @@ def test_wrong_telegram_secret_is_403_and_bad_email_signature_401(app):
     )
 
 
+@pytest.mark.parametrize(
+    "name, path, status",
+    [
+        ("telegram", "/connectors/telegram", 403),
+        ("slack", "/connectors/slack/events", 401),
+        ("email", "/connectors/email/inbound", 401),
+    ],
+)
+def test_an_unproven_webhook_is_refused_before_its_body_is_read(app, caplog, name, path, status):
+    response = app.test_client().post(path, data=b"[not json", headers={"Content-Type": "application/json"})
+    assert response.status_code == status  # not the 400 its body would earn once read
+    assert f"{name} webhook refused" in caplog.text
+
+
+def test_every_connector_is_served_by_the_one_webhook_view(app):
+    from app.connectors import CONNECTORS, webhook
+    from app.connectors.base import Connector
+
+    rules = {r.endpoint: r for r in app.url_map.iter_rules() if r.endpoint.startswith("connectors.")}
+    assert sorted(rules) == sorted(f"connectors.{name}" for name in CONNECTORS)
+    for name, connector in CONNECTORS.items():
+        assert isinstance(connector, Connector) and rules[f"connectors.{name}"].rule == f"/connectors{connector.path}"
+        assert app.view_functions[f"connectors.{name}"] is webhook
+
+
 @pytest.fixture
 def private_redis(tmp_path):
     server = PrivateRedis(tmp_path)

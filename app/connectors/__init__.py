@@ -1,4 +1,5 @@
 """Chat connectors: verified webhooks in, messages out, reply-to-confirm (DESIGN §3.3).
+Each connector is one shape (base.Connector: verify, parse, send) behind one webhook view.
 Webhooks answer at once; the delivery is a job, and so is the turn it starts (app.copilot.jobs);
 when a turn of a connector's conversation ends, its messages are posted into the thread."""
 
@@ -10,10 +11,13 @@ from typing import Any
 
 import sqlalchemy as sa
 from flask import Blueprint, abort, current_app, jsonify, request
+from flask.typing import ResponseReturnValue
 from redis.exceptions import RedisError
 
 from app.connectors import email, slack, telegram
-from app.connectors.base import Connector, Inbound, claim, post_messages, receive, release
+from app.connectors.base import Connector, Inbound, Unverified, post_messages
+from app.connectors.dedupe import claim, release
+from app.connectors.receive import receive
 from app.copilot import jobs, turns
 from app.extensions import csrf, db
 from app.models import ConnectorThread
@@ -74,9 +78,10 @@ def accept(inbound: Inbound) -> None:
         raise
 
 
-def raw_json() -> dict[str, Any]:
+def json_object() -> dict[str, Any]:
+    """The verified body as a JSON object; anything else (not JSON, too deep, NaN, a list) is a 400."""
     try:
-        data = current_app.json.loads(request.get_data() or b"{}")  # strict: too deep, NaN … are a 400
+        data = current_app.json.loads(request.get_data() or b"{}")
     except ValueError:
         abort(400)
     if not isinstance(data, dict):
@@ -84,42 +89,24 @@ def raw_json() -> dict[str, Any]:
     return data
 
 
-@bp.post("/telegram")
-def telegram_webhook() -> Any:
-    """Telegram's webhook: verified by the secret_token header before the body is read."""
-    if not telegram.verified(request.headers):
-        abort(403)
-    inbound = telegram.parse(raw_json())
+def webhook(name: str) -> ResponseReturnValue:
+    """Every connector's webhook: the sender proved before anything else is read, then the URL
+    check a service may make, then the person's message accepted (queued) and acknowledged at once."""
+    connector = CONNECTORS[name]
+    try:
+        connector.verify(request)
+    except Unverified as refused:
+        log.warning("%s webhook refused: %s", name, refused.why)
+        abort(refused.status)
+    payload = json_object()
+    answer = connector.handshake(payload)
+    if answer is not None:
+        return jsonify(answer)
+    inbound = connector.parse(payload)
     if inbound is not None:
         accept(inbound)
-    return jsonify(ok=True)
+    return connector.acknowledge()
 
 
-@bp.post("/slack/events")
-def slack_events() -> Any:
-    """Slack's Events API: signature and timestamp first; url_verification; ack, then work."""
-    body = request.get_data()
-    ok, why = slack.verified(request.headers, body)
-    if not ok:
-        log.warning("slack webhook refused: %s", why)
-        abort(401)
-    payload = raw_json()
-    if payload.get("type") == "url_verification":
-        return jsonify(challenge=payload.get("challenge", ""))
-    inbound = slack.parse(payload)
-    if inbound is not None:
-        accept(inbound)
-    return ("", 200)
-
-
-@bp.post("/email/inbound")
-def email_inbound() -> Any:
-    """The mail provider's inbound webhook (JSON): its HMAC over timestamp and body first."""
-    ok, why = email.verified(request.headers, request.get_data())
-    if not ok:
-        log.warning("email webhook refused: %s", why)
-        abort(401)
-    inbound = email.parse(raw_json())
-    if inbound is not None:
-        accept(inbound)
-    return jsonify(ok=True)
+for _connector in CONNECTORS.values():  # POST /connectors/telegram, /connectors/slack/events, /connectors/email/inbound
+    bp.add_url_rule(_connector.path, _connector.name, webhook, methods=["POST"], defaults={"name": _connector.name})

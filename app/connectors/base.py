@@ -1,40 +1,27 @@
-"""The connector contract and the one conversation flow every connector shares: map the sender,
-intercept a reply to a waiting card (DESIGN §3.3), or run the agent and post what it says."""
+"""The one shape of a chat connector (verify, parse, send), the message it reads, and how a card is
+put in a thread so that a reply may answer it (DESIGN §3.3)."""
 
 from __future__ import annotations
 
-import logging
-import secrets
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from flask import current_app
+from flask import Request, current_app, jsonify
+from flask.typing import ResponseReturnValue
 from redis.exceptions import RedisError
 
-from app.copilot import agent, audit, jobs
+from app.copilot import agent
 from app.copilot.cards import card_url
-from app.copilot.text import check_message, scrub
-from app.copilot.tokens import Actor, ChannelProof
-from app.errors import CountersignError
+from app.copilot.text import scrub
 from app.extensions import db, redis_client
-from app.models import Approval, ConnectorIdentity, ConnectorThread, Conversation, Message, utcnow
-from app.status import OUTCOMES, Status, chat_line
+from app.models import Approval, ConnectorThread, Message, utcnow
 
-log = logging.getLogger(__name__)
-
-RETRY = "I couldn't check your confirmation — try again in a moment, or use the link: {link}"
-UNKNOWN = "Sorry, I don't know who you are here. Ask an admin to link your account to Countersign."
 LINK = "Please answer this in Countersign: {url}"
 WINDOW = 300  # seconds a signed webhook timestamp is good for (Slack's, and the email provider's)
-# A delivery is held for six minutes while its job is queued or running (the job stores the message
-# and queues the turn, which runs as a job of its own, so it is short). A delivery job that raises
-# lets go at once, so a redelivery is processed; one that ends marks it done for a day, so a
-# redelivery acts once.
-LEASE = 360
-DONE_FOR = 86400
-DONE = "done"
+KEEP_FOR = 86400  # how long a turn's "keep the open wait" mark lasts
 
 
 @dataclass
@@ -59,14 +46,45 @@ class Inbound:
             setattr(self, name, scrub(str(getattr(self, name))))
 
 
-class Connector:
-    """A chat service: `send()` posts into a thread. Verification and parsing live in each
-    connector's webhook view."""
+class Unverified(Exception):
+    """A webhook the chat service cannot be shown to have sent: refused with `status`, before its
+    body is read; `why` goes to the log only (the caller learns nothing but the status)."""
 
-    name = ""
+    def __init__(self, why: str, status: int = 401) -> None:
+        super().__init__(why)
+        self.why = why
+        self.status = status
 
+
+class Connector(ABC):
+    """A chat service. The webhook view (app.connectors.webhook) calls `verify()`, then
+    `handshake()` and `parse()` on the body's JSON object, then answers with `acknowledge()`;
+    the conversation flow (app.connectors.receive) posts with `send()` and `send_card()`."""
+
+    name = ""  # in wait keys, ConnectorIdentity and ConnectorThread rows, and the audit log's channel
+    path = ""  # the webhook's URL under /connectors
+
+    @abstractmethod
+    def verify(self, request: Request) -> None:
+        """Prove the service sent this webhook (headers, and the raw body where it is signed);
+        raise Unverified otherwise. Nothing else of the request is read before this."""
+
+    @abstractmethod
+    def parse(self, payload: dict[str, Any]) -> Inbound | None:
+        """The person's new message in a verified webhook's JSON object; None for anything that
+        is not one (a bot's, an edit, another kind of event), acknowledged and dropped."""
+
+    @abstractmethod
     def send(self, thread: ConnectorThread, text: str) -> None:
-        raise NotImplementedError
+        """Post plain text into the thread: nothing in it may act as the service's markup."""
+
+    def handshake(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """The JSON answer to a webhook that only checks the URL (Slack's url_verification)."""
+        return None
+
+    def acknowledge(self) -> ResponseReturnValue:
+        """What the webhook answers once the message is accepted: the service must not retry."""
+        return jsonify(ok=True)
 
     def send_card(self, thread: ConnectorThread, approval: Approval, text: str) -> None:
         """Post a card that a reply may answer (email marks it with the card's own Message-ID)."""
@@ -82,18 +100,9 @@ class Connector:
         return self.name in current_app.config["CONNECTORS_CONFIRM_BY_REPLY"]
 
 
-def _text(value: Any) -> str:
+def text_of(value: Any) -> str:
     """A Redis reply as text ("" for none)."""
     return value.decode() if isinstance(value, bytes) else value if isinstance(value, str) else ""
-
-
-def wait_key(connector: str, thread_key: str, user_id: int) -> str:
-    """A wait belongs to one person in one thread: nobody else's message can find it."""
-    return f"awaiting_confirm:{connector}:{thread_key}:{user_id}"
-
-
-def seen_key(inbound: Inbound) -> str:
-    return f"seen:{inbound.connector}:{inbound.event_id}"
 
 
 def within_window(stamp: str, now: float | None = None) -> bool:
@@ -101,231 +110,20 @@ def within_window(stamp: str, now: float | None = None) -> bool:
     return stamp.isascii() and stamp.isdigit() and len(stamp) <= 12 and abs((now or time.time()) - int(stamp)) <= WINDOW
 
 
-def claim(inbound: Inbound) -> bool:
-    """At the webhook: hold this delivery while its turn is queued (LEASE). False when it is held
-    already or done: a redelivery, acknowledged and not queued again."""
-    token = secrets.token_hex(8)
-    if not redis_client.client.set(seen_key(inbound), token, nx=True, ex=LEASE):
-        return False
-    inbound.claim = token
-    return True
+def wait_key(connector: str, thread_key: str, user_id: int) -> str:
+    """A wait belongs to one person in one thread: nobody else's message can find it."""
+    return f"awaiting_confirm:{connector}:{thread_key}:{user_id}"
 
 
-def _hold(inbound: Inbound) -> bool:
-    """In the job: whether this delivery is still ours (renewed for the run), or free again after
-    its lease ran out (taken). Another holder, or done: a duplicate."""
-    redis = redis_client.client
-    key = seen_key(inbound)
-    if inbound.claim and _text(redis.get(key)) == inbound.claim:
-        return bool(redis.set(key, inbound.claim, xx=True, ex=LEASE))
-    inbound.claim = secrets.token_hex(8)
-    return bool(redis.set(key, inbound.claim, nx=True, ex=LEASE))
+def keep_wait_key(run_id: int) -> str:
+    """Marks a turn whose cards may not replace the person's open wait (receive sets, post_messages reads)."""
+    return f"keep-wait:{run_id}"
 
 
-def _done(inbound: Inbound) -> None:
-    """The turn's work is committed: a redelivery from now on acts once (is dropped)."""
-    redis_client.client.set(seen_key(inbound), DONE, ex=DONE_FOR)
-
-
-def release(inbound: Inbound) -> None:
-    """The turn raised before its work was committed: let a redelivery process it."""
-    try:
-        redis = redis_client.client
-        if _text(redis.get(seen_key(inbound))) == inbound.claim:
-            redis.delete(seen_key(inbound))
-    except RedisError:
-        pass  # the lease runs out on its own
-
-
-def first_line(text: str) -> str:
-    """The first non-empty line that is not quoted history."""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped and not stripped.startswith(">"):
-            return stripped
-    return ""
-
-
-def receive(connector: Connector, inbound: Inbound) -> str:
-    """Handle one inbound message once; returns what happened (for logs and tests)."""
-    if inbound.unproven:
-        return _refuse_sender(inbound)
-    try:
-        if not _hold(inbound):
-            return "duplicate"
-        outcome = _receive(connector, inbound)
-    except RedisError as error:
-        log.warning("redis unavailable for %s: %s", inbound.connector, error)
-        db.session.rollback()
-        _send_raw(connector, inbound, RETRY.format(link=_latest_link(inbound)))
-        return "redis down"
-    except Exception:
-        release(inbound)
-        raise
-    _done(inbound)
-    return outcome
-
-
-def _refuse_sender(inbound: Inbound) -> str:
-    """A message whose sender the channel could not prove is from nobody: no turn, no answer to a
-    card, and no reply (a forged From would turn it into mail to someone who never wrote). Kept in
-    the audit log of the person it named, without its words."""
-    try:
-        if not _hold(inbound):
-            return "duplicate"
-    except RedisError:
-        pass  # not deduplicated, only recorded: nothing else happens either way
-    identity = _identity(inbound)
-    log.warning("%s message refused, sender %r not proven: %r", inbound.connector, inbound.sender, inbound.unproven)
-    audit.record_now(
-        "connector.refused",
-        "unauthenticated_sender",
-        tenant_id=identity.user.tenant_id if identity else None,
-        user_id=None,
-        detail=f"from {inbound.sender}: {inbound.unproven}",
-        channel=inbound.connector,
-    )
-    try:
-        _done(inbound)  # a redelivery is not recorded again
-    except RedisError:
-        pass  # the webhook's hold runs out on its own
-    return "refused: unproven sender"
-
-
-def _receive(connector: Connector, inbound: Inbound) -> str:
-    """The sender's own wait, if this message proves it answers it; otherwise a conversation turn,
-    which may not replace a wait it did not prove it may answer."""
-    identity = _identity(inbound)
-    if identity is None:
-        _send_raw(connector, inbound, UNKNOWN)
-        return "unknown sender"
-    thread = _thread(inbound, identity)
-    waiting = _text(redis_client.client.get(wait_key(inbound.connector, inbound.thread_key, identity.user_id)))
-    approval = db.session.get(Approval, waiting) if waiting else None
-    proven = approval is None or connector.answers(inbound, approval)
-    if approval is not None and proven:
-        outcome = _reply(connector, inbound, thread, approval, identity)
-        if outcome is not None:
-            return outcome
-    return _converse(connector, inbound, thread, identity, supersede=proven)
-
-
-def _identity(inbound: Inbound) -> ConnectorIdentity | None:
-    return db.session.scalar(
-        sa.select(ConnectorIdentity).where(
-            ConnectorIdentity.connector == inbound.connector, ConnectorIdentity.external_id == inbound.sender
-        )
-    )
-
-
-def _thread(inbound: Inbound, identity: ConnectorIdentity) -> ConnectorThread:
-    thread = db.session.scalar(
-        sa.select(ConnectorThread).where(
-            ConnectorThread.connector == inbound.connector,
-            ConnectorThread.thread_key == inbound.thread_key,
-            ConnectorThread.user_id == identity.user_id,
-        )
-    )
-    if thread is None:
-        user = identity.user
-        conversation = Conversation(
-            tenant_id=user.tenant_id, user_id=user.id, title=f"{inbound.connector}: {inbound.text.strip()[:40] or 'thread'}"
-        )
-        db.session.add(conversation)
-        db.session.flush()
-        thread = ConnectorThread(
-            connector=inbound.connector,
-            thread_key=inbound.thread_key,
-            user_id=user.id,
-            conversation_id=conversation.id,
-            address=inbound.address,
-            subject=inbound.subject,
-        )
-        db.session.add(thread)
-        db.session.commit()
-    return thread
-
-
-def _reply(
-    connector: Connector, inbound: Inbound, thread: ConnectorThread, approval: Approval, identity: ConnectorIdentity
-) -> str | None:
-    """The person's proven reply to their waiting card: a file alone keeps the wait open; "yes"
-    confirms through approvals, anything else declines."""
-    if approval.user_id != identity.user_id:
-        return None  # (a wait key names its person; this is only a second look)
-    if not first_line(inbound.text):
-        return "file only: still waiting" if inbound.has_files else None
-    key = wait_key(inbound.connector, inbound.thread_key, identity.user_id)
-    if not redis_client.client.delete(key):
-        return None  # another delivery consumed it first
-    decision = "confirm" if first_line(inbound.text).lower() == "yes" else "decline"
-    binding = f"{inbound.connector}:{inbound.thread_key}"
-    actor = Actor(user=identity.user, binding=binding, channel=inbound.connector)
-    approval_id = approval.id
-    try:
-        status = agent.answer(approval_id, ChannelProof(f"{inbound.connector} sender check"), actor, decision).status
-    except CountersignError as error:
-        db.session.rollback()
-        current = db.session.get(Approval, approval_id)
-        status = current.status if current else Status.EXPIRED
-        if status == Status.PENDING:
-            _done(inbound)
-            connector.send(thread, error.message)
-            return "refused"
-    except Exception:
-        _rewait(key, approval_id)  # nothing was decided: the card still waits for its answer
-        raise
-    _done(inbound)
-    connector.send(thread, _outcome(status, approval_id))  # the continuation is posted when its turn ends
-    return f"{decision}: {status}"
-
-
-def _rewait(key: str, approval_id: str) -> None:
-    """Put back a wait consumed by a reply whose answer then raised (the card is still pending)."""
-    db.session.rollback()
-    try:
-        approval = db.session.get(Approval, approval_id)
-        if approval is not None and approval.status == Status.PENDING:
-            redis_client.client.set(key, approval_id, nx=True, ex=_wait_ttl(approval))
-    except Exception:  # the database or Redis is what failed: the web card still works
-        log.warning("could not reopen the wait for %s", approval_id, exc_info=True)
-
-
-def _outcome(status: str, approval_id: str) -> str:
-    """What the thread is told once its card is decided (app/status.py has every line)."""
-    approval = db.session.get(Approval, approval_id)
-    return chat_line(approval) if approval is not None else OUTCOMES[Status(status)].chat
-
-
-def _converse(
-    connector: Connector, inbound: Inbound, thread: ConnectorThread, identity: ConnectorIdentity, supersede: bool = True
-) -> str:
-    if not inbound.text.strip():
-        return "nothing to say"
-    conversation = db.session.get(Conversation, thread.conversation_id)
-    assert conversation is not None
-    try:  # over the length limit: refused whole, and the thread is told the limit
-        text = check_message(inbound.text, current_app.config["MESSAGE_MAX_CHARS"])
-    except CountersignError as error:
-        connector.send(thread, error.message)
-        _done(inbound)
-        return f"refused: {type(error).__name__}"
-    actor = Actor(user=identity.user, binding=inbound.connector, channel=inbound.connector)
-    _, run = agent.send_message(conversation, actor, text, submit=False)
-    if not supersede:
-        _keep_wait(run.id)
-    _done(inbound)
-    jobs.submit(run.id)
-    return "message"
-
-
-def _keep_wait(run_id: int) -> None:
-    """This turn came from a message that did not prove it answers the person's waiting card:
-    its cards must not replace that wait (post_messages reads this)."""
-    try:
-        redis_client.client.set(f"keep-wait:{run_id}", "1", ex=DONE_FOR)
-    except RedisError:
-        pass  # post_card then links the new card (its nx set fails closed)
+def wait_ttl(approval: Approval) -> int:
+    """A wait lasts CONNECTOR_CONFIRM_TTL, never beyond the card's own life."""
+    remaining = int((approval.expires_at - utcnow()).total_seconds())
+    return max(1, min(remaining, int(current_app.config["CONNECTOR_CONFIRM_TTL"])))
 
 
 def post_messages(connector: Connector, thread: ConnectorThread, message_ids: list[int]) -> None:
@@ -333,24 +131,14 @@ def post_messages(connector: Connector, thread: ConnectorThread, message_ids: li
     messages = list(db.session.scalars(sa.select(Message).where(Message.id.in_(message_ids)).order_by(Message.id)))
     run_ids = {m.run_id for m in messages if m.run_id is not None}
     try:
-        keep = any(redis_client.client.exists(f"keep-wait:{r}") for r in run_ids)
+        keep = any(redis_client.client.exists(keep_wait_key(r)) for r in run_ids)
     except RedisError:
         keep = True
-    _post(connector, thread, messages, supersede=not keep)
-
-
-def _post(connector: Connector, thread: ConnectorThread, messages: list[Message], supersede: bool = True) -> None:
     for message in messages:
         if message.approval is not None:
-            post_card(connector, thread, message.approval, supersede)
+            post_card(connector, thread, message.approval, supersede=not keep)
         elif message.text:
             connector.send(thread, message.text)
-
-
-def _wait_ttl(approval: Approval) -> int:
-    """A wait lasts CONNECTOR_CONFIRM_TTL, never beyond the card's own life."""
-    remaining = int((approval.expires_at - utcnow()).total_seconds())
-    return max(1, min(remaining, int(current_app.config["CONNECTOR_CONFIRM_TTL"])))
 
 
 def card_text(approval: Approval) -> str:
@@ -374,42 +162,14 @@ def post_card(connector: Connector, thread: ConnectorThread, approval: Approval,
         return
     redis = redis_client.client
     key = wait_key(connector.name, thread.thread_key, thread.user_id)
-    if not supersede and _text(redis.get(key)) not in ("", approval.id):
+    if not supersede and text_of(redis.get(key)) not in ("", approval.id):
         connector.send(thread, link)
         return
     connector.send_card(thread, approval, card_text(approval))
     if not supersede:
-        if not redis.set(key, approval.id, ex=_wait_ttl(approval), nx=True):
+        if not redis.set(key, approval.id, ex=wait_ttl(approval), nx=True):
             connector.send(thread, link)  # a wait opened meanwhile: this card is answered on the web
         return
-    previous = _text(redis.set(key, approval.id, ex=_wait_ttl(approval), get=True))
+    previous = text_of(redis.set(key, approval.id, ex=wait_ttl(approval), get=True))
     if previous and previous != approval.id:
         agent.supersede(previous, connector.name)
-
-
-def _latest_link(inbound: Inbound) -> str:
-    """A link to the sender's newest pending card, for when Redis cannot be asked."""
-    identity = _identity(inbound)
-    if identity is None:
-        return card_url("")
-    approval = db.session.scalar(
-        sa.select(Approval)
-        .where(Approval.user_id == identity.user_id, Approval.status == Status.PENDING)
-        .order_by(Approval.created_at.desc())
-    )
-    return card_url(approval.id) if approval else current_app.config["PUBLIC_URL"]
-
-
-def _send_raw(connector: Connector, inbound: Inbound, text: str) -> None:
-    """Answer on a thread that may not have a conversation yet."""
-    connector.send(
-        ConnectorThread(
-            connector=inbound.connector,
-            thread_key=inbound.thread_key,
-            address=inbound.address,
-            subject=inbound.subject,
-            user_id=0,
-            conversation_id=0,
-        ),
-        text,
-    )

@@ -4,7 +4,7 @@ and replies over SMTP that keep the thread (In-Reply-To / References).
 A From: header proves nothing. An email is from its person only when the provider's authentication
 verdict (SPF/DKIM/DMARC, inside the signed body) passes for the From's domain (sender_problem()); one
 that does not, or has no verdict while EMAIL_REQUIRE_AUTH is on, reaches nobody and is answered by
-nobody (base.receive). A reply answers a card only when it also carries what only the card's own
+nobody (receive.receive). A reply answers a card only when it also carries what only the card's own
 email holds: its Message-ID, `<card.{HMAC(SECRET_KEY, approval id)}@{MAIL_FROM's domain}>`, in
 In-Reply-To or References. Anything less is an ordinary message (DESIGN §3.3)."""
 
@@ -18,9 +18,9 @@ from email.message import EmailMessage
 from email.utils import getaddresses, make_msgid, parseaddr
 from typing import Any
 
-from flask import current_app
+from flask import Request, current_app
 
-from app.connectors.base import Connector, Inbound, within_window
+from app.connectors.base import Connector, Inbound, Unverified, within_window
 from app.mail import smtp_send
 from app.models import Approval, ConnectorThread
 
@@ -39,6 +39,26 @@ CARD_SALT = "countersign.email-card:"
 
 class Email(Connector):
     name = "email"
+    path = "/email/inbound"
+
+    def verify(self, request: Request) -> None:
+        """X-Countersign-Timestamp: <unix seconds>, within five minutes, and X-Countersign-Signature:
+        sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>" with EMAIL_WEBHOOK_SECRET>."""
+        secret = current_app.config["EMAIL_WEBHOOK_SECRET"] or ""
+        stamp = request.headers.get("X-Countersign-Timestamp", "")
+        given = request.headers.get("X-Countersign-Signature", "")
+        if not secret or not stamp:
+            raise Unverified("missing signature or timestamp")
+        if not within_window(stamp):
+            raise Unverified("stale or malformed timestamp")
+        signed = f"{stamp}.".encode() + request.get_data()
+        expected = "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(expected.encode(), given.encode()):
+            raise Unverified("bad signature")
+
+    def parse(self, payload: dict[str, Any]) -> Inbound | None:
+        """The provider's JSON for one received email (parse())."""
+        return parse(payload)
 
     def send(self, thread: ConnectorThread, text: str) -> None:
         smtp_send(_message(thread, text, make_msgid(domain=_domain())))
@@ -50,7 +70,7 @@ class Email(Connector):
     def answers(self, inbound: Inbound, approval: Approval) -> bool:
         """A reply to this card's own email, from a sender the provider proved."""
         if inbound.unproven:
-            return False  # (base.receive refuses such mail before this; only a second look)
+            return False  # (receive.receive refuses such mail before this; only a second look)
         local_parts = {found.partition("@")[0].lower() for found in MESSAGE_IDS.findall(inbound.refs)}
         wanted = [f"card.{card_token(approval.id, key)}" for key in _keys()]
         return any(hmac.compare_digest(part, want) for part in local_parts for want in wanted)
@@ -84,20 +104,6 @@ def card_token(approval_id: str, key: str) -> str:
 
 def card_message_id(approval_id: str) -> str:
     return f"<card.{card_token(approval_id, current_app.config['SECRET_KEY'])}@{_domain()}>"
-
-
-def verified(headers: Any, body: bytes, now: float | None = None) -> tuple[bool, str]:
-    """X-Countersign-Timestamp: <unix seconds>, within five minutes, and X-Countersign-Signature:
-    sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>" with EMAIL_WEBHOOK_SECRET>; (ok, why not)."""
-    secret = current_app.config["EMAIL_WEBHOOK_SECRET"] or ""
-    stamp = headers.get("X-Countersign-Timestamp", "")
-    given = headers.get("X-Countersign-Signature", "")
-    if not secret or not stamp:
-        return False, "missing signature or timestamp"
-    if not within_window(stamp, now):
-        return False, "stale or malformed timestamp"
-    expected = "sha256=" + hmac.new(secret.encode(), f"{stamp}.".encode() + body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected.encode(), given.encode()), "bad signature"
 
 
 @dataclass(frozen=True)

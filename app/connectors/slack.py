@@ -6,15 +6,62 @@ import hashlib
 import hmac
 from typing import Any
 
-from flask import current_app
+from flask import Request, current_app
+from flask.typing import ResponseReturnValue
 
-from app.connectors.base import Connector, Inbound, within_window
+from app.connectors.base import Connector, Inbound, Unverified, within_window
 from app.connectors.http import post_json
 from app.models import ConnectorThread
 
 
 class Slack(Connector):
     name = "slack"
+    path = "/slack/events"
+
+    def verify(self, request: Request) -> None:
+        """Slack's v0 signature over the raw body, its timestamp within five minutes."""
+        secret = current_app.config["SLACK_SIGNING_SECRET"] or ""
+        stamp = request.headers.get("X-Slack-Request-Timestamp", "")
+        signature = request.headers.get("X-Slack-Signature", "")
+        if not secret or not stamp:
+            raise Unverified("missing signature")
+        if not within_window(stamp):
+            raise Unverified("stale or malformed timestamp")
+        signed = f"v0:{stamp}:".encode() + request.get_data()
+        expected = "v0=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(expected.encode(), signature.encode()):
+            raise Unverified("bad signature")
+
+    def handshake(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """Slack checks a new events URL by asking for its challenge back."""
+        if payload.get("type") == "url_verification":
+            return {"challenge": payload.get("challenge", "")}
+        return None
+
+    def parse(self, payload: dict[str, Any]) -> Inbound | None:
+        """A person's new message (not a bot's, not an edit or any other subtype), with its thread.
+        The delivery is the message itself (channel and ts): a retry, or the same message under
+        another event id, acts once."""
+        event = payload.get("event")
+        if not isinstance(event, dict) or (
+            event.get("type") != "message" or event.get("bot_id") or event.get("subtype") not in (None, "file_share")
+        ):
+            return None
+        user, channel, ts = event.get("user"), event.get("channel"), event.get("ts")
+        if not all(isinstance(v, str) and v for v in (user, channel, ts)):
+            return None  # no person to verify, or not shaped like Slack's
+        return Inbound(
+            connector=self.name,
+            thread_key=f"{channel}:{event.get('thread_ts') or ts}",
+            sender=str(user),
+            text=str(event.get("text") or ""),
+            event_id=f"{channel}:{ts}",
+            has_files=bool(event.get("files")),
+        )
+
+    def acknowledge(self) -> ResponseReturnValue:
+        """Slack wants only a 200, within three seconds."""
+        return ("", 200)
 
     def send(self, thread: ConnectorThread, text: str) -> None:
         """Every text escaped for mrkdwn, links not unfurled: a card's rows, an action's result or the
@@ -31,39 +78,3 @@ class Slack(Connector):
 def escape(text: str) -> str:
     """Slack's own escaping: &, < and > as entities (the only characters it parses as control)."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def verified(headers: Any, body: bytes, now: float | None = None) -> tuple[bool, str]:
-    """Slack's v0 signature over the raw body, within five minutes; (ok, why not)."""
-    secret = current_app.config["SLACK_SIGNING_SECRET"] or ""
-    stamp = headers.get("X-Slack-Request-Timestamp", "")
-    signature = headers.get("X-Slack-Signature", "")
-    if not secret or not stamp:
-        return False, "missing signature"
-    if not within_window(stamp, now):
-        return False, "stale or malformed timestamp"
-    expected = "v0=" + hmac.new(secret.encode(), f"v0:{stamp}:".encode() + body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected.encode(), signature.encode()), "bad signature"
-
-
-def parse(payload: dict[str, Any]) -> Inbound | None:
-    """A person's new message (not a bot's, not an edit or any other subtype), with its thread.
-    The delivery is the message itself (channel and ts): a retry, or the same message under
-    another event id, acts once."""
-    event = payload.get("event")
-    if not isinstance(event, dict) or (
-        event.get("type") != "message" or event.get("bot_id") or event.get("subtype") not in (None, "file_share")
-    ):
-        return None
-    user, channel, ts = event.get("user"), event.get("channel"), event.get("ts")
-    if not all(isinstance(v, str) and v for v in (user, channel, ts)):
-        return None  # no person to verify, or not shaped like Slack's
-    thread = f"{channel}:{event.get('thread_ts') or ts}"
-    return Inbound(
-        connector="slack",
-        thread_key=thread,
-        sender=str(user),
-        text=str(event.get("text") or ""),
-        event_id=f"{channel}:{ts}",
-        has_files=bool(event.get("files")),
-    )

@@ -5,15 +5,48 @@ from __future__ import annotations
 import hmac
 from typing import Any
 
-from flask import current_app
+from flask import Request, current_app
 
-from app.connectors.base import Connector, Inbound
+from app.connectors.base import Connector, Inbound, Unverified
 from app.connectors.http import post_json
 from app.models import ConnectorThread
+
+FILES = ("document", "photo", "sticker", "voice", "video", "audio", "animation")
 
 
 class Telegram(Connector):
     name = "telegram"
+    path = "/telegram"
+
+    def verify(self, request: Request) -> None:
+        """The header Telegram sends with every update, compared in constant time (a 403)."""
+        secret = current_app.config["TELEGRAM_WEBHOOK_SECRET"] or ""
+        given = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
+        if not (secret and hmac.compare_digest(given.encode(), secret.encode())):
+            raise Unverified("missing or wrong secret token", status=403)
+
+    def parse(self, payload: dict[str, Any]) -> Inbound | None:
+        """A person's new message (text, or a caption, or a file/sticker alone). Not an edit (an edited
+        old message is not a reply to a card), not a bot's, not one sent as a chat or channel
+        (sender_chat: an anonymous admin, a linked channel), whose `from` names nobody."""
+        message = payload.get("message")
+        if not isinstance(message, dict) or not all(
+            isinstance(message.get(k), dict) and "id" in message[k] for k in ("chat", "from")
+        ):
+            return None  # not a person's message in a chat (or not shaped like Telegram's)
+        if message["from"].get("is_bot") or message.get("sender_chat") is not None:
+            return None
+        thread = str(message["chat"]["id"])
+        if isinstance(message.get("message_thread_id"), int) and message["message_thread_id"]:
+            thread += f":{message['message_thread_id']}"
+        return Inbound(
+            connector=self.name,
+            thread_key=thread,
+            sender=str(message["from"]["id"]),
+            text=str(message.get("text") or message.get("caption") or ""),
+            event_id=f"{message['chat']['id']}:{message.get('message_id', payload.get('update_id'))}",
+            has_files=any(k in message for k in FILES),
+        )
 
     def send(self, thread: ConnectorThread, text: str) -> None:
         """Plain text, on purpose: no parse_mode, so nothing in a card or a reply is markup."""
@@ -23,35 +56,3 @@ class Telegram(Connector):
             payload["message_thread_id"] = int(topic)
         base, token = current_app.config["TELEGRAM_API_BASE"], current_app.config["TELEGRAM_BOT_TOKEN"]
         post_json(f"{base.rstrip('/')}/bot{token}/sendMessage", payload)
-
-
-def verified(headers: Any) -> bool:
-    """The header Telegram sends with every update, compared in constant time."""
-    secret = current_app.config["TELEGRAM_WEBHOOK_SECRET"] or ""
-    given = headers.get("X-Telegram-Bot-Api-Secret-Token", "")
-    return bool(secret) and hmac.compare_digest(given.encode(), secret.encode())
-
-
-def parse(update: dict[str, Any]) -> Inbound | None:
-    """A person's new message (text, or a caption, or a file/sticker alone). Not an edit (an edited
-    old message is not a reply to a card), not a bot's, not one sent as a chat or channel
-    (sender_chat: an anonymous admin, a linked channel), whose `from` names nobody."""
-    message = update.get("message")
-    if not isinstance(message, dict) or not all(
-        isinstance(message.get(k), dict) and "id" in message[k] for k in ("chat", "from")
-    ):
-        return None  # not a person's message in a chat (or not shaped like Telegram's)
-    if message["from"].get("is_bot") or message.get("sender_chat") is not None:
-        return None
-    thread = str(message["chat"]["id"])
-    if isinstance(message.get("message_thread_id"), int) and message["message_thread_id"]:
-        thread += f":{message['message_thread_id']}"
-    files = any(k in message for k in ("document", "photo", "sticker", "voice", "video", "audio", "animation"))
-    return Inbound(
-        connector="telegram",
-        thread_key=thread,
-        sender=str(message["from"]["id"]),
-        text=str(message.get("text") or message.get("caption") or ""),
-        event_id=f"{message['chat']['id']}:{message.get('message_id', update.get('update_id'))}",
-        has_files=files,
-    )
