@@ -13,7 +13,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from werkzeug.security import check_password_hash
 
 from app.extensions import Base, db
-from app.status import Status
+from app.status import RunStatus, Status
 
 if TYPE_CHECKING:
     Model = Base  # what db.Model is, in a form type checkers follow
@@ -174,7 +174,7 @@ class Run(Model):
     __table_args__ = (sa.Index("ix_runs_conversation_status", "conversation_id", "status"),)
     id: Mapped[int] = mapped_column(primary_key=True)
     conversation_id: Mapped[int] = mapped_column(sa.ForeignKey("conversations.id"), index=True)
-    status: Mapped[str] = mapped_column(sa.String(20), default="queued")
+    status: Mapped[str] = mapped_column(sa.String(20), default=RunStatus.QUEUED)
     # What the next pass feeds the model: the person's message (`prompt`, message_id), the answers
     # to its cards (`results`), or the history the conversation reached (`continue`).
     next: Mapped[str] = mapped_column(sa.String(10), default="prompt", server_default="prompt")

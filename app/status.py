@@ -137,3 +137,23 @@ def model_line(approval: Decided) -> str:
             return f"Failed. {result}"
         return f"Failed: {result}. Nothing else was done."
     return OUTCOMES[status].model
+
+
+class RunStatus(StrEnum):
+    """A run's status: `queued` for a worker, `running` a pass, `paused` on its cards, `external`
+    an MCP client's own call; the rest ended (Retry takes up a failed or interrupted one)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    PAUSED = "paused"
+    DONE = "done"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    INTERRUPTED = "interrupted"
+    EXTERNAL = "external"
+
+
+GOING = (RunStatus.QUEUED, RunStatus.RUNNING)  # a pass is waiting or under way
+RETRYABLE = (RunStatus.FAILED, RunStatus.INTERRUPTED)
+# A pass ends as one of these (its events' last one says which).
+PASS_ENDS = (RunStatus.DONE, RunStatus.PAUSED, RunStatus.FAILED, RunStatus.STOPPED, RunStatus.INTERRUPTED)

@@ -30,7 +30,7 @@ from app.copilot.tokens import Actor, ChannelProof
 from app.errors import CountersignError, Expired, FormNeedsCard, NotFound, TooManyPending
 from app.extensions import db
 from app.models import Approval, Conversation, Message, Run, User
-from app.status import Status
+from app.status import RunStatus, Status
 
 log = logging.getLogger(__name__)
 
@@ -298,7 +298,7 @@ def call_direct(actor: Actor, action_name: str, arguments: dict[str, Any]) -> tu
         db.session.flush()
     run = Run(
         conversation_id=conversation.id,
-        status="external",
+        status=RunStatus.EXTERNAL,
         via=actor.credential,
         agent=actor.agent,
         toolsets=runs.joined(actor.toolsets),
@@ -314,7 +314,7 @@ def call_direct(actor: Actor, action_name: str, arguments: dict[str, Any]) -> tu
     except ModelRetry as exc:
         db.session.rollback()
         return f"Invalid arguments: {exc}", None
-    run.status = "done"
+    run.status = RunStatus.DONE
     db.session.commit()
     return said, None
 

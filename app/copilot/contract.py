@@ -14,6 +14,7 @@ from app.copilot.actions import Action, placeholders
 from app.copilot.llm import parse_slash
 from app.copilot.schema import choices
 from app.errors import CountersignError
+from app.status import Status
 
 MARK = "zq"  # string arguments get a marker appended, so an echo is found even for short words
 
@@ -96,7 +97,7 @@ def check_action(kit: Any, name: str, person: str = "alice@example.com", other: 
     if card.confirm() != "wrong_person" or kit.calls(action):
         problems.append(f"{name}: another person ({other}) could confirm the card")
     kit.as_person(person)
-    if card.decline() != "declined" or kit.calls(action):
+    if card.decline() != Status.DECLINED or kit.calls(action):
         problems.append(f"{name}: declining did not end the card with nothing run")
     return problems
 

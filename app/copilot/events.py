@@ -15,11 +15,12 @@ from flask import current_app
 from redis.exceptions import RedisError
 
 from app.extensions import redis_client
+from app.status import PASS_ENDS
 
 log = logging.getLogger(__name__)
 
 # What a turn's end says; a turn-start event and one of these bracket every pass.
-ENDS = ("done", "paused", "failed", "stopped", "interrupted")
+ENDS = PASS_ENDS
 
 
 @dataclass(frozen=True)

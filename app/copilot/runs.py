@@ -14,11 +14,10 @@ from app.copilot import events, jobs
 from app.copilot.tokens import Actor
 from app.extensions import db, redis_client, won
 from app.models import Approval, Conversation, Message, Run, utcnow
-from app.status import FINAL
+from app.status import FINAL, GOING, RETRYABLE, RunStatus
 
 log = logging.getLogger(__name__)
 
-RETRYABLE = ("failed", "interrupted")
 STOP_FOR = 3600  # seconds a stop request waits for its pass to notice it
 
 
@@ -62,7 +61,7 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     toolsets = narrow(actor.toolsets, _conversation_toolsets(conversation.id))
     run = Run(
         conversation_id=conversation.id,
-        status="queued",
+        status=RunStatus.QUEUED,
         next="prompt",
         message_id=said.id,
         channel=actor.channel,
@@ -95,14 +94,14 @@ def step_approvals(run: Run) -> list[Approval]:
 def resume_if_ready(run_id: int) -> Run | None:
     """Once every call of the run's current step is decided, queue its next pass (once)."""
     run = db.session.get(Run, run_id)
-    if run is None or run.status != "paused":
+    if run is None or run.status != RunStatus.PAUSED:
         return None
     if any(a.status not in FINAL for a in step_approvals(run)):
         return None
     queued = won(
         sa.update(Run)
-        .where(Run.id == run.id, Run.status == "paused", Run.step == run.step)
-        .values(status="queued", next="results", queued_at=utcnow())
+        .where(Run.id == run.id, Run.status == RunStatus.PAUSED, Run.step == run.step)
+        .values(status=RunStatus.QUEUED, next="results", queued_at=utcnow())
     )
     db.session.commit()
     if not queued:
@@ -124,7 +123,10 @@ def card_message_id(approval: Approval) -> int:
 
 def latest_run(conversation_id: int) -> Run | None:
     return db.session.scalar(
-        sa.select(Run).where(Run.conversation_id == conversation_id, Run.status != "external").order_by(Run.id.desc()).limit(1)
+        sa.select(Run)
+        .where(Run.conversation_id == conversation_id, Run.status != RunStatus.EXTERNAL)
+        .order_by(Run.id.desc())
+        .limit(1)
     )
 
 
@@ -138,7 +140,7 @@ def retry(conversation: Conversation, actor: Actor) -> Run | None:
     if not won(
         sa.update(Run)
         .where(Run.id == run.id, Run.status.in_(RETRYABLE))
-        .values(status="queued", queued_at=utcnow(), channel=actor.channel or run.channel)
+        .values(status=RunStatus.QUEUED, queued_at=utcnow(), channel=actor.channel or run.channel)
     ):
         db.session.rollback()
         return None
@@ -155,20 +157,22 @@ def stop(conversation: Conversation) -> Run | None:
     that will stop, or None when nothing runs."""
     run = db.session.scalar(
         sa.select(Run)
-        .where(Run.conversation_id == conversation.id, Run.status.in_(("queued", "running")))
+        .where(Run.conversation_id == conversation.id, Run.status.in_(GOING))
         .order_by(Run.queued_at, Run.id)
         .limit(1)
     )
     if run is None:
         return None
-    if run.status == "queued" and won(sa.update(Run).where(Run.id == run.id, Run.status == "queued").values(status="stopped")):
+    if run.status == RunStatus.QUEUED and won(
+        sa.update(Run).where(Run.id == run.id, Run.status == RunStatus.QUEUED).values(status=RunStatus.STOPPED)
+    ):
         db.session.commit()
         events.publish(
             conversation.id,
             "turn",
             run=run.id,
             step=run.step + 1,
-            state="stopped",
+            state=RunStatus.STOPPED,
             messages=[],
             answers=answers(run, run.step + 1),
         )
@@ -195,22 +199,28 @@ def claim(run_id: int) -> Run | None:
     and no other pass of the conversation is running (the running pass queues the next one when it
     ends). One worker wins."""
     run = db.session.get(Run, run_id)
-    if run is None or run.status != "queued":
+    if run is None or run.status != RunStatus.QUEUED:
         db.session.rollback()
         return None
     first = db.session.scalar(
         sa.select(Run.id)
-        .where(Run.conversation_id == run.conversation_id, Run.status == "queued")
+        .where(Run.conversation_id == run.conversation_id, Run.status == RunStatus.QUEUED)
         .order_by(Run.queued_at, Run.id)
         .limit(1)
     )
     busy = db.session.scalar(
-        sa.select(sa.func.count()).select_from(Run).where(Run.conversation_id == run.conversation_id, Run.status == "running")
+        sa.select(sa.func.count())
+        .select_from(Run)
+        .where(Run.conversation_id == run.conversation_id, Run.status == RunStatus.RUNNING)
     )
     if first != run.id or busy:
         db.session.rollback()
         return None
-    if not won(sa.update(Run).where(Run.id == run.id, Run.status == "queued").values(status="running", updated_at=utcnow())):
+    if not won(
+        sa.update(Run)
+        .where(Run.id == run.id, Run.status == RunStatus.QUEUED)
+        .values(status=RunStatus.RUNNING, updated_at=utcnow())
+    ):
         db.session.rollback()
         return None
     db.session.commit()
@@ -223,7 +233,7 @@ def queue_next(conversation_id: int) -> None:
     """Hand the conversation's next queued pass to a worker (after one ended)."""
     following = db.session.scalar(
         sa.select(Run.id)
-        .where(Run.conversation_id == conversation_id, Run.status == "queued")
+        .where(Run.conversation_id == conversation_id, Run.status == RunStatus.QUEUED)
         .order_by(Run.queued_at, Run.id)
         .limit(1)
     )
@@ -243,7 +253,7 @@ def sweep_dead(grace_seconds: int, conversation_id: int | None = None) -> list[R
     from datetime import timedelta
 
     cutoff = utcnow() - timedelta(seconds=grace_seconds)
-    stale = sa.select(Run).where(Run.status == "running", Run.updated_at < cutoff).limit(500)
+    stale = sa.select(Run).where(Run.status == RunStatus.RUNNING, Run.updated_at < cutoff).limit(500)
     if conversation_id is not None:
         stale = stale.where(Run.conversation_id == conversation_id)
     ended = []
@@ -262,8 +272,8 @@ def mark_interrupted(run: Run) -> bool:
     """End a running pass whose worker is gone: a notice with Retry, the turn-end event."""
     if not won(
         sa.update(Run)
-        .where(Run.id == run.id, Run.status == "running")
-        .values(status="interrupted", error="the worker stopped mid-turn")
+        .where(Run.id == run.id, Run.status == RunStatus.RUNNING)
+        .values(status=RunStatus.INTERRUPTED, error="the worker stopped mid-turn")
     ):
         db.session.rollback()
         return False
@@ -281,7 +291,7 @@ def mark_interrupted(run: Run) -> bool:
         "turn",
         run=run.id,
         step=run.step + 1,
-        state="interrupted",
+        state=RunStatus.INTERRUPTED,
         messages=[notice.id],
         answers=answers(run, run.step + 1),
     )
@@ -293,9 +303,7 @@ def active(conversation_id: int) -> bool:
     """Whether a pass of the conversation is queued or running (the page offers Stop)."""
     return bool(
         db.session.scalar(
-            sa.select(sa.func.count())
-            .select_from(Run)
-            .where(Run.conversation_id == conversation_id, Run.status.in_(("queued", "running")))
+            sa.select(sa.func.count()).select_from(Run).where(Run.conversation_id == conversation_id, Run.status.in_(GOING))
         )
     )
 
@@ -305,6 +313,6 @@ def wait(conversation_id: int, run_id: int, cursor: str, seconds: float) -> bool
     this call. True when it has ended (or was not queued or running)."""
     status = db.session.scalar(sa.select(Run.status).where(Run.id == run_id))
     db.session.rollback()
-    if status not in ("queued", "running"):
+    if status not in GOING:
         return True
     return events.wait_for_end(conversation_id, run_id, cursor, seconds) is not None

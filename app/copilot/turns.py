@@ -38,7 +38,7 @@ from app.copilot import events, runs
 from app.copilot.agent import Turn, context_for, engine
 from app.extensions import db, redis_client, won
 from app.models import Approval, Conversation, Message, Run, User
-from app.status import FINAL, model_line
+from app.status import FINAL, RunStatus, model_line
 
 log = logging.getLogger(__name__)
 
@@ -301,14 +301,14 @@ def _save_progress(work: Pass, messages: list[ModelMessage]) -> None:
 
 def _still_running(run_id: int) -> bool:
     status = db.session.scalar(sa.select(Run.status).where(Run.id == run_id))
-    return status == "running"
+    return status == RunStatus.RUNNING
 
 
 def _end(work: Pass, status: str, added: list[Message], **values: Any) -> None:
     """Write the pass's end and its messages in one transaction, if it is still this worker's;
     then publish the turn's end."""
     run = work.run
-    if not won(sa.update(Run).where(Run.id == run.id, Run.status == "running").values(status=status, **values)):
+    if not won(sa.update(Run).where(Run.id == run.id, Run.status == RunStatus.RUNNING).values(status=status, **values)):
         db.session.rollback()
         log.warning("run %s ended elsewhere (interrupted?); its pass's end is dropped", run.id)
         return
@@ -349,10 +349,10 @@ def _end_finished(work: Pass, turn: Turn, result: Any, started: float) -> None:
     said = "\n\n".join(work.texts) or (str(result.output) if not isinstance(result.output, DeferredToolRequests) else "")
     added = [Message(conversation_id=conversation_id, role="assistant", text=said)] if said else []
     if isinstance(result.output, DeferredToolRequests):
-        status = "paused"
+        status = RunStatus.PAUSED
         added += [Message(conversation_id=conversation_id, role="card", approval_id=a.id) for a in turn.created]
     else:
-        status = "done"
+        status = RunStatus.DONE
     if not _still_running(run.id):
         db.session.rollback()
         return
@@ -389,7 +389,7 @@ def _end_stopped(work: Pass, messages: list[ModelMessage], text: _Words, started
         db.session.execute(sa.update(Conversation).where(Conversation.id == conversation_id).values(history=_dump(history)))
     _end(
         work,
-        "stopped",
+        RunStatus.STOPPED,
         added,
         step=work.step,
         next="continue",
@@ -420,7 +420,7 @@ def _end_failed(work: Pass, exc: Exception, started: float) -> None:
     notice = Message(conversation_id=work.run.conversation_id, role="error", text=failure_message(exc))
     _end(
         work,
-        "failed",
+        RunStatus.FAILED,
         [notice],
         error=f"{type(exc).__name__}: {exc}"[:1000],
         duration_ms=(work.run.duration_ms or 0) + int((time.perf_counter() - started) * 1000),

@@ -1,0 +1,112 @@
+"""One vocabulary: every status is spelt in app/status.py only, every channel reads its line from
+one table, and the database holds no other status."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from app.extensions import db
+from app.models import Approval
+from app.status import FINAL, OUTCOMES, RunStatus, Status, card_line, chat_line, model_line
+from tests.test_forms import form_of, submit
+
+ROOT = Path(__file__).resolve().parent.parent
+WORDS = sorted({s.value for s in Status} | {s.value for s in RunStatus})
+QUOTED = "|".join(WORDS)
+# Two or more quoted status words in one literal: a list of statuses of its own.
+A_LIST = re.compile(rf"""["']({QUOTED})["']\s*[,:]\s*(?:[^,\n]*,\s*)?["']({QUOTED})["']""")
+# A status compared with, or set to, a spelt word.
+SPELT = re.compile(rf"""status\s*(?:[!=]=|=|\bin\b)\s*\(?["']({QUOTED})["']""")
+
+
+# The demo's own records (a post's, an outbox email's status) are not approvals or runs.
+DEMO = (ROOT / "app" / "actions", ROOT / "app" / "mail.py")
+
+
+def sources() -> list[Path]:
+    found = [*ROOT.joinpath("app").rglob("*.py"), *ROOT.joinpath("templates").rglob("*.html"), ROOT / "static" / "app.js"]
+    return [p for p in found if p != ROOT / "app" / "status.py" and not any(p == d or d in p.parents for d in DEMO)]
+
+
+def test_no_module_but_app_status_spells_a_list_of_statuses_or_compares_with_a_spelt_one():
+    problems = []
+    for path in sources():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if A_LIST.search(line) or SPELT.search(line):
+                problems.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not problems, "status words spelt outside app/status.py:\n" + "\n".join(problems)
+
+
+def test_the_checks_above_would_find_the_old_lists():
+    """The patterns catch the shapes the old code had (so the test above can fail)."""
+    old = [
+        'FINAL = {"done", "declined", "cancelled"}',
+        '    "declined": "Declined — nothing was done.",\n    "expired": "Expired — nothing was done.",',
+        '{% for s in ["pending", "done", "declined"] %}',
+        'if approval.status == "done":',
+        '.values(status="superseded", decided_at=now)',
+    ]
+    for text in old:
+        assert A_LIST.search(text) or SPELT.search(text), text
+
+
+def test_every_status_has_its_lines_and_every_final_one_says_what_happened():
+    assert set(OUTCOMES) == set(Status)
+    for status in FINAL:
+        outcome = OUTCOMES[status]
+        assert outcome.card and outcome.chat and outcome.model and outcome.colour.startswith("#"), status
+    assert {Status.PENDING, Status.RUNNING}.isdisjoint(FINAL)
+
+
+@pytest.mark.parametrize("status", sorted(FINAL - {Status.DONE}))
+def test_nothing_ran_is_said_on_every_channel_for_each_ending_but_done(status):
+    class Row:
+        type = "confirm"
+        result = "boom" if status == Status.FAILED else None
+
+    row = Row()
+    row.status = status
+    lines = [card_line(row), chat_line(row), model_line(row)]
+    assert all(lines), lines
+    if status not in (Status.FAILED, Status.INTERRUPTED):  # those may have done part of it
+        assert all("nothing" in line.lower() or status == Status.EXPIRED for line in lines[1:]), lines
+
+
+def test_a_superseded_card_says_so_on_its_page(app, alice, posts):
+    from app.copilot import agent
+
+    convo = alice.new_conversation()
+    approval, _ = alice.card(alice.say(convo, f"/delete_post post={posts['Spring meetup']}"))
+    with app.app_context():
+        agent.supersede(approval, "slack")
+    page = alice.client.get(f"/approvals/{approval}").get_data(as_text=True)
+    assert "Superseded by a newer card — nothing ran" in page
+    assert "superseded" not in re.sub(r'class="[^"]*"', "", page.split("<main", 1)[1]).replace("Superseded", "")
+
+
+def test_the_database_refuses_a_status_not_in_the_vocabulary(app, alice, posts):
+    convo = alice.new_conversation()
+    approval, _ = alice.card(alice.say(convo, f"/delete_post post={posts['Spring meetup']}"))
+    with app.app_context():
+        with pytest.raises(sa.exc.IntegrityError):
+            db.session.execute(sa.update(Approval).where(Approval.id == approval).values(status="approved"))
+            db.session.commit()
+        db.session.rollback()
+        assert db.session.get(Approval, approval).status == Status.PENDING
+
+
+def test_a_submitted_form_keeps_the_names_it_filled_as_data(app, alice):
+    convo = alice.new_conversation()
+    html = alice.say(convo, "/draft_post")
+    approval, token = form_of(html)
+    response = submit(alice, approval, token, title="Kept as data", body="B", status="draft")
+    assert response.status_code == 200, response.get_data(as_text=True)
+    with app.app_context():
+        row = db.session.get(Approval, approval)
+        assert row.filled == ["title", "body", "status"]
+        assert "Kept as data" not in (row.result or "")
+    assert "Submitted · filled in: title, body, status" in response.get_data(as_text=True)
