@@ -121,7 +121,9 @@ class Engine:
 
 
 def engine() -> Engine:
-    return current_app.extensions["countersign"]
+    """The app's engine (made by create_app)."""
+    found: Engine = current_app.extensions["countersign"]
+    return found
 
 
 def _tool(action: type[Action]) -> Tool[Turn]:

@@ -76,7 +76,7 @@ def replay_from(conversation_id: int, cursor: str) -> str:
     A started turn's events replace its live bubble, so replaying them shows nothing twice."""
     ended: set[int] = set()
     try:
-        before = redis_client.client.xrevrange(key(conversation_id), max=cursor, count=500)
+        before: list[tuple[Any, dict[Any, Any]]] = redis_client.client.xrevrange(key(conversation_id), max=cursor, count=500)  # type: ignore[assignment]
     except RedisError:
         return cursor
     for raw_id, fields in before:
@@ -93,7 +93,9 @@ def replay_from(conversation_id: int, cursor: str) -> str:
 def read(conversation_id: int, after: str, block_ms: int | None) -> list[Event]:
     """Events after `after`, waiting up to block_ms for the first (None: do not wait)."""
     client = _blocking_client()
-    reply = client.xread({key(conversation_id): after}, block=block_ms, count=200)
+    reply: list[tuple[Any, list[tuple[Any, dict[Any, Any]]]]] | None = client.xread(  # type: ignore[assignment]
+        {key(conversation_id): after}, block=block_ms, count=200
+    )
     return [_event(raw_id, fields) for _, entries in reply or [] for raw_id, fields in entries]
 
 

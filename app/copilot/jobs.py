@@ -180,7 +180,7 @@ def _dramatiq(app: Flask) -> tuple[Any, Any, Any]:
     from dramatiq.brokers.redis import RedisBroker
     from dramatiq.middleware import AgeLimit, AsyncIO, Callbacks, Pipelines, ShutdownNotifications, TimeLimit
 
-    class PatientAsyncIO(AsyncIO):  # type: ignore[misc]
+    class PatientAsyncIO(AsyncIO):
         """Dramatiq's, but a busy machine gets a minute (not a second) to start the loop."""
 
         def before_worker_boot(self, broker: Any, worker: Any) -> None:
@@ -188,7 +188,7 @@ def _dramatiq(app: Flask) -> tuple[Any, Any, Any]:
             thread.start(timeout=60.0)
             set_event_loop_thread(thread)
 
-    broker = RedisBroker(
+    broker = RedisBroker(  # type: ignore[no-untyped-call]
         url=app.config["REDIS_URL"],
         namespace="countersign",
         middleware=[AgeLimit(), TimeLimit(), ShutdownNotifications(), Callbacks(), Pipelines(), PatientAsyncIO()],
@@ -203,8 +203,9 @@ def _dramatiq(app: Flask) -> tuple[Any, Any, Any]:
         run_task(app, target, args)
 
     limits = {"time_limit": app.config["TURN_TIMEOUT"] * 1000, "max_retries": 0}
-    actor = dramatiq.Actor(turn, broker=broker, actor_name="turn", queue_name=QUEUE, priority=0, options=limits)
-    tasks = dramatiq.Actor(task, broker=broker, actor_name="task", queue_name=TASKS, priority=0, options=limits)
+    options: dict[str, Any] = {"broker": broker, "priority": 0, "options": limits}
+    actor: Any = dramatiq.Actor(turn, actor_name="turn", queue_name=QUEUE, **options)
+    tasks = dramatiq.Actor(task, actor_name="task", queue_name=TASKS, **options)
     return broker, actor, tasks
 
 

@@ -256,7 +256,7 @@ def sweep_dead(grace_seconds: int, conversation_id: int | None = None) -> list[R
     stale = sa.select(Run).where(Run.status == RunStatus.RUNNING, Run.updated_at < cutoff).limit(500)
     if conversation_id is not None:
         stale = stale.where(Run.conversation_id == conversation_id)
-    ended = []
+    ended: list[Run] = []
     for run in list(db.session.scalars(stale)):
         try:
             if redis_client.client.exists(alive_key(run.id)):

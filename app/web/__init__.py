@@ -53,7 +53,7 @@ def grouped(messages: list[Message]) -> list[tuple[str | None, list[Message], in
         if key is not None and groups and groups[-1][0] == key:
             groups[-1][1].append(message)
         else:
-            answers = firsts.get(message.run_id) if message.step == 1 else None
+            answers = firsts.get(message.run_id) if message.step == 1 and message.run_id is not None else None
             groups.append((key, [message], answers))
     return groups
 
