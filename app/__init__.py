@@ -57,6 +57,7 @@ def register_proxies(app: Flask) -> None:
 
 
 def register_extensions(app: Flask) -> None:
+    """The extensions (database, migrations, sign-in, CSRF, htmx, limiter, Redis) bound to this app."""
     from app import models  # noqa: F401  (tables must be known to Flask-Migrate)
 
     db.init_app(app)
@@ -84,6 +85,7 @@ def _sqlite_pragmas() -> None:
 
 
 def register_blueprints(app: Flask) -> None:
+    """Every delivery package's routes, the `<id:…>` converter, and the templates' globals."""
     from app.admin import bp as admin_bp
     from app.api import bp as api_bp
     from app.api.admin import bp as api_admin_bp
@@ -150,6 +152,7 @@ def register_errorhandlers(app: Flask) -> None:
 
 
 def register_engine(app: Flask) -> None:
+    """The engine: the actions discovered in ACTIONS_PACKAGE and the model COUNTERSIGN_MODEL names."""
     from app.copilot.agent import Engine
     from app.copilot.discovery import discover
 
@@ -174,6 +177,8 @@ def register_commands(app: Flask) -> None:
 
 
 def register_headers(app: Flask) -> None:
+    """Cross-site writes refused before anything reads them; security headers (CSP, no-sniff, referrer) on every response."""
+
     @app.before_request
     def refuse_cross_site_writes() -> Any:
         """Browsers say where a request comes from: a state-changing request from another site is

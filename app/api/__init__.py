@@ -68,6 +68,7 @@ def message_json(message: Message) -> dict[str, Any]:
 
 
 def pending_in(conversation_id: int, actor: Actor) -> list[dict[str, Any]]:
+    """The conversation's pending cards and forms, as this credential may see them."""
     rows = db.session.scalars(
         sa.select(Approval)
         .where(Approval.conversation_id == conversation_id, Approval.status == Status.PENDING)
@@ -99,6 +100,7 @@ def create_conversation() -> Any:
 
 @bp.get("/conversations/<id:conversation_id>")
 def get_conversation(conversation_id: int) -> Any:
+    """A conversation of the person's: its messages and what waits for them."""
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
     agent.expire_due(conversation.id)
@@ -161,6 +163,7 @@ def turn_reply(
 @bp.post("/conversations/<id:conversation_id>/messages")
 @limit_per_person_and_address("MESSAGES")
 def post_message(conversation_id: int) -> Any:
+    """Say something; the turn is queued and waited for as `Prefer` says (DESIGN §5)."""
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
     text = body().get("text")
@@ -245,6 +248,7 @@ def answer(approval_id: str, decision: str) -> Any:
 
 @bp.get("/approvals")
 def list_approvals() -> Any:
+    """The person's own approvals with this status (pending by default), newest first."""
     actor = current_actor("api")
     status = request.args.get("status", Status.PENDING)
     rows = db.session.scalars(

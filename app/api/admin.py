@@ -41,6 +41,7 @@ def approval_json(a: Approval) -> dict[str, Any]:
 
 
 def audit_json(e: AuditEvent) -> dict[str, Any]:
+    """One audit row as the API shows it (rows hold no value or secret)."""
     return {
         "seq": e.seq,
         "at": e.created_at.isoformat(),
@@ -70,6 +71,7 @@ def revoke(approval_id: str) -> Any:
 
 @bp.get("/audit")
 def audit_log() -> Any:
+    """The tenant's audit log, filtered, a page at a time, with whether its chain verifies since its last mark."""
     actor = current_actor("api")
     verdict = audit_check.verify_since_mark(actor.user.tenant_id)  # first: it commits its mark, which expires loaded rows
     page = review.audit_rows(actor.user.tenant_id, review.audit_filters_from(request.args), cursor=request.args.get("after"))

@@ -38,6 +38,8 @@ CARD_SALT = "countersign.email-card:"
 
 
 class Email(Connector):
+    """Email in through a provider's signed inbound webhook, out by SMTP; a reply answers the card its Message-ID names."""
+
     name = "email"
     path = "/email/inbound"
 

@@ -8,6 +8,7 @@ from typing import Any
 
 
 def post_json(url: str, payload: dict[str, Any], headers: dict[str, str] | None = None, timeout: float = 10.0) -> dict[str, Any]:
+    """POST a JSON body to a platform's API and return its JSON answer (urllib raises on an HTTP error)."""
     request = urllib.request.Request(
         url,
         data=json.dumps(payload).encode(),

@@ -15,6 +15,8 @@ from app.models import ConnectorThread
 
 
 class Slack(Connector):
+    """Slack's Events API in (signed with the app's signing secret), chat.postMessage out."""
+
     name = "slack"
     path = "/slack/events"
 

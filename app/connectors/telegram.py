@@ -15,6 +15,8 @@ FILES = ("document", "photo", "sticker", "voice", "video", "audio", "animation")
 
 
 class Telegram(Connector):
+    """A Telegram bot's webhook in (its secret-token header), sendMessage out."""
+
     name = "telegram"
     path = "/telegram"
 

@@ -35,6 +35,8 @@ EVIDENCE_SLACK = timedelta(hours=1)
 
 @dataclass(frozen=True)
 class Verdict:
+    """What checking the chain found: how many rows held, and the first that did not and why."""
+
     ok: bool
     rows: int
     broken_id: int | None = None

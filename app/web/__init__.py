@@ -176,6 +176,7 @@ def conversation_events(conversation_id: int) -> Any:
 
 
 def render_event(event: Event, actor: Actor) -> str:
+    """One event of a conversation as the HTML fragment htmx's SSE extension swaps in."""
     run, step = event.data.get("run"), event.data.get("step")
     if event.type == "text":
         return render_template("partials/_live_text.html", run=run, step=step, text=event.data.get("text", ""))
