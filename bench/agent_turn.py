@@ -29,7 +29,7 @@ def run(n: int, database_url: str) -> dict[str, object]:
     from pydantic_ai.usage import UsageLimits
 
     from app import create_app
-    from app.copilot import agent
+    from app.copilot import agent, loop
     from app.extensions import db
     from app.models import Conversation, Message, Run, User
 
@@ -45,7 +45,7 @@ def run(n: int, database_url: str) -> dict[str, object]:
             turn = agent.Turn(ctx=agent.context_for(user, "web"), run=Run(), registry=engine.registry, step=1)
             start = time.perf_counter()
             asyncio.run(
-                engine.agent.run(
+                loop.agent(engine).run(
                     "What is on my list?", deps=turn, model=instant, usage_limits=UsageLimits(request_limit=engine.max_steps)
                 )
             )

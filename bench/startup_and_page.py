@@ -1,6 +1,7 @@
 """P4: create_app() time (median of fresh interpreter runs) against `import flask` alone in the same
-run, and the chat page's bytes over the wire (HTML + CSS + JS as the app sends them to a browser
-that accepts gzip: the assets compressed, the page itself not).
+run; what a fresh process's first turn takes beyond its second (pydantic-ai is imported then, not
+at start); and the chat page's bytes over the wire (HTML + CSS + JS as the app sends them to a
+browser that accepts gzip: the assets compressed, the page itself not).
 
     python bench/startup_and_page.py [--n 5] [--json]
 """
@@ -17,6 +18,29 @@ from _harness import ROOT
 
 CREATE = "import time; t = time.perf_counter(); from app import create_app; create_app(); print(time.perf_counter() - t)"
 BASE = "import time; t = time.perf_counter(); import flask; flask.Flask('x'); print(time.perf_counter() - t)"
+# Two turns with the offline model, run inline, each in a new conversation: the first's time less
+# the second's.
+TURNS = """
+import time
+from app import create_app
+from app.cli import seed_demo
+from app.copilot import agent
+from app.extensions import db
+from app.models import Conversation
+app = create_app({"TURNS_RUNNER": "inline"})
+with app.app_context():
+    db.create_all()
+    alice = seed_demo()["alice@example.com"]
+    took = []
+    for _ in range(2):
+        conversation = Conversation(tenant_id=alice.tenant_id, user_id=alice.id)
+        db.session.add(conversation)
+        db.session.commit()
+        t = time.perf_counter()
+        agent.send_message(conversation, agent.person(alice, "web"), "/list_posts")
+        took.append(time.perf_counter() - t)
+print(took[0] - took[1])
+"""
 
 
 def timed(code: str) -> float:
@@ -74,7 +98,13 @@ def run(n: int) -> dict[str, object]:
     for i in range(n):
         for which in ("create", "base") if i % 2 == 0 else ("base", "create"):
             (create if which == "create" else base).append(timed(CREATE if which == "create" else BASE))
-    return {"create_app_s": statistics.median(create), "flask_only_s": statistics.median(base), "page_bytes": page_bytes()}
+    first_turn = [timed(TURNS) for _ in range(n)]
+    return {
+        "create_app_s": statistics.median(create),
+        "flask_only_s": statistics.median(base),
+        "first_turn_extra_s": statistics.median(first_turn),
+        "page_bytes": page_bytes(),
+    }
 
 
 if __name__ == "__main__":
@@ -85,6 +115,7 @@ if __name__ == "__main__":
     else:
         print(
             f"P4 create_app() median {result['create_app_s'] * 1000:.0f} ms (import flask alone "
-            f"{result['flask_only_s'] * 1000:.0f} ms); chat page {result['page_bytes']['raw'] / 1024:.1f} KB raw, "
-            f"{result['page_bytes']['wire'] / 1024:.1f} KB over the wire"
+            f"{result['flask_only_s'] * 1000:.0f} ms); a first turn takes "
+            f"{result['first_turn_extra_s'] * 1000:.0f} ms more than the second; chat page "
+            f"{result['page_bytes']['raw'] / 1024:.1f} KB raw, {result['page_bytes']['wire'] / 1024:.1f} KB over the wire"
         )

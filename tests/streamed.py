@@ -70,7 +70,7 @@ class StreamedModel(FunctionModel):
 
 
 def _offline(messages: list[ModelMessage], info: AgentInfo) -> Reply:
-    from app.copilot.llm import offline_respond
+    from app.copilot.offline import offline_respond
 
     response = offline_respond(messages, info)
     words = [w for p in response.parts if isinstance(p, TextPart) for w in p.content.split(" ")]

@@ -7,7 +7,7 @@ import re
 import sqlalchemy as sa
 
 from app.copilot.agent import engine
-from app.copilot.llm import parse_slash
+from app.copilot.offline import parse_slash
 from app.copilot.testing import text, tool_call
 from app.copilot.turns import WAITING
 from app.extensions import db

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import sqlalchemy as sa
 
@@ -12,6 +18,46 @@ from app.errors import ActionDeclarationError
 from app.extensions import db
 from app.models import ApiToken, User
 from tests.conftest import CSRF
+
+ROOT = Path(__file__).resolve().parents[1]
+# A fresh interpreter: the app made, then (FIRST_TURN) the demo seeded and one message sent;
+# it prints which of the agent's libraries were loaded after each, and the reply.
+FRESH = """
+import json, sys
+from app import create_app
+AGENT_LIBRARIES = ("pydantic_ai", "openai", "anthropic", "httpx")
+def loaded():
+    return [name for name in AGENT_LIBRARIES if name in sys.modules]
+app = create_app({
+    "COUNTERSIGN_ENV": "testing", "SECRET_KEY": "fresh", "SWEEP_ON_START": False,
+    "SQLALCHEMY_DATABASE_URI": "sqlite:///:memory:", "REDIS_URL": None, "TURNS_RUNNER": "inline",
+})
+out = {"after_create_app": loaded()}
+if FIRST_TURN:
+    from app.cli import seed_demo
+    from app.copilot import agent
+    from app.extensions import db
+    from app.models import Conversation, Message
+    with app.app_context():
+        db.create_all()
+        alice = seed_demo()["alice@example.com"]
+        conversation = Conversation(tenant_id=alice.tenant_id, user_id=alice.id)
+        db.session.add(conversation)
+        db.session.commit()
+        agent.send_message(conversation, agent.person(alice, "web"), "/list_posts")
+        out["reply"] = db.session.scalar(db.select(Message.text).where(Message.role == "assistant"))
+    out["after_first_turn"] = loaded()
+print(json.dumps(out))
+"""
+
+
+def fresh_process(first_turn: bool) -> dict[str, object]:
+    """Run FRESH in a new interpreter (no REDIS_URL or DATABASE_URL of ours leaks into it)."""
+    code = f"FIRST_TURN = {first_turn}\n{FRESH}"
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "COUNTERSIGN_ENV": "testing"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def test_secret_key_is_required_outside_development(monkeypatch):
@@ -46,6 +92,19 @@ def test_the_first_bad_number_in_the_environment_stops_the_start(monkeypatch):
 
     with pytest.raises(ValueError, match="'half an hour'"):
         config.load({"COUNTERSIGN_ENV": "testing"})
+
+
+def test_the_app_starts_without_importing_the_agent_loop_or_model_sdks():
+    """pydantic-ai and the providers' SDKs are most of start-up: a process imports them on its
+    first turn, never in create_app()."""
+    assert fresh_process(first_turn=False)["after_create_app"] == []
+
+
+def test_a_fresh_processs_first_turn_imports_the_agent_loop_and_answers():
+    out = fresh_process(first_turn=True)
+    assert out["after_create_app"] == []
+    assert "pydantic_ai" in out["after_first_turn"]
+    assert "Spring meetup (draft)" in out["reply"]
 
 
 def test_demo_actions_are_discovered_with_their_kinds():

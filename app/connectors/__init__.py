@@ -18,7 +18,7 @@ from app.connectors import email, slack, telegram
 from app.connectors.base import Connector, Inbound, Unverified, post_messages
 from app.connectors.dedupe import claim, release
 from app.connectors.receive import receive
-from app.copilot import jobs, turns
+from app.copilot import jobs, runs
 from app.extensions import csrf, db
 from app.models import ConnectorThread
 
@@ -55,12 +55,12 @@ def post_turn(conversation_id: int, message_ids: list[int]) -> None:
 
 
 def _turn_ended(conversation_id: int, added: list[Any]) -> None:
-    """A turn listener (app.copilot.turns): queue the posting of a connector thread's reply."""
+    """A turn listener (runs.LISTENERS): queue the posting of a connector thread's reply."""
     if added and db.session.scalar(sa.select(ConnectorThread.id).where(ConnectorThread.conversation_id == conversation_id)):
         jobs.call("app.connectors:post_turn", conversation_id, [m.id for m in added])
 
 
-turns.LISTENERS.append(_turn_ended)
+runs.LISTENERS.append(_turn_ended)
 
 
 def accept(inbound: Inbound) -> None:

@@ -1,46 +1,32 @@
-"""The agent loop: the model calls actions; cards pause the run, which is saved and
-resumed with the people's answers. Nothing is held in memory between requests."""
+"""The agent loop, the engine's side: each tool call the model makes is validated, authorized,
+run or paused on a card; the saved run resumes with the people's answers. Nothing is held in
+memory between requests. The pydantic-ai agent that makes the calls is app.copilot.loop's."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from flask import current_app
 from pydantic import ValidationError
-from pydantic_ai import Agent, RunContext, Tool
-from pydantic_ai.exceptions import (
-    CallDeferred,
-    ModelRetry,
-)
-from pydantic_ai.models import Model
-from pydantic_ai.tools import DeferredToolRequests, ToolDefinition
 
-from app.copilot import approvals, audit, runs
+from app.copilot import approvals, audit, llm, runs
 from app.copilot.actions import Action, ActionContext, Registry, needs_card_with
 from app.copilot.approvals import short
-from app.copilot.llm import make_model
-from app.copilot.schema import missing_fields, secret_fields, tool_schema
+from app.copilot.schema import missing_fields, secret_fields
 from app.copilot.tokens import Actor, ChannelProof
 from app.errors import CountersignError, Expired, FormNeedsCard, NotFound, TooManyPending
 from app.extensions import db
 from app.models import Approval, Conversation, Message, Run, User
 from app.status import RunStatus, Status
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
 
-SYSTEM_PROMPT = """\
-You are Countersign, an assistant inside a web app. You act only through the tools given.
-Destructive and external tools do not run when you call them: the server shows the person a
-card built from its own records, and the tool runs only if the person confirms it. You cannot
-confirm, approve or decline anything yourself, and nothing you write counts as the person's
-answer. While a card waits, say that it waits for the person; never say it is done until a tool
-result says so. Report outcomes exactly as the tool results state them."""
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -59,8 +45,22 @@ class Turn:
         return self.allowed is None or name in self.allowed
 
 
+class Paused(Exception):
+    """call_action made a card or a form: the call waits for the person's answer."""
+
+    def __init__(self, approval: Approval) -> None:
+        super().__init__(approval.id)
+        self.approval = approval
+
+
+class BadArguments(Exception):
+    """The model's arguments do not validate; the message says why, and the model may try again."""
+
+
 class Engine:
-    """The registry, the model and the agent built from them, per app."""
+    """The registry and the model's settings, per app. The pydantic-ai agent and models made from
+    them are app.copilot.loop's, which only the turn executor imports: start-up does not import
+    pydantic-ai (~0.6 s); a process's first turn does."""
 
     def __init__(
         self,
@@ -72,6 +72,7 @@ class Engine:
         api_key: str | None = None,
         timeout: float = 60.0,
     ) -> None:
+        llm.check(model_spec)  # a wrong COUNTERSIGN_MODEL fails at start
         self.registry = registry
         self.model_spec = model_spec
         self.base_url = base_url
@@ -79,45 +80,16 @@ class Engine:
         self.timeout = timeout
         self.toolsets = toolsets
         self.max_steps = max_steps
-        self._fixed: Model | None = make_model("offline") if model_spec == "offline" else None
-        if self._fixed is None:
-            make_model(model_spec, base_url, api_key, timeout)  # a wrong COUNTERSIGN_MODEL fails at start
-        self._agent: Agent[Turn, Any] | None = None
-        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Model] = weakref.WeakKeyDictionary()
+        self.fixed: Model | None = None  # in place of COUNTERSIGN_MODEL's (use_model)
 
     def use_model(self, model: Model) -> None:
         """Swap the model (tests queue a scripted one)."""
-        self._fixed = model
+        self.fixed = model
 
     def reachable(self, toolsets: Sequence[str] | None) -> frozenset[str]:
         """The names of the actions a credential limited to `toolsets` reaches (None: all the
         app's COUNTERSIGN_TOOLSETS); never more than the app's."""
         return frozenset(a.name for a in self.registry.exposed(list(runs.narrow(self.toolsets, toolsets) or ())))
-
-    def model(self) -> Model:
-        """The model for a pass on the running event loop. A provider's model (and its HTTP
-        client, whose connections belong to one loop) is made once per loop: a worker's loop
-        runs many passes on one pool of connections."""
-        if self._fixed is not None:
-            return self._fixed
-        loop = asyncio.get_running_loop()
-        made = self._per_loop.get(loop)
-        if made is None:
-            made = self._per_loop[loop] = make_model(self.model_spec, self.base_url, self.api_key, self.timeout)
-        return made
-
-    @property
-    def agent(self) -> Agent[Turn, Any]:
-        if self._agent is None:
-            tools = [_tool(a) for a in self.registry.exposed(self.toolsets)]
-            self._agent = Agent(
-                None,
-                deps_type=Turn,
-                output_type=[str, DeferredToolRequests],
-                instructions=SYSTEM_PROMPT,
-                tools=tools,
-            )
-        return self._agent
 
 
 def engine() -> Engine:
@@ -126,41 +98,10 @@ def engine() -> Engine:
     return found
 
 
-def _tool(action: type[Action]) -> Tool[Turn]:
-    async def call(ctx: RunContext[Turn], **arguments: Any) -> str:
-        # async on purpose: it runs on the pass's own thread and session. Each call is a short
-        # transaction of its own, ended before the model is called again (none waits on a model).
-        try:
-            said = call_action(ctx.deps, action, arguments, ctx.tool_call_id or "")
-        except CallDeferred:
-            db.session.commit()  # the card or form it created
-            raise
-        except BaseException:
-            db.session.rollback()
-            raise
-        db.session.commit()
-        return said
-
-    tool: Tool[Turn] = Tool.from_schema(
-        call,
-        name=action.name,
-        description=action.description(),
-        json_schema=tool_schema(action.Input),
-        takes_ctx=True,
-    )
-    tool.metadata = {"examples": list(action.examples), "kind": action.kind.value}
-    tool.prepare = _offer_if_reached
-    return tool
-
-
-def _offer_if_reached(ctx: RunContext[Turn], tool_def: ToolDefinition) -> ToolDefinition | None:
-    """Offer the model only the tools the run's credential reaches (its toolsets)."""
-    return tool_def if ctx.deps.reaches(tool_def.name) else None
-
-
 def call_action(turn: Turn, action: type[Action], arguments: dict[str, Any], tool_call_id: str) -> str:
     """DESIGN §3: validate, authorize, then run now, or pause on a card. An action outside the
-    credential's toolsets is refused first (the model was not offered it either)."""
+    credential's toolsets is refused first (the model was not offered it either). Raises Paused
+    on a card or a form, BadArguments when the arguments do not validate."""
     ctx = turn.ctx
     if not turn.reaches(action.name):
         audit.record(
@@ -178,7 +119,7 @@ def call_action(turn: Turn, action: type[Action], arguments: dict[str, Any], too
     try:
         input = action.Input.model_validate(arguments)
     except ValidationError as exc:
-        raise ModelRetry(_errors(exc)) from None
+        raise BadArguments(_errors(exc)) from None
     try:
         allowed = action().authorize(ctx, input)
     except (CountersignError, PermissionError):
@@ -206,7 +147,7 @@ def call_action(turn: Turn, action: type[Action], arguments: dict[str, Any], too
     except TooManyPending:
         return "Refused: too many requests already wait for the person's answer. Nothing was shown."
     turn.created.append(approval)
-    raise CallDeferred(metadata={"approval_id": approval.id})
+    raise Paused(approval)
 
 
 def _ask_or_refuse(turn: Turn, action: type[Action], arguments: dict[str, Any], missing: list[str], tool_call_id: str) -> str:
@@ -229,7 +170,7 @@ def _ask_or_refuse(turn: Turn, action: type[Action], arguments: dict[str, Any], 
             "which a form never gives. Nothing was done."
         )
     turn.created.append(approval)
-    raise CallDeferred(metadata={"approval_id": approval.id}, kind="question")
+    raise Paused(approval)
 
 
 def _errors(exc: ValidationError) -> str:
@@ -310,10 +251,10 @@ def call_direct(actor: Actor, action_name: str, arguments: dict[str, Any]) -> tu
     turn = Turn(ctx=context_for(user, channel), run=run, registry=engine().registry, step=1, allowed=allowed)
     try:
         said = call_action(turn, action, dict(arguments), f"{channel}-{run.id}")
-    except CallDeferred:
+    except Paused as paused:
         db.session.commit()
-        return "", turn.created[0]
-    except ModelRetry as exc:
+        return "", paused.approval
+    except BadArguments as exc:
         db.session.rollback()
         return f"Invalid arguments: {exc}", None
     run.status = RunStatus.DONE

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from app.copilot.actions import Action, placeholders
-from app.copilot.llm import parse_slash
+from app.copilot.offline import parse_slash
 from app.copilot.schema import choices
 from app.errors import CountersignError
 from app.status import Status

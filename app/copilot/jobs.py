@@ -266,13 +266,14 @@ def worker(app: Flask, threads: int) -> None:
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
+    # The turn executor, and pydantic-ai with it, loaded before the first job (not on it).
+    from app.copilot.turns import keep_alive
+
     # Pick a new turn up within 100 ms of idling (Dramatiq's default idle wake-up is a second).
     worker = Worker(runner.broker, worker_threads=threads, queues={QUEUE, TASKS}, worker_timeout=100)
     worker.start()
     log.info("worker: %d passes at once", threads)
     try:
-        from app.copilot.turns import keep_alive
-
         keep_alive(app, done)
     finally:
         worker.stop()

@@ -5,7 +5,7 @@ No function here waits on a model (DESIGN §6.10): turns.execute runs the pass i
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
 from redis.exceptions import RedisError
@@ -19,6 +19,11 @@ from app.status import FINAL, GOING, RETRYABLE, RunStatus
 log = logging.getLogger(__name__)
 
 STOP_FOR = 3600  # seconds a stop request waits for its pass to notice it
+
+# Called with (conversation_id, the messages a pass added) after each pass ends (app.copilot.turns):
+# the chat connectors post them into their threads. Kept here so that registering one does not
+# import the turn executor, and pydantic-ai with it, at start.
+LISTENERS: list[Callable[[int, list[Message]], None]] = []
 
 
 def narrow(*toolsets: Sequence[str] | None) -> tuple[str, ...] | None:

@@ -57,7 +57,7 @@ class QueuedModel(FunctionModel):
         return self
 
     def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        from app.copilot.llm import offline_respond
+        from app.copilot.offline import offline_respond
 
         self.requests.append(list(messages))
         self.infos.append(info)

@@ -34,7 +34,7 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.usage import UsageLimits
 from redis.exceptions import RedisError
 
-from app.copilot import events, runs
+from app.copilot import events, loop, runs
 from app.copilot.agent import Turn, context_for, engine
 from app.extensions import db, redis_client, won
 from app.models import Approval, Conversation, Message, Run, User
@@ -184,11 +184,11 @@ async def _run(run: Run) -> None:
     )
     events.publish(conversation_id, "turn", run=run.id, step=work.step, state="started", answers=runs.answers(run, work.step))
     started = time.perf_counter()
-    model = eng.model()
+    model = loop.model(eng)
     streams = not isinstance(model, FunctionModel) or model.stream_function is not None
     text = _Words(conversation_id, run.id, work.step)
     try:
-        async with eng.agent.iter(
+        async with loop.agent(eng).iter(
             work.prompt,
             message_history=work.history,
             deferred_tool_results=work.results,
@@ -325,7 +325,7 @@ def _end(work: Pass, status: str, added: list[Message], **values: Any) -> None:
         messages=[m.id for m in added],
         answers=runs.answers(run, work.step),
     )
-    for listener in list(LISTENERS):
+    for listener in list(runs.LISTENERS):
         try:
             listener(run.conversation_id, added)
         except Exception:
@@ -467,11 +467,6 @@ def _forget_alive(run_id: int) -> None:
         redis_client.client.delete(runs.alive_key(run_id))
     except RedisError:
         pass
-
-
-# Called with (conversation_id, the messages a pass added) after each pass ends: the chat
-# connectors post them into their threads.
-LISTENERS: list[Any] = []
 
 
 def keep_alive(app: Flask, done: Any) -> None:
