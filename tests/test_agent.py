@@ -7,9 +7,9 @@ import re
 import sqlalchemy as sa
 
 from app.copilot.agent import engine
+from app.copilot.history import WAITING
 from app.copilot.offline import parse_slash
 from app.copilot.testing import text, tool_call
-from app.copilot.turns import WAITING
 from app.extensions import db
 from app.models import Approval, Message, Post, Run
 

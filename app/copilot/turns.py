@@ -6,64 +6,39 @@ and only then are its messages written (the worker alone writes them)."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
-import sqlalchemy as sa
 from flask import Flask
 from pydantic_ai import Agent
-from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError, UnexpectedModelBehavior, UsageLimitExceeded
+from pydantic_ai.exceptions import ModelAPIError, UnexpectedModelBehavior, UsageLimitExceeded
 from pydantic_ai.messages import (
-    ModelMessage,
-    ModelMessagesTypeAdapter,
-    ModelRequest,
     ModelResponse,
     PartDeltaEvent,
     PartStartEvent,
-    RetryPromptPart,
     TextPart,
     TextPartDelta,
-    ToolCallPart,
     ToolReturnPart,
 )
 from pydantic_ai.models.function import FunctionModel
-from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.usage import UsageLimits
 from redis.exceptions import RedisError
 
 from app.copilot import events, loop, runs
-from app.copilot.agent import Turn, context_for, engine
-from app.extensions import db, redis_client, won
-from app.models import Approval, Conversation, Message, Run, User
-from app.status import FINAL, RunStatus, model_line
+from app.copilot.agent import Engine, Turn, context_for, engine
+from app.copilot.endings import end_failed, end_finished, end_stopped, save_progress
+from app.copilot.history import Pass, prepare
+from app.extensions import db, redis_client
+from app.models import Run
 
 log = logging.getLogger(__name__)
 
-WAITING = "Waiting for the person's answer on a card. It has not run."
-NOT_RUN = "Not run: the person stopped the turn before this call ran."
-UPDATE = "Update from Countersign on calls you made earlier (not the person's words): "
 TEXT_EVERY = 0.05  # seconds: words arriving faster than this go out together
 
 
 class Stopped(Exception):
     """The person asked this pass to stop."""
-
-
-@dataclass
-class Pass:
-    """What one pass of a run reads, loaded in a short transaction before the model is called."""
-
-    run: Run
-    user: User
-    history: list[ModelMessage]
-    prompt: str | None = None
-    results: DeferredToolResults | None = None
-    step: int = 0
-    texts: list[str] = field(default_factory=list)  # what the model said in this pass, in order
-    progressed: bool = False  # tools ran, and the history they reached is saved
 
 
 async def execute(app: Flask, run_id: int) -> None:
@@ -89,92 +64,10 @@ async def execute(app: Flask, run_id: int) -> None:
             db.session.remove()
 
 
-def _load(history: str) -> list[ModelMessage]:
-    return list(ModelMessagesTypeAdapter.validate_json(history or "[]"))
-
-
-def _dump(messages: list[ModelMessage]) -> str:
-    return ModelMessagesTypeAdapter.dump_json(messages).decode()
-
-
-def _unanswered(history: list[ModelMessage]) -> list[ToolCallPart]:
-    """The tool calls of the last response that nothing has answered yet (cards still waiting;
-    calls of the same step that ran are answered in the request after it)."""
-    last = next((i for i in range(len(history) - 1, -1, -1) if isinstance(history[i], ModelResponse)), None)
-    if last is None:
-        return []
-    answered = {
-        p.tool_call_id
-        for m in history[last + 1 :]
-        if isinstance(m, ModelRequest)
-        for p in m.parts
-        if isinstance(p, ToolReturnPart | RetryPromptPart)
-    }
-    return [p for p in history[last].parts if isinstance(p, ToolCallPart) and p.tool_call_id not in answered]
-
-
-def _answer_open_calls(history: list[ModelMessage], parts: list[ToolReturnPart]) -> None:
-    """Add returns for open calls to the request after them (made when there is none)."""
-    if history and isinstance(history[-1], ModelRequest):
-        history[-1] = dataclasses.replace(history[-1], parts=[*history[-1].parts, *parts])
-    else:
-        history.append(ModelRequest(parts=parts))
-
-
-def _prepare(run: Run) -> Pass:
-    """Read what the pass needs, in one short transaction, and end it."""
-    conversation = db.session.get(Conversation, run.conversation_id)
-    assert conversation is not None
-    user = conversation.user
-    history = _load(conversation.history)
-    work = Pass(run=run, user=user, history=history, step=run.step + 1)
-    calls = _unanswered(history)
-    if run.next == "results":
-        step = runs.step_approvals(run)
-        lines = {a.tool_call_id: model_line(a) for a in step}
-        if calls and {c.tool_call_id for c in calls} <= set(lines):
-            work.results = DeferredToolResults(calls={c.tool_call_id: lines[c.tool_call_id] for c in calls})
-        else:  # the conversation moved on while the cards waited: tell the model as news
-            work.prompt = UPDATE + " ".join(f"{a.action} ({a.tool_call_id}): {lines[a.tool_call_id]}" for a in step)
-    elif run.next == "prompt":
-        said = db.session.get(Message, run.message_id) if run.message_id else None
-        work.prompt = said.text if said is not None else ""
-    if work.prompt is not None and calls:
-        _answer_open_calls(work.history, _answers_for(run.conversation_id, calls))
-    _ = user.tenant  # loaded now, used by the actions' context later
-    db.session.commit()
-    return work
-
-
-def _answers_for(conversation_id: int, calls: list[ToolCallPart]) -> list[ToolReturnPart]:
-    """What the model reads for calls still open when the person writes again: a card's state
-    (a model may reuse call ids: the conversation's newest approval with the id is the one)."""
-    ids = [c.tool_call_id for c in calls]
-    known = {
-        a.tool_call_id: a
-        for a in db.session.scalars(
-            sa.select(Approval)
-            .where(Approval.conversation_id == conversation_id, Approval.tool_call_id.in_(ids))
-            .order_by(Approval.created_at)
-        )
-    }
-    parts = []
-    for call in calls:
-        approval = known.get(call.tool_call_id)
-        if approval is None:
-            line = NOT_RUN
-        elif approval.status in FINAL:
-            line = model_line(approval)
-        else:
-            line = WAITING
-        parts.append(ToolReturnPart(tool_name=call.tool_name, content=line, tool_call_id=call.tool_call_id))
-    return parts
-
-
 async def _run(run: Run) -> None:
+    """One pass: stream the model's words, run its tool calls, end it done, paused, stopped or failed."""
     eng = engine()
-    work = _prepare(run)
-    conversation_id = run.conversation_id
+    work = prepare(run)
     turn = Turn(
         ctx=context_for(work.user, run.channel or "web"),
         run=run,
@@ -182,47 +75,54 @@ async def _run(run: Run) -> None:
         step=work.step,
         allowed=eng.reachable(runs.split_toolsets(run.toolsets)),
     )
-    events.publish(conversation_id, "turn", run=run.id, step=work.step, state="started", answers=runs.answers(run, work.step))
+    answers = runs.answers(run, work.step)
+    events.publish(run.conversation_id, "turn", run=run.id, step=work.step, state="started", answers=answers)
     started = time.perf_counter()
-    model = loop.model(eng)
-    streams = not isinstance(model, FunctionModel) or model.stream_function is not None
-    text = _Words(conversation_id, run.id, work.step)
+    text = _Words(run.conversation_id, run.id, work.step)
+    held: list[Any] = []  # the agent's run, once it started
     try:
-        async with loop.agent(eng).iter(
-            work.prompt,
-            message_history=work.history,
-            deferred_tool_results=work.results,
-            deps=turn,
-            model=model,
-            usage_limits=UsageLimits(request_limit=eng.max_steps),
-        ) as agent_run:
-            async for node in agent_run:
-                if runs.stop_requested(run.id):
-                    raise Stopped
-                if Agent.is_model_request_node(node):
-                    if any(isinstance(p, ToolReturnPart) for p in node.request.parts):
-                        _save_progress(work, [*agent_run.all_messages(), node.request])
-                    if streams:
-                        await _stream(node, agent_run, text, run.id)
-                elif Agent.is_call_tools_node(node):
-                    said = _text_of(node.model_response)
-                    if said:
-                        work.texts.append(said)
-                        if not streams:
-                            text.new_response()
-                            text.add(said)
-                    text.flush()
-            result = agent_run.result
-            assert result is not None
+        result = await _iterate(eng, work, turn, text, held)
     except Stopped:
-        _end_stopped(work, agent_run.all_messages(), text, started)
+        end_stopped(work, held[0].all_messages() if held else list(work.history), text, started)
         return
     except Exception as exc:  # the model or an action broke mid-pass: end it failed, say so
         if not isinstance(exc, UsageLimitExceeded | ModelAPIError | UnexpectedModelBehavior):
             log.exception("pass of run %s raised", run.id)
-        _end_failed(work, exc, started)
+        end_failed(work, exc, started)
         return
-    _end_finished(work, turn, result, started)
+    end_finished(work, turn, result, started)
+
+
+async def _iterate(eng: Engine, work: Pass, turn: Turn, text: _Words, held: list[Any]) -> Any:
+    """The agent's nodes, one by one: a stop asked for ends it at the next; the history is saved
+    after each step that ran tools; the words go out as they come. `held` gets the agent's run
+    (a stop reads the history it reached)."""
+    model = loop.model(eng)
+    streams = not isinstance(model, FunctionModel) or model.stream_function is not None
+    limits = UsageLimits(request_limit=eng.max_steps)
+    history, results = work.history, work.results
+    agent = loop.agent(eng)
+    async with agent.iter(
+        work.prompt, message_history=history, deferred_tool_results=results, deps=turn, model=model, usage_limits=limits
+    ) as agent_run:
+        held.append(agent_run)
+        async for node in agent_run:
+            if runs.stop_requested(work.run.id):
+                raise Stopped
+            if Agent.is_model_request_node(node):
+                if any(isinstance(p, ToolReturnPart) for p in node.request.parts):
+                    save_progress(work, [*agent_run.all_messages(), node.request])
+                if streams:
+                    await _stream(node, agent_run, text, work.run.id)
+            elif Agent.is_call_tools_node(node):
+                said = _text_of(node.model_response)
+                if said:
+                    work.texts.append(said)
+                    if not streams:
+                        text.new_response()
+                        text.add(said)
+                text.flush()
+        return agent_run.result
 
 
 async def _stream(node: Any, agent_run: Any, text: _Words, run_id: int) -> None:
@@ -285,171 +185,6 @@ class _Words:
 
 def _text_of(response: ModelResponse) -> str:
     return "".join(p.content for p in response.parts if isinstance(p, TextPart)).strip()
-
-
-def _save_progress(work: Pass, messages: list[ModelMessage]) -> None:
-    """Tools ran: keep the history they reached, so a failure, a stop or a dead worker never
-    makes the model forget (or redo) what ran. One short transaction."""
-    if not _still_running(work.run.id):
-        db.session.commit()  # (ends the read: nothing is held while the model thinks)
-        return
-    db.session.execute(sa.update(Conversation).where(Conversation.id == work.run.conversation_id).values(history=_dump(messages)))
-    db.session.execute(sa.update(Run).where(Run.id == work.run.id).values(next="continue"))
-    db.session.commit()
-    work.progressed = True
-
-
-def _still_running(run_id: int) -> bool:
-    status = db.session.scalar(sa.select(Run.status).where(Run.id == run_id))
-    return status == RunStatus.RUNNING
-
-
-def _end(work: Pass, status: str, added: list[Message], **values: Any) -> None:
-    """Write the pass's end and its messages in one transaction, if it is still this worker's;
-    then publish the turn's end."""
-    run = work.run
-    if not won(sa.update(Run).where(Run.id == run.id, Run.status == RunStatus.RUNNING).values(status=status, **values)):
-        db.session.rollback()
-        log.warning("run %s ended elsewhere (interrupted?); its pass's end is dropped", run.id)
-        return
-    for message in added:
-        message.run_id, message.step = run.id, work.step
-    db.session.add_all(added)
-    db.session.commit()
-    events.publish(
-        run.conversation_id,
-        "turn",
-        run=run.id,
-        step=work.step,
-        state=status,
-        messages=[m.id for m in added],
-        answers=runs.answers(run, work.step),
-    )
-    for listener in list(runs.LISTENERS):
-        try:
-            listener(run.conversation_id, added)
-        except Exception:
-            log.exception("a turn listener failed for run %s", run.id)
-
-
-def _usage(run: Run, usage: Any, started: float) -> dict[str, Any]:
-    return {
-        "requests": (run.requests or 0) + usage.requests,
-        "input_tokens": (run.input_tokens or 0) + (usage.input_tokens or 0),
-        "output_tokens": (run.output_tokens or 0) + (usage.output_tokens or 0),
-        "duration_ms": (run.duration_ms or 0) + int((time.perf_counter() - started) * 1000),
-    }
-
-
-def _end_finished(work: Pass, turn: Turn, result: Any, started: float) -> None:
-    """Done, or paused on the cards it asked for: the conversation's history moves on."""
-    run = work.run
-    history = _dump(result.all_messages())
-    conversation_id = run.conversation_id
-    said = "\n\n".join(work.texts) or (str(result.output) if not isinstance(result.output, DeferredToolRequests) else "")
-    added = [Message(conversation_id=conversation_id, role="assistant", text=said)] if said else []
-    if isinstance(result.output, DeferredToolRequests):
-        status = RunStatus.PAUSED
-        added += [Message(conversation_id=conversation_id, role="card", approval_id=a.id) for a in turn.created]
-    else:
-        status = RunStatus.DONE
-    if not _still_running(run.id):
-        db.session.rollback()
-        return
-    db.session.execute(sa.update(Conversation).where(Conversation.id == conversation_id).values(history=history))
-    _end(work, status, added, history=history, step=work.step, next="results", **_usage(run, result.usage, started))
-
-
-def _end_stopped(work: Pass, messages: list[ModelMessage], text: _Words, started: float) -> None:
-    """Stopped at a step: the history keeps what ran (calls it had not run are answered as not
-    run), the words shown so far are kept, and a notice says what ran."""
-    text.flush()
-    history = list(messages)
-    calls = _unanswered(history)
-    if calls:
-        _answer_open_calls(
-            history, [ToolReturnPart(tool_name=c.tool_name, content=NOT_RUN, tool_call_id=c.tool_call_id) for c in calls]
-        )
-    ran = _ran_in_pass(work, history)
-    conversation_id = work.run.conversation_id
-    added = []
-    if text.shown.strip():
-        added.append(Message(conversation_id=conversation_id, role="assistant", text=text.shown.strip()))
-    added.append(
-        Message(
-            conversation_id=conversation_id,
-            role="notice",
-            text="Stopped. " + (f"Before it stopped: {'; '.join(ran)}." if ran else "Nothing ran."),
-        )
-    )
-    if not _still_running(work.run.id):
-        db.session.rollback()
-        return
-    if len(history) > len(work.history) or work.progressed:
-        db.session.execute(sa.update(Conversation).where(Conversation.id == conversation_id).values(history=_dump(history)))
-    _end(
-        work,
-        RunStatus.STOPPED,
-        added,
-        step=work.step,
-        next="continue",
-        duration_ms=(work.run.duration_ms or 0) + int((time.perf_counter() - started) * 1000),
-    )
-    try:
-        redis_client.client.delete(runs.stop_key(work.run.id))
-    except RedisError:
-        pass
-
-
-def _ran_in_pass(work: Pass, history: list[ModelMessage]) -> list[str]:
-    """What the actions said in this pass (their own result lines), oldest first."""
-    lines = []
-    for message in history[len(work.history) :]:
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if isinstance(part, ToolReturnPart) and part.content not in (NOT_RUN, WAITING):
-                    lines.append(f"{part.tool_name}: {part.content}")
-    return lines
-
-
-def _end_failed(work: Pass, exc: Exception, started: float) -> None:
-    """The model failed: what ran stays (its history is saved), the person's message is kept,
-    and a notice with Retry says so plainly. Retry runs this same pass again."""
-    log.warning("pass of run %s failed: %s: %s", work.run.id, type(exc).__name__, exc)
-    db.session.rollback()
-    notice = Message(conversation_id=work.run.conversation_id, role="error", text=failure_message(exc))
-    _end(
-        work,
-        RunStatus.FAILED,
-        [notice],
-        error=f"{type(exc).__name__}: {exc}"[:1000],
-        duration_ms=(work.run.duration_ms or 0) + int((time.perf_counter() - started) * 1000),
-    )
-
-
-def failure_message(exc: Exception) -> str:
-    """What the person reads when the model fails; the details go to the log and the run."""
-    if isinstance(exc, UsageLimitExceeded):
-        said = "The assistant took too many steps without finishing, so it was stopped."
-    elif isinstance(exc, ModelHTTPError):
-        if exc.status_code == 429:
-            said = "The model is busy right now (rate limited)."
-        elif exc.status_code >= 500:
-            said = f"The model's service failed (HTTP {exc.status_code})."
-        else:
-            said = f"The model's service refused the request (HTTP {exc.status_code})."
-    elif isinstance(exc, ModelAPIError):
-        cause = f"{exc} {exc.__cause__!r}".lower()
-        said = (
-            "The model did not answer in time."
-            if "timeout" in cause or "timed out" in cause
-            else "The model's service could not be reached."
-        )
-    elif isinstance(exc, UnexpectedModelBehavior):
-        said = "The model sent an answer that could not be used."
-    else:
-        said = "The assistant could not finish this turn."
-    return f"{said} Your message is saved; press Retry to try again."
 
 
 async def _heartbeat(run_id: int, every: float) -> None:

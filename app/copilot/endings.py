@@ -1,0 +1,186 @@
+"""How a pass of a run ends — done, paused on its cards, stopped or failed — written with its
+messages in one short transaction, if the pass is still this worker's; and the progress a pass
+saves after each step that ran tools."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError, UnexpectedModelBehavior, UsageLimitExceeded
+from pydantic_ai.messages import ModelMessage, ToolReturnPart
+from pydantic_ai.tools import DeferredToolRequests
+from redis.exceptions import RedisError
+
+from app.copilot import events, runs
+from app.copilot.agent import Turn
+from app.copilot.history import NOT_RUN, Pass, answer_open_calls, dump, ran_in_pass, unanswered
+from app.extensions import db, redis_client, won
+from app.models import Conversation, Message, Run
+from app.status import RunStatus
+
+log = logging.getLogger(__name__)
+
+
+class Shown(Protocol):
+    """The streamed words of a pass (turns._Words): what was shown, and a flush of the rest."""
+
+    shown: str
+
+    def flush(self) -> None: ...
+
+
+def save_progress(work: Pass, messages: list[ModelMessage]) -> None:
+    """Tools ran: keep the history they reached, so a failure, a stop or a dead worker never
+    makes the model forget (or redo) what ran. One short transaction."""
+    if not still_running(work.run.id):
+        db.session.commit()  # (ends the read: nothing is held while the model thinks)
+        return
+    db.session.execute(sa.update(Conversation).where(Conversation.id == work.run.conversation_id).values(history=dump(messages)))
+    db.session.execute(sa.update(Run).where(Run.id == work.run.id).values(next="continue"))
+    db.session.commit()
+    work.progressed = True
+
+
+def still_running(run_id: int) -> bool:
+    status = db.session.scalar(sa.select(Run.status).where(Run.id == run_id))
+    return status == RunStatus.RUNNING
+
+
+def end(work: Pass, status: str, added: list[Message], **values: Any) -> None:
+    """Write the pass's end and its messages in one transaction, if it is still this worker's;
+    then publish the turn's end."""
+    run = work.run
+    if not won(sa.update(Run).where(Run.id == run.id, Run.status == RunStatus.RUNNING).values(status=status, **values)):
+        db.session.rollback()
+        log.warning("run %s ended elsewhere (interrupted?); its pass's end is dropped", run.id)
+        return
+    for message in added:
+        message.run_id, message.step = run.id, work.step
+    db.session.add_all(added)
+    db.session.commit()
+    events.publish(
+        run.conversation_id,
+        "turn",
+        run=run.id,
+        step=work.step,
+        state=status,
+        messages=[m.id for m in added],
+        answers=runs.answers(run, work.step),
+    )
+    for listener in list(runs.LISTENERS):
+        try:
+            listener(run.conversation_id, added)
+        except Exception:
+            log.exception("a turn listener failed for run %s", run.id)
+
+
+def usage_after(run: Run, usage: Any, started: float) -> dict[str, Any]:
+    return {
+        "requests": (run.requests or 0) + usage.requests,
+        "input_tokens": (run.input_tokens or 0) + (usage.input_tokens or 0),
+        "output_tokens": (run.output_tokens or 0) + (usage.output_tokens or 0),
+        "duration_ms": (run.duration_ms or 0) + int((time.perf_counter() - started) * 1000),
+    }
+
+
+def end_finished(work: Pass, turn: Turn, result: Any, started: float) -> None:
+    """Done, or paused on the cards it asked for: the conversation's history moves on."""
+    run = work.run
+    history = dump(result.all_messages())
+    conversation_id = run.conversation_id
+    said = "\n\n".join(work.texts) or (str(result.output) if not isinstance(result.output, DeferredToolRequests) else "")
+    added = [Message(conversation_id=conversation_id, role="assistant", text=said)] if said else []
+    if isinstance(result.output, DeferredToolRequests):
+        status = RunStatus.PAUSED
+        added += [Message(conversation_id=conversation_id, role="card", approval_id=a.id) for a in turn.created]
+    else:
+        status = RunStatus.DONE
+    if not still_running(run.id):
+        db.session.rollback()
+        return
+    db.session.execute(sa.update(Conversation).where(Conversation.id == conversation_id).values(history=history))
+    end(work, status, added, history=history, step=work.step, next="results", **usage_after(run, result.usage, started))
+
+
+def end_stopped(work: Pass, messages: list[ModelMessage], text: Shown, started: float) -> None:
+    """Stopped at a step: the history keeps what ran (calls it had not run are answered as not
+    run), the words shown so far are kept, and a notice says what ran."""
+    text.flush()
+    history = list(messages)
+    calls = unanswered(history)
+    if calls:
+        answer_open_calls(
+            history, [ToolReturnPart(tool_name=c.tool_name, content=NOT_RUN, tool_call_id=c.tool_call_id) for c in calls]
+        )
+    ran = ran_in_pass(work, history)
+    conversation_id = work.run.conversation_id
+    added = []
+    if text.shown.strip():
+        added.append(Message(conversation_id=conversation_id, role="assistant", text=text.shown.strip()))
+    added.append(
+        Message(
+            conversation_id=conversation_id,
+            role="notice",
+            text="Stopped. " + (f"Before it stopped: {'; '.join(ran)}." if ran else "Nothing ran."),
+        )
+    )
+    if not still_running(work.run.id):
+        db.session.rollback()
+        return
+    if len(history) > len(work.history) or work.progressed:
+        db.session.execute(sa.update(Conversation).where(Conversation.id == conversation_id).values(history=dump(history)))
+    end(
+        work,
+        RunStatus.STOPPED,
+        added,
+        step=work.step,
+        next="continue",
+        duration_ms=(work.run.duration_ms or 0) + int((time.perf_counter() - started) * 1000),
+    )
+    try:
+        redis_client.client.delete(runs.stop_key(work.run.id))
+    except RedisError:
+        pass
+
+
+def end_failed(work: Pass, exc: Exception, started: float) -> None:
+    """The model failed: what ran stays (its history is saved), the person's message is kept,
+    and a notice with Retry says so plainly. Retry runs this same pass again."""
+    log.warning("pass of run %s failed: %s: %s", work.run.id, type(exc).__name__, exc)
+    db.session.rollback()
+    notice = Message(conversation_id=work.run.conversation_id, role="error", text=failure_message(exc))
+    end(
+        work,
+        RunStatus.FAILED,
+        [notice],
+        error=f"{type(exc).__name__}: {exc}"[:1000],
+        duration_ms=(work.run.duration_ms or 0) + int((time.perf_counter() - started) * 1000),
+    )
+
+
+def failure_message(exc: Exception) -> str:
+    """What the person reads when the model fails; the details go to the log and the run."""
+    if isinstance(exc, UsageLimitExceeded):
+        said = "The assistant took too many steps without finishing, so it was stopped."
+    elif isinstance(exc, ModelHTTPError):
+        if exc.status_code == 429:
+            said = "The model is busy right now (rate limited)."
+        elif exc.status_code >= 500:
+            said = f"The model's service failed (HTTP {exc.status_code})."
+        else:
+            said = f"The model's service refused the request (HTTP {exc.status_code})."
+    elif isinstance(exc, ModelAPIError):
+        cause = f"{exc} {exc.__cause__!r}".lower()
+        said = (
+            "The model did not answer in time."
+            if "timeout" in cause or "timed out" in cause
+            else "The model's service could not be reached."
+        )
+    elif isinstance(exc, UnexpectedModelBehavior):
+        said = "The model sent an answer that could not be used."
+    else:
+        said = "The assistant could not finish this turn."
+    return f"{said} Your message is saved; press Retry to try again."

@@ -1,0 +1,135 @@
+"""What a pass of a run reads: the conversation's history, the person's message or the answers to
+its cards, and what the model is told of calls still open (read in one short transaction)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.tools import DeferredToolResults
+
+from app.copilot import runs
+from app.extensions import db
+from app.models import Approval, Conversation, Message, Run, User
+from app.status import FINAL, model_line
+
+WAITING = "Waiting for the person's answer on a card. It has not run."
+NOT_RUN = "Not run: the person stopped the turn before this call ran."
+UPDATE = "Update from Countersign on calls you made earlier (not the person's words): "
+
+
+@dataclass
+class Pass:
+    """What one pass of a run reads, loaded in a short transaction before the model is called."""
+
+    run: Run
+    user: User
+    history: list[ModelMessage]
+    prompt: str | None = None
+    results: DeferredToolResults | None = None
+    step: int = 0
+    texts: list[str] = field(default_factory=list)  # what the model said in this pass, in order
+    progressed: bool = False  # tools ran, and the history they reached is saved
+
+
+def load(history: str) -> list[ModelMessage]:
+    return list(ModelMessagesTypeAdapter.validate_json(history or "[]"))
+
+
+def dump(messages: list[ModelMessage]) -> str:
+    return ModelMessagesTypeAdapter.dump_json(messages).decode()
+
+
+def unanswered(history: list[ModelMessage]) -> list[ToolCallPart]:
+    """The tool calls of the last response that nothing has answered yet (cards still waiting;
+    calls of the same step that ran are answered in the request after it)."""
+    last = next((i for i in range(len(history) - 1, -1, -1) if isinstance(history[i], ModelResponse)), None)
+    if last is None:
+        return []
+    answered = {
+        p.tool_call_id
+        for m in history[last + 1 :]
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart | RetryPromptPart)
+    }
+    return [p for p in history[last].parts if isinstance(p, ToolCallPart) and p.tool_call_id not in answered]
+
+
+def answer_open_calls(history: list[ModelMessage], parts: list[ToolReturnPart]) -> None:
+    """Add returns for open calls to the request after them (made when there is none)."""
+    if history and isinstance(history[-1], ModelRequest):
+        history[-1] = dataclasses.replace(history[-1], parts=[*history[-1].parts, *parts])
+    else:
+        history.append(ModelRequest(parts=parts))
+
+
+def prepare(run: Run) -> Pass:
+    """Read what the pass needs, in one short transaction, and end it."""
+    conversation = db.session.get(Conversation, run.conversation_id)
+    assert conversation is not None
+    user = conversation.user
+    history = load(conversation.history)
+    work = Pass(run=run, user=user, history=history, step=run.step + 1)
+    calls = unanswered(history)
+    if run.next == "results":
+        step = runs.step_approvals(run)
+        lines = {a.tool_call_id: model_line(a) for a in step}
+        if calls and {c.tool_call_id for c in calls} <= set(lines):
+            work.results = DeferredToolResults(calls={c.tool_call_id: lines[c.tool_call_id] for c in calls})
+        else:  # the conversation moved on while the cards waited: tell the model as news
+            work.prompt = UPDATE + " ".join(f"{a.action} ({a.tool_call_id}): {lines[a.tool_call_id]}" for a in step)
+    elif run.next == "prompt":
+        said = db.session.get(Message, run.message_id) if run.message_id else None
+        work.prompt = said.text if said is not None else ""
+    if work.prompt is not None and calls:
+        answer_open_calls(work.history, answers_for(run.conversation_id, calls))
+    _ = user.tenant  # loaded now, used by the actions' context later
+    db.session.commit()
+    return work
+
+
+def answers_for(conversation_id: int, calls: list[ToolCallPart]) -> list[ToolReturnPart]:
+    """What the model reads for calls still open when the person writes again: a card's state
+    (a model may reuse call ids: the conversation's newest approval with the id is the one)."""
+    ids = [c.tool_call_id for c in calls]
+    known = {
+        a.tool_call_id: a
+        for a in db.session.scalars(
+            sa.select(Approval)
+            .where(Approval.conversation_id == conversation_id, Approval.tool_call_id.in_(ids))
+            .order_by(Approval.created_at)
+        )
+    }
+    parts = []
+    for call in calls:
+        approval = known.get(call.tool_call_id)
+        if approval is None:
+            line = NOT_RUN
+        elif approval.status in FINAL:
+            line = model_line(approval)
+        else:
+            line = WAITING
+        parts.append(ToolReturnPart(tool_name=call.tool_name, content=line, tool_call_id=call.tool_call_id))
+    return parts
+
+
+def ran_in_pass(work: Pass, history: list[ModelMessage]) -> list[str]:
+    """What the actions said in this pass (their own result lines), oldest first."""
+    lines = []
+    for message in history[len(work.history) :]:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, ToolReturnPart) and part.content not in (NOT_RUN, WAITING):
+                    lines.append(f"{part.tool_name}: {part.content}")
+    return lines
