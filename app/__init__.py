@@ -18,7 +18,7 @@ from app import config as settings
 from app import json_body, no_nul, static_gzip
 from app.copilot.text import seconds
 from app.errors import CountersignError, CrossSite, ServiceUnavailable, TooManyAttempts
-from app.extensions import csrf, db, htmx, limiter, login, migrate, redis_client
+from app.extensions import csrf, db, htmx, init_migrate, limiter, login, redis_client
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def register_extensions(app: Flask) -> None:
     from app import models  # noqa: F401  (tables must be known to Flask-Migrate)
 
     db.init_app(app)
-    migrate.init_app(app, db, directory=str(settings.ROOT / "migrations"))
+    init_migrate(app, str(settings.ROOT / "migrations"))
     login.init_app(app)
     csrf.init_app(app)
     htmx.init_app(app)

@@ -8,13 +8,14 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+import click
 import redis
 import sqlalchemy as sa
 from flask import Flask, current_app, g
+from flask.cli import with_appcontext
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 from flask_login import LoginManager, current_user
-from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from flask_wtf.csrf import CSRFProtect
 from htmx_flask import Htmx
@@ -46,7 +47,6 @@ def won(statement: sa.Update) -> bool:
     return cast("sa.CursorResult[Any]", result).rowcount == 1
 
 
-migrate = Migrate()
 login = LoginManager()
 csrf = CSRFProtect()
 htmx = Htmx()
@@ -95,6 +95,50 @@ def seconds_over_limit(setting: str, key: str) -> int:
         log.warning("rate limit store unavailable: %s", error)
         return 0
     return max(1, math.ceil(reset_at - time.time()))
+
+
+class LazyMigrate:
+    """Flask-Migrate, imported (with Alembic, a sixth of start-up) only when a `flask db` command
+    or a test's upgrade() first reads it; it then takes its own place in app.extensions."""
+
+    def __init__(self, app: Flask, directory: str) -> None:
+        self.app, self.directory = app, directory
+
+    def __getattr__(self, name: str) -> Any:
+        from flask_migrate import Migrate
+
+        Migrate(self.app, db, directory=self.directory)
+        return getattr(self.app.extensions["migrate"], name)
+
+
+class LazyMigrateCommands(click.Group):
+    """`flask db …`, whose commands are Flask-Migrate's, imported when one is run or listed."""
+
+    def _real(self) -> click.Group:
+        from flask_migrate.cli import db as commands
+
+        return commands
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return self._real().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        return self._real().get_command(ctx, name)
+
+
+@click.group(cls=LazyMigrateCommands, name="db")
+@click.option("-d", "--directory", default=None, help='Migration script directory (default is "migrations")')
+@click.option("-x", "--x-arg", multiple=True, help="Additional arguments consumed by custom env.py scripts")
+@with_appcontext
+def migrate_commands(directory: str | None, x_arg: tuple[str, ...]) -> None:
+    """Perform database migrations (Flask-Migrate's own group, whose options it reads from g)."""
+    g.directory = directory
+    g.x_arg = x_arg
+
+
+def init_migrate(app: Flask, directory: str) -> None:
+    app.extensions["migrate"] = LazyMigrate(app, directory)
+    app.cli.add_command(migrate_commands)
 
 
 class RedisClient:

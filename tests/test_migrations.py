@@ -115,3 +115,23 @@ def test_downgrade_unkeys_and_upgrade_keys_again(make_app):
         upgrade()
         verdict = audit_check.verify()
         assert verdict.ok and verdict.rows == 4, str(verdict)
+
+
+def test_flask_db_upgrade_from_the_command_line(tmp_path):
+    """`flask db` is registered without importing Flask-Migrate at start (P4); its commands and
+    options are Flask-Migrate's own."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "COUNTERSIGN_ENV": "development", "DATABASE_URL": f"sqlite:///{tmp_path / 'cli.sqlite3'}"}
+    env.pop("REDIS_URL", None)
+    flask = [sys.executable, "-m", "flask", "--app", "wsgi", "db"]
+    said = {}
+    for args in (["upgrade"], ["-d", "migrations", "current"], ["check"]):
+        done = subprocess.run([*flask, *args], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        said[args[-1]] = done.stdout
+    assert "(head)" in said["current"]

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FRESH = """
 import json, sys
 from app import create_app
-AGENT_LIBRARIES = ("pydantic_ai", "openai", "anthropic", "httpx")
+AGENT_LIBRARIES = ("pydantic_ai", "openai", "anthropic", "httpx", "alembic", "flask_migrate")
 def loaded():
     return [name for name in AGENT_LIBRARIES if name in sys.modules]
 app = create_app({
@@ -103,7 +103,7 @@ def test_the_app_starts_without_importing_the_agent_loop_or_model_sdks():
 def test_a_fresh_processs_first_turn_imports_the_agent_loop_and_answers():
     out = fresh_process(first_turn=True)
     assert out["after_create_app"] == []
-    assert "pydantic_ai" in out["after_first_turn"]
+    assert "pydantic_ai" in out["after_first_turn"] and "alembic" not in out["after_first_turn"]
     assert "Spring meetup (draft)" in out["reply"]
 
 
