@@ -236,11 +236,11 @@ def test_someone_elses_no_in_the_thread_declines_nothing(app, chat, posts, handl
 def test_with_redis_down_someone_else_in_the_thread_gets_no_link_to_alices_card(app, services, posts, handle_calls, tmp_path):
     import redis
 
-    from tests.services import PrivateRedis
+    from tests.services import REDIS_TIMEOUTS, PrivateRedis
 
     server = PrivateRedis(tmp_path)
     try:
-        app.extensions["redis"] = redis.Redis.from_url(server.url, socket_timeout=2, socket_connect_timeout=2)
+        app.extensions["redis"] = redis.Redis.from_url(server.url, **REDIS_TIMEOUTS)
         chat = Chat(app, "telegram", services)
         ask_delete(chat, posts)
         server.stop()
@@ -599,11 +599,11 @@ def test_an_unknown_sender_is_told_only_when_proven(app, email, services):
 def test_with_redis_down_an_unproven_sender_gets_no_retry_mail(app, services, posts, verdict, tmp_path):
     import redis
 
-    from tests.services import PrivateRedis
+    from tests.services import REDIS_TIMEOUTS, PrivateRedis
 
     server = PrivateRedis(tmp_path)
     try:
-        app.extensions["redis"] = redis.Redis.from_url(server.url, socket_timeout=2, socket_connect_timeout=2)
+        app.extensions["redis"] = redis.Redis.from_url(server.url, **REDIS_TIMEOUTS)
         email = Chat(app, "email", services)
         server.stop()
         email.say(CANARY, **verdict)
