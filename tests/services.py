@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+WAIT = 60  # seconds for something that must happen (past it: a broken app, not a slow machine)
 
 
 def free_port() -> int:
@@ -26,7 +27,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_port(port: int, seconds: float = 60, proc: subprocess.Popen[Any] | None = None) -> None:
+def wait_for_port(port: int, seconds: float = WAIT, proc: subprocess.Popen[Any] | None = None) -> None:
     """Until something listens on the port: a server process starting on a loaded machine may take
     many seconds (imports, connections). A `proc` that exits meanwhile fails at once (its port was
     taken, or it crashed) rather than at the deadline."""
@@ -41,9 +42,6 @@ def wait_for_port(port: int, seconds: float = 60, proc: subprocess.Popen[Any] | 
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
-
-
-WAIT = 60  # seconds for something that must happen (past it: a broken app, not a slow machine)
 
 
 def eventually(check: Callable[[], Any], what: str, seconds: float = WAIT) -> Any:
@@ -94,7 +92,7 @@ class PrivateRedis:
     def stop(self) -> None:
         assert self.proc is not None
         self.proc.terminate()
-        self.proc.wait(timeout=10)
+        self.proc.wait(timeout=WAIT)
 
 
 class PrivatePostgres:
@@ -168,7 +166,13 @@ def gunicorn_hosts(env: dict[str, str], count: int = 1, workers: int = 2, app: s
     finally:
         for proc in procs:
             proc.terminate()
-            proc.wait(timeout=10)
+        for proc in procs:
+            # Gunicorn lets its workers finish, the turn worker its jobs: seconds on a loaded machine.
+            try:
+                proc.wait(timeout=WAIT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=WAIT)
 
 
 def call(port: int, method: str, path: str, token: str, body: Any = None) -> tuple[int, Any]:

@@ -19,7 +19,7 @@ from app.auth import create_token
 from app.extensions import db
 from app.models import Approval, Post, User
 from tests.conftest import REDIS_URL
-from tests.services import free_port, wait_for_port
+from tests.services import WAIT, free_port, wait_for_port
 
 PUBLIC = "http://127.0.0.1:5099"  # the links' public address (printed in links, never listened on)
 # httpx's default is 5 s per read: a loaded machine's server process (its first request imports
@@ -60,7 +60,7 @@ class McpServer:
 
     def kill(self):
         self.proc.kill()
-        self.proc.wait(timeout=10)
+        self.proc.wait(timeout=WAIT)
 
 
 @pytest.fixture
