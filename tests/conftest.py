@@ -91,6 +91,9 @@ def base_config(url: str, **extra: Any) -> dict[str, Any]:
         # Turns run in the request that queues them, so a test reads the reply in the response;
         # tests of the queue itself (tests/test_turns.py) use the pool and a real worker.
         "TURNS_RUNNER": "inline",
+        # With a queue (pool, dramatiq), a request that waits for its turn answers 202 after
+        # TURN_WAIT: a test expecting the turn's messages must not get 202 from a slow machine.
+        "TURN_WAIT": 60,
         **extra,
     }
 

@@ -77,7 +77,8 @@ class Inbox:
 class FakeSmtp:
     def __init__(self) -> None:
         self.inbox = Inbox()
-        self.controller = Controller(self.inbox, hostname="127.0.0.1", port=free_port())
+        # aiosmtpd's default ready_timeout is 5 s: a loaded machine may take longer to start its thread.
+        self.controller = Controller(self.inbox, hostname="127.0.0.1", port=free_port(), ready_timeout=60)
         self.controller.start()
 
     @property

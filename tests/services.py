@@ -1,5 +1,5 @@
 """Servers of a test's own: a free port, a Redis and a PostgreSQL it may stop and restart without
-touching anyone else's, and gunicorn hosts serving the app over real HTTP."""
+touching anyone else's, and gunicorn hosts serving the app over real HTTP; and the waits for them."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+WAIT = 60  # seconds for something that must happen (past it: a broken app, not a slow machine)
 
 
 def free_port() -> int:
@@ -26,16 +27,38 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_port(port: int, seconds: float = 30) -> None:
+def wait_for_port(port: int, seconds: float = WAIT, proc: subprocess.Popen[Any] | None = None) -> None:
+    """Until something listens on the port: a server process starting on a loaded machine may take
+    many seconds (imports, connections). A `proc` that exits meanwhile fails at once (its port was
+    taken, or it crashed) rather than at the deadline."""
     deadline = time.monotonic() + seconds
     while True:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode} before listening on {port}")
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
             return
         except OSError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
+
+
+def eventually(check: Callable[[], Any], what: str, seconds: float = WAIT) -> Any:
+    """check()'s first truthy answer, asked every 0.1 s; an AssertionError naming `what` if none
+    comes within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"never happened within {seconds} s: {what}")
+
+
+# For a client of a PrivateRedis. Its stop() closes the port, so a call then fails at once
+# (refused), with no wait; a short timeout would only misread a busy machine's slow answer as "down".
+REDIS_TIMEOUTS = {"socket_timeout": WAIT, "socket_connect_timeout": WAIT}
 
 
 class PrivateRedis:
@@ -64,12 +87,12 @@ class PrivateRedis:
             ],
             stdout=subprocess.DEVNULL,
         )
-        wait_for_port(self.port, 10)
+        wait_for_port(self.port, proc=self.proc)
 
     def stop(self) -> None:
         assert self.proc is not None
         self.proc.terminate()
-        self.proc.wait(timeout=10)
+        self.proc.wait(timeout=WAIT)
 
 
 class PrivatePostgres:
@@ -137,13 +160,19 @@ def gunicorn_hosts(env: dict[str, str], count: int = 1, workers: int = 2, app: s
             )
         )
     try:
-        for port in ports:
-            wait_for_port(port)
+        for port, proc in zip(ports, procs, strict=False):
+            wait_for_port(port, proc=proc)
         yield ports
     finally:
         for proc in procs:
             proc.terminate()
-            proc.wait(timeout=10)
+        for proc in procs:
+            # Gunicorn lets its workers finish, the turn worker its jobs: seconds on a loaded machine.
+            try:
+                proc.wait(timeout=WAIT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=WAIT)
 
 
 def call(port: int, method: str, path: str, token: str, body: Any = None) -> tuple[int, Any]:

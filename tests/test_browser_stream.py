@@ -15,11 +15,9 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.streamed import StreamedModel
-from tests.test_browser import ask, browser, page, server, sign_in_and_open_chat  # noqa: F401  (fixtures)
+from tests.test_browser import LONG, ask, browser, page, server, sign_in_and_open_chat  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.browser
-
-LONG = 30_000  # ms: a limit for what must happen (a broken app, not a slow machine)
 
 LIVE = "#messages .turn--live"
 LIVE_TEXT = "#messages .turn--live p[id^='text-']"

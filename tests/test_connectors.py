@@ -13,7 +13,7 @@ from app.extensions import db, redis_client
 from app.models import Approval, ConnectorIdentity, Conversation, User
 from tests.conftest import make_approvals
 from tests.fake_chat import Chat, chat_fixtures, queued_jobs, slack_headers
-from tests.services import PrivateRedis
+from tests.services import REDIS_TIMEOUTS, WAIT, PrivateRedis, eventually
 
 PROMPT = "⚠️ Delete this post? This cannot be undone. Reply 'Yes' to confirm."
 
@@ -76,7 +76,8 @@ def test_yes_on_another_connector_does_nothing(app, chat, services, posts, handl
 def test_yes_after_the_wait_expired_is_an_ordinary_message(app, chat, posts, handle_calls):
     app.config["CONNECTOR_CONFIRM_TTL"] = 1
     ask_delete(chat, posts)
-    time.sleep(1.5)
+    with app.app_context():  # the wait is gone once Redis has expired it, whenever that is
+        eventually(lambda: not redis_client.client.keys("awaiting_confirm:*"), "the wait expired")
     chat.say("yes")
     assert handle_calls["n"] == 0
     with app.app_context():
@@ -200,7 +201,7 @@ def private_redis(tmp_path):
 def test_redis_down_mid_wait_runs_nothing_and_says_so_then_recovers(app, services, posts, handle_calls, private_redis):
     import redis
 
-    app.extensions["redis"] = redis.Redis.from_url(private_redis.url, socket_timeout=2, socket_connect_timeout=2)
+    app.extensions["redis"] = redis.Redis.from_url(private_redis.url, **REDIS_TIMEOUTS)
     chat = Chat(app, "telegram", services)
     ask_delete(chat, posts, "Spring meetup")
     private_redis.stop()
@@ -269,16 +270,14 @@ def test_without_redis_the_turn_runs_in_a_background_thread(app, services, posts
     chat = Chat(app, "telegram", services)
     body, headers = chat._telegram(f"/delete_post post={posts['Spring meetup']}", "alice", "main", False, None)
     assert app.test_client().post("/connectors/telegram", data=body, headers=headers).status_code == 200
-    deadline = time.monotonic() + 60  # the turn runs in the background: a busy machine may take a while
-    while not chat.sent() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    eventually(chat.sent, "the background thread's turn posted its card")  # a busy machine may take a while
     assert PROMPT in chat.sent()[-1]
     # The thread goes on after posting (commit, app context teardown): let it end before the app's
     # pool is disposed, or its connection is orphaned and closed by the garbage collector in some
     # later test (a ResourceWarning, an error under filterwarnings=error).
     for thread in threading.enumerate():
         if thread.name == "connector-telegram":
-            thread.join(timeout=10)
+            thread.join(timeout=WAIT)
 
 
 def test_connectors_link_maps_an_identity_to_a_person(app):

@@ -5,10 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
 import subprocess
 import sys
-import time
 
 import httpx2
 import mcp_types as types
@@ -21,9 +19,12 @@ from app.auth import create_token
 from app.extensions import db
 from app.models import Approval, Post, User
 from tests.conftest import REDIS_URL
-from tests.services import free_port
+from tests.services import WAIT, free_port, wait_for_port
 
-PUBLIC = "http://127.0.0.1:5099"
+PUBLIC = "http://127.0.0.1:5099"  # the links' public address (printed in links, never listened on)
+# httpx's default is 5 s per read: a loaded machine's server process (its first request imports
+# and connects) may take longer than that to answer, which is slow, not broken.
+HTTP_TIMEOUT = httpx2.Timeout(60)
 
 
 class McpServer:
@@ -55,18 +56,11 @@ class McpServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("the MCP server did not start")
+        wait_for_port(self.port, 60, self.proc)
 
     def kill(self):
         self.proc.kill()
-        self.proc.wait(timeout=10)
+        self.proc.wait(timeout=WAIT)
 
 
 @pytest.fixture
@@ -93,7 +87,7 @@ def clients(app):
 @contextlib.asynccontextmanager
 async def client(server, token, callback=None):
     """The SDK's client over streamable HTTP, with the person's token."""
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=HTTP_TIMEOUT) as http:
         async with Client(streamable_http_client(server.url, http_client=http), elicitation_callback=callback) as c:
             yield c
 
@@ -268,7 +262,7 @@ def test_a_foreign_origin_or_host_and_a_missing_token_are_refused(app, server, t
     }
     accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     bearer = {"Authorization": f"Bearer {tokens['alice']}"}
-    with httpx2.Client() as http:
+    with httpx2.Client(timeout=HTTP_TIMEOUT) as http:
         no_token = http.post(server.url, json=call, headers=accept)
         foreign_origin = http.post(server.url, json=call, headers={**accept, **bearer, "Origin": "https://evil.example"})
         foreign_host = http.post(server.url, json=call, headers={**accept, **bearer, "Host": "evil.example"})
@@ -312,7 +306,7 @@ def test_a_handshake_era_client_gets_a_classic_elicitation(app, server, clients)
         return types.ElicitResult(action="accept", content={"body": "Old protocol", "status": "published"})
 
     async def main():
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {clients['alice']}"}) as http:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {clients['alice']}"}, timeout=HTTP_TIMEOUT) as http:
             async with Client(
                 streamable_http_client(server.url, http_client=http), elicitation_callback=answer, mode="legacy"
             ) as c:
@@ -411,7 +405,7 @@ def test_a_revoked_token_is_401_over_mcp(app, server, tokens):
         alice_token_id = db.session.scalar(sa.select(ApiToken.id).join(User).where(User.email == "alice@example.com"))
     assert app.test_cli_runner().invoke(args=["users", "revoke-token", str(alice_token_id)]).exit_code == 0
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-    with httpx2.Client() as http:
+    with httpx2.Client(timeout=HTTP_TIMEOUT) as http:
         response = http.post(
             server.url,
             json=call,

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,9 +20,14 @@ from app.extensions import db
 from app.models import Message, Post, Run, User
 from tests.conftest import REDIS_URL, api_headers
 from tests.fake_llm import FakeOpenAI
+from tests.services import WAIT, eventually
 
 ROOT = Path(__file__).resolve().parent.parent
-WAIT = 60  # seconds for something that must happen (a broken app, not a slow machine)
+# A pass says it is alive every HEARTBEAT s (its mark lasts 3 × HEARTBEAT + 1 s), and one silent
+# past DEAD_AFTER s with no mark is swept as interrupted. Short, so the killed worker is noticed
+# quickly; yet the live worker's mark outlasts a 10 s stall of its event loop on a loaded machine
+# (at 1 s it was 4 s: a slow machine could have its live turn swept).
+HEARTBEAT, DEAD_AFTER = 3, 3
 
 
 @pytest.fixture
@@ -38,8 +42,8 @@ def app_config(fake: FakeOpenAI) -> dict[str, Any]:
         "TURNS_RUNNER": "dramatiq",
         "COUNTERSIGN_MODEL": "openai:fake-gpt",
         "COUNTERSIGN_MODEL_BASE_URL": fake.api_base,
-        "TURN_HEARTBEAT": 1,
-        "TURN_DEAD_AFTER": 3,
+        "TURN_HEARTBEAT": HEARTBEAT,
+        "TURN_DEAD_AFTER": DEAD_AFTER,
     }
 
 
@@ -55,8 +59,8 @@ def worker(database_url: str, fake: FakeOpenAI) -> Iterator[subprocess.Popen[byt
         "COUNTERSIGN_MODEL": "openai:fake-gpt",
         "COUNTERSIGN_MODEL_BASE_URL": fake.api_base,
         "COUNTERSIGN_MODEL_API_KEY": "test-key",
-        "TURN_HEARTBEAT": "1",
-        "TURN_DEAD_AFTER": "3",
+        "TURN_HEARTBEAT": str(HEARTBEAT),
+        "TURN_DEAD_AFTER": str(DEAD_AFTER),
     }
     proc = subprocess.Popen(
         [str(Path(sys.executable).parent / "flask"), "--app", "wsgi", "worker", "--threads", "4"],
@@ -70,17 +74,11 @@ def worker(database_url: str, fake: FakeOpenAI) -> Iterator[subprocess.Popen[byt
     finally:
         if proc.poll() is None:
             proc.terminate()
-            proc.wait(timeout=30)
-
-
-def eventually(check: Any, what: str) -> Any:
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"never happened: {what}")
+            try:
+                proc.wait(timeout=WAIT)  # Dramatiq lets its threads finish: seconds on a loaded machine
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=WAIT)
 
 
 def test_a_worker_killed_mid_turn_leaves_it_interrupted_and_retry_runs_nothing_twice(app, database_url, fake):
@@ -101,7 +99,7 @@ def test_a_worker_killed_mid_turn_leaves_it_interrupted_and_retry_runs_nothing_t
         assert queued.status_code == 202
         eventually(lambda: len(fake.requests) == 2, "the worker's second model request (after draft_post ran)")
         first.send_signal(signal.SIGKILL)  # mid-turn: its model has not answered
-        first.wait(timeout=30)
+        first.wait(timeout=WAIT)
 
     def run_status() -> str:
         client.get(f"/api/conversations/{convo}", headers=headers)  # a reader sweeps dead turns

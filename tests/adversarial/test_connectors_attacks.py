@@ -236,11 +236,11 @@ def test_someone_elses_no_in_the_thread_declines_nothing(app, chat, posts, handl
 def test_with_redis_down_someone_else_in_the_thread_gets_no_link_to_alices_card(app, services, posts, handle_calls, tmp_path):
     import redis
 
-    from tests.services import PrivateRedis
+    from tests.services import REDIS_TIMEOUTS, PrivateRedis
 
     server = PrivateRedis(tmp_path)
     try:
-        app.extensions["redis"] = redis.Redis.from_url(server.url, socket_timeout=2, socket_connect_timeout=2)
+        app.extensions["redis"] = redis.Redis.from_url(server.url, **REDIS_TIMEOUTS)
         chat = Chat(app, "telegram", services)
         ask_delete(chat, posts)
         server.stop()
@@ -599,11 +599,11 @@ def test_an_unknown_sender_is_told_only_when_proven(app, email, services):
 def test_with_redis_down_an_unproven_sender_gets_no_retry_mail(app, services, posts, verdict, tmp_path):
     import redis
 
-    from tests.services import PrivateRedis
+    from tests.services import REDIS_TIMEOUTS, PrivateRedis
 
     server = PrivateRedis(tmp_path)
     try:
-        app.extensions["redis"] = redis.Redis.from_url(server.url, socket_timeout=2, socket_connect_timeout=2)
+        app.extensions["redis"] = redis.Redis.from_url(server.url, **REDIS_TIMEOUTS)
         email = Chat(app, "email", services)
         server.stop()
         email.say(CANARY, **verdict)
@@ -645,7 +645,7 @@ def test_an_email_job_queued_before_senders_were_checked_runs_nothing(app, email
 
 
 def test_no_text_before_a_failing_dmarc_verdict_makes_it_a_pass():
-    from hypothesis import given, settings
+    from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
     from app.connectors.email import judge, verdicts
@@ -668,7 +668,7 @@ def test_no_text_before_a_failing_dmarc_verdict_makes_it_a_pass():
     )
     prefix = st.lists(pieces | st.text(max_size=8), max_size=12).map("".join)
 
-    @settings(max_examples=300, deadline=None, database=None)
+    @settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])  # speed is no defect
     @given(prefix=prefix, as_list=st.booleans())
     def check(prefix, as_list):
         tail = "mx; dmarc=fail header.from=example.com"
@@ -680,7 +680,7 @@ def test_no_text_before_a_failing_dmarc_verdict_makes_it_a_pass():
 
 
 def test_any_verdict_shape_is_judged_without_error(app):
-    from hypothesis import given, settings
+    from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
     from app.connectors.email import sender_problem
@@ -692,7 +692,7 @@ def test_any_verdict_shape_is_judged_without_error(app):
     )
     auth = st.fixed_dictionaries({}, optional={"spf": value, "dkim": value, "dmarc": value}) | value
 
-    @settings(max_examples=200, deadline=None, database=None)
+    @settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])  # speed is no defect
     @given(auth=auth, results=value | st.text(max_size=200))
     def check(auth, results):
         problem = sender_problem({"auth": auth, "authentication_results": results}, "alice@example.com")

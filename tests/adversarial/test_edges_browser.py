@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from app.extensions import db
 from app.models import Message
-from tests.test_browser import ask, browser, page, server, sign_in_and_open_chat  # noqa: F401  (fixtures)
+from tests.test_browser import LONG, ask, browser, page, server, sign_in_and_open_chat  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.browser
 
@@ -28,4 +28,4 @@ def test_an_over_long_message_is_refused_in_place_and_stays_in_the_composer(app,
     ask(page, "/list_posts")  # a message the server keeps clears the box as before
     page.get_by_text("Spring meetup").first.wait_for()
     # (the reply streams in, so it may show before the POST's answer clears the box)
-    expect(page.get_by_label("Message")).to_have_value("", timeout=30_000)
+    expect(page.get_by_label("Message")).to_have_value("", timeout=LONG)

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.models import Approval, Post
-from tests.test_mcp import McpServer, first_leg, tokens  # noqa: F401  (the fixture)
+from tests.test_mcp import HTTP_TIMEOUT, McpServer, first_leg, tokens  # noqa: F401  (the fixture)
 
 ENVELOPE = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -42,7 +42,7 @@ def raw_call(server, token, arguments_json: str):
         '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "draft_post", '
         f'"arguments": {arguments_json}, "_meta": {json.dumps(ENVELOPE)}}}}}'
     )
-    with httpx2.Client() as http:
+    with httpx2.Client(timeout=HTTP_TIMEOUT) as http:
         response = http.post(
             server.url,
             content=body.encode(),
@@ -82,7 +82,7 @@ def test_unstorable_arguments_are_a_tool_error_and_nothing_is_stored(app, server
 
 
 def test_a_body_nested_too_deep_is_a_parse_error(server, tokens):  # noqa: F811
-    with httpx2.Client() as http:
+    with httpx2.Client(timeout=HTTP_TIMEOUT) as http:
         response = http.post(
             server.url,
             content=b"[" * 100_000,

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.models import Post
-from tests.test_mcp import clients, server, tokens  # noqa: F401  (the fixtures)
+from tests.test_mcp import HTTP_TIMEOUT, clients, server, tokens  # noqa: F401  (the fixtures)
 
 LEGACY = "2025-06-18"
 FORM = {"title": "Bob's draft", "body": "Bob's own words", "status": "draft"}
@@ -30,7 +30,7 @@ class Session:
 
     def __init__(self, url: str, token: str) -> None:
         self.url, self.token, self.id = url, token, ""
-        self.http = httpx2.Client(timeout=30)
+        self.http = httpx2.Client(timeout=HTTP_TIMEOUT)
         opened = self.post(
             {
                 "jsonrpc": "2.0",

@@ -43,7 +43,9 @@ def test_redis_stopped_then_restarted_empty_web_cards_still_work(app, alice, pos
         assert set(db.session.scalars(sa.select(Approval.status))) == {"done"}
 
     # The limiter notices Redis is back (it retries with a growing back-off) and counts there again.
-    deadline = time.monotonic() + 20
+    # Its back-off doubles with each check made while Redis was down, up to 32 s (flask-limiter's
+    # MAX_BACKEND_CHECKS): the slower the machine, the more checks, so wait past the longest.
+    deadline = time.monotonic() + 60
     while not redis.Redis.from_url(private_redis.url).keys("LIMITS*"):
         assert time.monotonic() < deadline, "rate limits never went back to Redis"
         assert alice.htmx_post(f"/c/{convo}/messages", text="").status_code == 204
