@@ -14,7 +14,7 @@ from pydantic_ai.messages import ModelMessage, ToolReturnPart
 from pydantic_ai.tools import DeferredToolRequests
 from redis.exceptions import RedisError
 
-from app.copilot import events, runs
+from app.copilot import runs
 from app.copilot.agent import Turn
 from app.copilot.history import NOT_RUN, Pass, answer_open_calls, dump, ran_in_pass, unanswered
 from app.extensions import db, redis_client, won
@@ -61,15 +61,7 @@ def end(work: Pass, status: str, added: list[Message], **values: Any) -> None:
         message.run_id, message.step = run.id, work.step
     db.session.add_all(added)
     db.session.commit()
-    events.publish(
-        run.conversation_id,
-        "turn",
-        run=run.id,
-        step=work.step,
-        state=status,
-        messages=[m.id for m in added],
-        answers=runs.answers(run, work.step),
-    )
+    runs.publish_end(run, work.step, status, [m.id for m in added])
     for listener in list(runs.LISTENERS):
         try:
             listener(run.conversation_id, added)

@@ -82,6 +82,13 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     return said, run
 
 
+def publish_end(run: Run, step: int, state: str, message_ids: list[int]) -> None:
+    """Tell the conversation's streams that this pass ended, how, and which messages it wrote."""
+    events.publish(
+        run.conversation_id, "turn", run=run.id, step=step, state=state, messages=message_ids, answers=answers(run, step)
+    )
+
+
 def answers(run: Run, step: int) -> int | None:
     """The person's message a pass answers (its first), for placing its reply under it."""
     return run.message_id if step == 1 else None
@@ -172,15 +179,7 @@ def stop(conversation: Conversation) -> Run | None:
         sa.update(Run).where(Run.id == run.id, Run.status == RunStatus.QUEUED).values(status=RunStatus.STOPPED)
     ):
         db.session.commit()
-        events.publish(
-            conversation.id,
-            "turn",
-            run=run.id,
-            step=run.step + 1,
-            state=RunStatus.STOPPED,
-            messages=[],
-            answers=answers(run, run.step + 1),
-        )
+        publish_end(run, run.step + 1, RunStatus.STOPPED, [])
         queue_next(conversation.id)
         return run
     db.session.rollback()
@@ -291,15 +290,7 @@ def mark_interrupted(run: Run) -> bool:
     )
     db.session.add(notice)
     db.session.commit()
-    events.publish(
-        run.conversation_id,
-        "turn",
-        run=run.id,
-        step=run.step + 1,
-        state=RunStatus.INTERRUPTED,
-        messages=[notice.id],
-        answers=answers(run, run.step + 1),
-    )
+    publish_end(run, run.step + 1, RunStatus.INTERRUPTED, [notice.id])
     queue_next(run.conversation_id)
     return True
 
