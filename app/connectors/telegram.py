@@ -12,6 +12,11 @@ from app.connectors.http import post_json
 from app.models import ConnectorThread
 
 FILES = ("document", "photo", "sticker", "voice", "video", "audio", "animation")
+# Someone else's words in the person's message: forwarded, posted through an inline bot, or sent by
+# a Business bot on the person's behalf. Such a message is not the person's own: ignored.
+NOT_THEIR_WORDS = ("forward_origin", "forward_from", "forward_from_chat", "forward_sender_name", "forward_date")
+NOT_THEIR_WORDS += ("is_automatic_forward", "via_bot", "sender_business_bot")
+QUOTES = ("blockquote", "expandable_blockquote")
 
 
 class Telegram(Connector):
@@ -38,6 +43,8 @@ class Telegram(Connector):
             return None  # not a person's message in a chat (or not shaped like Telegram's)
         if message["from"].get("is_bot") or message.get("sender_chat") is not None:
             return None
+        if any(message.get(k) not in (None, False) for k in NOT_THEIR_WORDS):
+            return None
         thread = str(message["chat"]["id"])
         if isinstance(message.get("message_thread_id"), int) and message["message_thread_id"]:
             thread += f":{message['message_thread_id']}"
@@ -45,7 +52,7 @@ class Telegram(Connector):
             connector=self.name,
             thread_key=thread,
             sender=str(message["from"]["id"]),
-            text=str(message.get("text") or message.get("caption") or ""),
+            text=_text(message),
             event_id=f"{message['chat']['id']}:{message.get('message_id', payload.get('update_id'))}",
             has_files=any(k in message for k in FILES),
         )
@@ -58,3 +65,30 @@ class Telegram(Connector):
             payload["message_thread_id"] = int(topic)
         base, token = current_app.config["TELEGRAM_API_BASE"], current_app.config["TELEGRAM_BOT_TOKEN"]
         post_json(f"{base.rstrip('/')}/bot{token}/sendMessage", payload)
+
+
+def _text(message: dict[str, Any]) -> str:
+    """The message's words, its quotes marked as quoted ("> " lines, as in email and Slack): Telegram
+    marks a quote with a blockquote entity, not with ">", so a quoted "yes" is never an answer."""
+    if isinstance(message.get("text"), str):
+        text, entities = message["text"], message.get("entities")
+    else:
+        text, entities = str(message.get("caption") or ""), message.get("caption_entities")
+    spans = sorted(
+        (e["offset"], e["offset"] + e["length"])
+        for e in (entities if isinstance(entities, list) else [])
+        if isinstance(e, dict)
+        and e.get("type") in QUOTES
+        and isinstance(e.get("offset"), int)
+        and isinstance(e.get("length"), int)
+    )
+    units = text.encode("utf-16-le")  # entity offsets count UTF-16 code units
+    parts, at = [], 0
+    for start, end in spans:
+        start, end = max(start, at), max(end, start, at)
+        quoted = units[start * 2 : end * 2].decode("utf-16-le", "replace")
+        parts += [units[at * 2 : start * 2].decode("utf-16-le", "replace"), "\n"]
+        parts += [f"> {line}\n" for line in quoted.splitlines()]
+        at = end
+    parts.append(units[at * 2 :].decode("utf-16-le", "replace"))
+    return "".join(parts) if spans else text

@@ -385,13 +385,24 @@ def test_slack_the_same_message_under_another_event_id_acts_once(app, services, 
     assert statuses(app) == ["pending"]
 
 
-@pytest.mark.parametrize("change", ["edited", "bot", "sender_chat"])
+@pytest.mark.parametrize(
+    "change",
+    ["edited", "bot", "sender_chat", "forwarded", "forwarded_hidden", "forwarded_legacy", "via_bot", "business_bot", "quoted"],
+)
 def test_telegram_edits_bots_and_chat_senders_are_not_answers(app, services, posts, handle_calls, change):
+    """Only the person's own new words answer: not an edit, a bot, a chat, a forward of someone
+    else's "yes", an inline bot's text, a Business bot's, or a "yes" Telegram marks as a quote."""
     chat = Chat(app, "telegram", services)
     ask_delete(chat, posts)
     extra = {
         "bot": {"from": {"id": 111, "is_bot": True, "first_name": "relay"}},
         "sender_chat": {"sender_chat": {"id": -1001, "type": "supergroup"}},
+        "forwarded": {"forward_origin": {"type": "user", "date": 1, "sender_user": {"id": 222, "is_bot": False}}},
+        "forwarded_hidden": {"forward_origin": {"type": "hidden_user", "date": 1, "sender_user_name": "x"}},
+        "forwarded_legacy": {"forward_date": 1, "forward_sender_name": "x"},
+        "via_bot": {"via_bot": {"id": 999, "is_bot": True, "first_name": "inline"}},
+        "business_bot": {"sender_business_bot": {"id": 998, "is_bot": True, "first_name": "assistant"}},
+        "quoted": {"entities": [{"type": "blockquote", "offset": 0, "length": 3}]},
     }.get(change, {})
     body, headers = chat.webhook("yes", **extra)
     if change == "edited":
@@ -401,6 +412,18 @@ def test_telegram_edits_bots_and_chat_senders_are_not_answers(app, services, pos
     assert app.test_client().post(chat.url, data=body, headers=headers).status_code == 200
     chat.work()
     assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
+
+
+@pytest.mark.parametrize("kind", ["blockquote", "expandable_blockquote"])
+def test_telegram_a_quoted_yes_above_a_no_declines(app, services, posts, handle_calls, kind):
+    """Telegram marks a quote with an entity, not with ">": the first line of the person's own
+    words decides, as in email and Slack."""
+    chat = Chat(app, "telegram", services)
+    ask_delete(chat, posts)
+    body, headers = chat.webhook("yes\nno", entities=[{"type": kind, "offset": 0, "length": 3}])
+    assert app.test_client().post(chat.url, data=body, headers=headers).status_code == 200
+    chat.work()
+    assert handle_calls["n"] == 0 and statuses(app) == ["declined"]
 
 
 # --- 7. An email whose sender the provider did not prove is from nobody ---------------------------------
