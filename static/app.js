@@ -48,6 +48,31 @@
   document.addEventListener("htmx:sseBeforeMessage", function (event) { makeRoom(event.detail.data); });
   document.addEventListener("htmx:beforeSwap", function (event) { makeRoom(event.detail.serverResponse); });
 
+  // The same turn can arrive twice (the POST's answer and the event stream). A card or form still
+  // waiting on the page is the person's work in progress (what they typed, where their focus is):
+  // a second copy of it, still waiting, never replaces it. A decided one does.
+  function state(el) {
+    return Array.prototype.map.call(el.querySelectorAll("[id]"), function (e) { return e.id + " " + e.className; }).join("|");
+  }
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    var target = event.detail.target, fragment = event.detail.fragment;
+    if (!target || !fragment || !fragment.querySelector) return;
+    var waiting = target.matches(".card--pending[data-approval]") ? [target]
+      : Array.prototype.slice.call(target.querySelectorAll(".card--pending[data-approval]"));
+    if (!waiting.length) return;
+    var copy = document.createElement("div");
+    copy.appendChild(fragment.cloneNode(true));
+    var incoming = copy.firstElementChild;
+    if (incoming && incoming.id === target.id && state(incoming) === state(target)) {
+      event.detail.shouldSwap = false;  // nothing new in it
+      return;
+    }
+    waiting.forEach(function (card) {
+      var again = fragment.querySelector("#" + CSS.escape(card.id));
+      if (again && again.matches(".card--pending")) again.replaceWith(card);
+    });
+  });
+
   document.addEventListener("keydown", function (event) {
     var box = event.target;
     if (box && box.id === "text" && event.key === "Enter" && !event.shiftKey) {

@@ -206,3 +206,24 @@ def test_the_chat_fits_a_phone(browser, server, posts, shots):
         phone.screenshot(path=str(shots / "card-phone.png"))
     finally:
         context.close()
+
+
+def test_a_second_copy_of_a_waiting_form_keeps_what_was_typed(page, server):
+    """A turn arrives twice (the POST's answer and the event stream, in either order, later under
+    load): the copy that comes after the person started typing keeps what they typed; a copy
+    in which the form was decided does replace it."""
+    sign_in_and_open_chat(page, server)
+    ask(page, '/draft_post title="Launch notes"')
+    form = page.locator(".card--form").last
+    form.get_by_text("A few details for your post.").wait_for()
+    turn = form.evaluate("el => el.closest('.turn').id")
+    clone = "id => { const t = document.getElementById(id).cloneNode(true); t.setAttribute('hx-swap-oob', 'true');"
+    clone += " return t.outerHTML; }"
+    copy = page.evaluate(clone, turn)
+    form.get_by_label("Body").fill("typed before the copy came")
+    page.evaluate("html => htmx.swap(document.body, html, {swapStyle: 'none'})", copy)
+    assert page.locator(f"#{turn} .card--form").get_by_label("Body").input_value() == "typed before the copy came"
+    page.evaluate("html => htmx.swap(document.body, html, {swapStyle: 'none'})", copy.replace("card--pending", "card--expired"))
+    from playwright.sync_api import expect
+
+    expect(page.locator(f"#{turn} .card--form")).to_have_class(re.compile("card--expired"))
