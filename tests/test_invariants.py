@@ -162,6 +162,18 @@ def test_expired_is_not_declined(app, api, posts):
         assert db.session.get(Approval, body["pending"][0]["id"]).status == "expired"
 
 
+def test_a_card_past_its_time_is_listed_expired_without_a_token(app, api, posts):
+    """GET /api/approvals marks a card past its time expired before listing (red-team finding: it was
+    listed pending, with a freshly signed token)."""
+    with time_machine.travel(utcnow(), tick=False) as clock:
+        _, body = api("alice").ask(f"/delete_post post={posts['Spring meetup']}")
+        clock.shift(timedelta(seconds=app.config["APPROVALS_TTL"] + 1))
+        pending = api("alice").get("/api/approvals").get_json()["approvals"]
+        expired = api("alice").get("/api/approvals?status=expired").get_json()["approvals"]
+    assert pending == []
+    assert [(a["id"], a["status"], a["token"]) for a in expired] == [(body["pending"][0]["id"], "expired", None)]
+
+
 def test_authorize_false_at_confirm_is_refused(app, api, posts, people, handle_calls):
     prompt = delete_card(api, posts)
     with app.app_context():

@@ -68,7 +68,9 @@ def message_json(message: Message) -> dict[str, Any]:
 
 
 def pending_in(conversation_id: int, actor: Actor) -> list[dict[str, Any]]:
-    """The conversation's pending cards and forms, as this credential may see them."""
+    """The conversation's pending cards and forms, as this credential may see them (one past its
+    time is marked expired first, not listed with a token)."""
+    agent.expire_due(conversation_id)
     rows = db.session.scalars(
         sa.select(Approval)
         .where(Approval.conversation_id == conversation_id, Approval.status == Status.PENDING)
@@ -251,6 +253,7 @@ def list_approvals() -> Any:
     """The person's own approvals with this status (pending by default), newest first."""
     actor = current_actor("api")
     status = request.args.get("status", Status.PENDING)
+    agent.expire_due(user_id=actor.user.id)  # one past its time is expired, not pending with a token
     rows = db.session.scalars(
         sa.select(Approval)
         .where(Approval.user_id == actor.user.id, Approval.status == status)

@@ -14,8 +14,10 @@ from app.models import ConnectorThread
 FILES = ("document", "photo", "sticker", "voice", "video", "audio", "animation")
 # Someone else's words in the person's message: forwarded, posted through an inline bot, or sent by
 # a Business bot on the person's behalf. Such a message is not the person's own: ignored.
-NOT_THEIR_WORDS = ("forward_origin", "forward_from", "forward_from_chat", "forward_sender_name", "forward_date")
-NOT_THEIR_WORDS += ("is_automatic_forward", "via_bot", "sender_business_bot")
+NOT_THEIR_WORDS = (
+    *("forward_origin", "forward_from", "forward_from_chat", "forward_sender_name", "forward_date"),
+    *("is_automatic_forward", "via_bot", "sender_business_bot"),
+)
 QUOTES = ("blockquote", "expandable_blockquote")
 
 

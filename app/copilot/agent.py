@@ -269,10 +269,11 @@ def supersede(approval_id: str, channel: str) -> None:
         runs.resume_if_ready(approval.run_id)
 
 
-def expire_due(conversation_id: int | None = None) -> list[Approval]:
-    """End every pending approval past its time and tell the waiting runs."""
+def expire_due(conversation_id: int | None = None, user_id: int | None = None) -> list[Approval]:
+    """End every pending approval past its time (of a conversation, a person, or all) and tell
+    the waiting runs."""
     ended = []
-    for approval in approvals.due_for_expiry(conversation_id):
+    for approval in approvals.due_for_expiry(conversation_id, user_id):
         if approvals.expire(approval):
             ended.append(approval)
             runs.resume_if_ready(approval.run_id)

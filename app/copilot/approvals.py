@@ -321,11 +321,13 @@ def expire(approval: Approval, channel: str = "system") -> bool:
     return move(approval, Status.EXPIRED, approval.user_id, channel, when=[Approval.expires_at <= utcnow()])
 
 
-def due_for_expiry(conversation_id: int | None = None) -> list[Approval]:
-    """Pending approvals past their time (in one conversation, or all)."""
+def due_for_expiry(conversation_id: int | None = None, user_id: int | None = None) -> list[Approval]:
+    """Pending approvals past their time (in one conversation, or one person's, or all)."""
     query = sa.select(Approval).where(Approval.status == Status.PENDING, Approval.expires_at <= utcnow())
     if conversation_id is not None:
         query = query.where(Approval.conversation_id == conversation_id)
+    if user_id is not None:
+        query = query.where(Approval.user_id == user_id)
     return list(db.session.scalars(query))
 
 
