@@ -84,13 +84,17 @@ def _text(message: dict[str, Any]) -> str:
         and isinstance(e.get("offset"), int)
         and isinstance(e.get("length"), int)
     )
-    units = text.encode("utf-16-le")  # entity offsets count UTF-16 code units
+    if not spans:
+        return text
+    units = text.encode("utf-16-le", "surrogatepass")  # entity offsets count UTF-16 code units
+
+    def cut(start: int, end: int | None = None) -> str:  # (a lone surrogate stays one, replaced later)
+        return units[start * 2 : None if end is None else end * 2].decode("utf-16-le", "surrogatepass")
+
     parts, at = [], 0
     for start, end in spans:
         start, end = max(start, at), max(end, start, at)
-        quoted = units[start * 2 : end * 2].decode("utf-16-le", "replace")
-        parts += [units[at * 2 : start * 2].decode("utf-16-le", "replace"), "\n"]
-        parts += [f"> {line}\n" for line in quoted.splitlines()]
+        parts += [cut(at, start), "\n", *(f"> {line}\n" for line in cut(start, end).splitlines())]
         at = end
-    parts.append(units[at * 2 :].decode("utf-16-le", "replace"))
-    return "".join(parts) if spans else text
+    parts.append(cut(at))
+    return "".join(parts)

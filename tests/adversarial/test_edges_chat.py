@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import sqlalchemy as sa
 
 from app.extensions import db
@@ -33,3 +34,12 @@ def test_a_lone_surrogate_from_a_chat_service_is_stored_replaced(app, chat):
     chat.say("caf\ud800 au lait")
     assert said_by_people(app) == ["caf\ufffd au lait"]
     assert len(chat.sent()) == 1  # and the turn ran: the copilot answered
+
+
+def test_a_lone_surrogate_beside_a_telegram_quote_is_stored_replaced(app, chat):
+    """Telegram's quote entities are counted in UTF-16 units: text that cannot be encoded as UTF-16
+    (a lone surrogate) still reads, quote marked (a 500 here once broke the suite)."""
+    if chat.name != "telegram":
+        pytest.skip("quote entities are Telegram's")
+    chat.say("said\ud800\ncaf\u00e9", entities=[{"type": "blockquote", "offset": 0, "length": 5}])
+    assert said_by_people(app) == ["\n> said\ufffd\n\ncaf\u00e9"]
