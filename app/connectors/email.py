@@ -231,9 +231,16 @@ def _norm(domain: str) -> str:
     return domain.strip().lower().rstrip(".")
 
 
+TEXT_FIELDS = ("from", "to", "subject", "text", "message_id", "in_reply_to", "references")
+
+
 def parse(mail: dict[str, Any]) -> Inbound | None:
     """One sender address, or none. The thread is the first Message-ID of References, else
-    In-Reply-To, else this message's; the delivery is this Message-ID (else the body's digest)."""
+    In-Reply-To, else this message's; the delivery is this Message-ID (else the body's digest).
+    A field that should be text and is not (an object, a list, a number) is not a provider's mail:
+    none (before, `{"from": {...}}` became text and a reply went to a garbage address)."""
+    if any(mail.get(k) is not None and not isinstance(mail[k], str) for k in TEXT_FIELDS):
+        return None
     senders = [a.strip().lower() for _, a in getaddresses([str(mail.get("from") or "")]) if "@" in a]
     if len(senders) != 1 or not ADDRESS.fullmatch(senders[0]):
         return None

@@ -157,6 +157,21 @@ def test_a_from_header_naming_two_senders_is_ignored(app, email):
     assert email.sent() == [] and user_messages(app, "/list_posts") == 0
 
 
+@pytest.mark.parametrize(
+    "field, value",
+    [("from", {"address": "alice@example.com"}), ("references", ["<a@x>", "<b@x>"]), ("subject", 7), ("text", ["yes"])],
+)
+def test_an_email_field_that_is_not_text_is_no_mail(app, email, services, field, value):
+    """A red-team run sent `from` as an object: it became text, and a reply went to
+    "'alice@example.com'}"; a `references` list reached the reply's headers as a Python list."""
+    body, _ = email.webhook("/list_posts")
+    mail = {**json.loads(body), field: value}
+    body = json.dumps(mail)
+    assert app.test_client().post(email.url, data=body, headers=email_headers(body)).status_code == 200
+    email.work()
+    nothing_happened(app, services)
+
+
 # --- 2. A signed email body acts once: a timestamp inside the signature, dedupe past the window ----
 
 
