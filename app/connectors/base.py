@@ -3,6 +3,8 @@ put in a thread so that a reply may answer it (DESIGN §3.3)."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -108,6 +110,18 @@ def text_of(value: Any) -> str:
 def within_window(stamp: str, now: float | None = None) -> bool:
     """A signed webhook's timestamp: ASCII digits (int() takes "²" and "٣" too), within WINDOW."""
     return stamp.isascii() and stamp.isdigit() and len(stamp) <= 12 and abs((now or time.time()) - int(stamp)) <= WINDOW
+
+
+def check_signature(secret: str, stamp: str, given: str, signed: bytes, scheme: str) -> None:
+    """A timestamped HMAC-SHA256 webhook signature (`<scheme>=<hex>` over `signed`), the stamp within
+    WINDOW, compared in constant time; Unverified (401) otherwise."""
+    if not secret or not stamp:
+        raise Unverified("missing signature or timestamp")
+    if not within_window(stamp):
+        raise Unverified("stale or malformed timestamp")
+    expected = f"{scheme}=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(expected.encode(), given.encode()):
+        raise Unverified("bad signature")
 
 
 def wait_key(connector: str, thread_key: str, user_id: int) -> str:

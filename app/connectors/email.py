@@ -20,7 +20,7 @@ from typing import Any
 
 from flask import Request, current_app
 
-from app.connectors.base import Connector, Inbound, Unverified, within_window
+from app.connectors.base import Connector, Inbound, check_signature
 from app.mail import smtp_send
 from app.models import Approval, ConnectorThread
 
@@ -49,14 +49,7 @@ class Email(Connector):
         secret = current_app.config["EMAIL_WEBHOOK_SECRET"] or ""
         stamp = request.headers.get("X-Countersign-Timestamp", "")
         given = request.headers.get("X-Countersign-Signature", "")
-        if not secret or not stamp:
-            raise Unverified("missing signature or timestamp")
-        if not within_window(stamp):
-            raise Unverified("stale or malformed timestamp")
-        signed = f"{stamp}.".encode() + request.get_data()
-        expected = "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(expected.encode(), given.encode()):
-            raise Unverified("bad signature")
+        check_signature(secret, stamp, given, f"{stamp}.".encode() + request.get_data(), "sha256")
 
     def parse(self, payload: dict[str, Any]) -> Inbound | None:
         """The provider's JSON for one received email (parse())."""

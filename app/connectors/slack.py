@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from typing import Any
 
 from flask import Request, current_app
 from flask.typing import ResponseReturnValue
 
-from app.connectors.base import Connector, Inbound, Unverified, within_window
+from app.connectors.base import Connector, Inbound, check_signature
 from app.connectors.http import post_json
 from app.models import ConnectorThread
 
@@ -25,14 +23,7 @@ class Slack(Connector):
         secret = current_app.config["SLACK_SIGNING_SECRET"] or ""
         stamp = request.headers.get("X-Slack-Request-Timestamp", "")
         signature = request.headers.get("X-Slack-Signature", "")
-        if not secret or not stamp:
-            raise Unverified("missing signature")
-        if not within_window(stamp):
-            raise Unverified("stale or malformed timestamp")
-        signed = f"v0:{stamp}:".encode() + request.get_data()
-        expected = "v0=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(expected.encode(), signature.encode()):
-            raise Unverified("bad signature")
+        check_signature(secret, stamp, signature, f"v0:{stamp}:".encode() + request.get_data(), "v0")
 
     def handshake(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         """Slack checks a new events URL by asking for its challenge back."""
