@@ -94,6 +94,10 @@ def base_config(url: str, **extra: Any) -> dict[str, Any]:
         # With a queue (pool, dramatiq), a request that waits for its turn answers 202 after
         # TURN_WAIT: a test expecting the turn's messages must not get 202 from a slow machine.
         "TURN_WAIT": 60,
+        # The platforms' APIs at a closed local port, never their real hosts: a test that posts to
+        # Telegram or Slack without the fakes (tests/fake_chat.py) fails the same way everywhere.
+        "TELEGRAM_API_BASE": "http://127.0.0.1:9",
+        "SLACK_API_BASE": "http://127.0.0.1:9",
         **extra,
     }
 

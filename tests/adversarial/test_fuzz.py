@@ -24,6 +24,7 @@ from app.auth import create_token
 from app.extensions import db
 from app.models import User
 from tests.conftest import Person
+from tests.fake_chat import FakeChatApi, FakeSmtp, connector_config
 
 SECRETS = {"TELEGRAM_WEBHOOK_SECRET": "fuzz-telegram", "SLACK_SIGNING_SECRET": "fuzz-slack", "EMAIL_WEBHOOK_SECRET": "fuzz-email"}
 # More for a deeper run: COUNTERSIGN_FUZZ_EXAMPLES=2000 ./scripts/test tests/adversarial/test_fuzz.py
@@ -35,9 +36,20 @@ FUZZ = settings(
 )
 
 
+@pytest.fixture(scope="module")
+def services():
+    """A fuzzed webhook from an unknown sender is answered in its thread: the platform's API and
+    the mail server are local fakes (no test reaches the internet; a refused call would be a 500)."""
+    api, smtp = FakeChatApi(), FakeSmtp()
+    yield api, smtp
+    api.close()
+    smtp.close()
+
+
 @pytest.fixture
-def app_config():
-    return {**SECRETS, "EVENTS_STREAM_SECONDS": 1}  # an event stream ends (a client reconnects)
+def app_config(services):
+    chat = connector_config(*services)
+    return {**chat, **SECRETS, "TURNS_RUNNER": "inline", "EVENTS_STREAM_SECONDS": 1}  # a stream ends (a client reconnects)
 
 
 def token_of(app, email: str) -> str:
