@@ -240,6 +240,18 @@ class Approval(Model):
     # agent: shown to the person; an agent credential never answers any card.
     requested_via: Mapped[str] = mapped_column(sa.String(80), default="", server_default="")
     requested_by_agent: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
+    # The second signature (issue 16). `feedback`: the person's words with a decline, meant for the
+    # model. `replaces`: the card this one was made from (an edit, or a fresh card after a change);
+    # `edited`: the names of the fields the person changed (never their values). `changes`: the rows
+    # that differed when a confirmed card was rebuilt ([{label, before, after}]). `countersign`: who
+    # must give the second signature (None: one is enough); `confirmed_by`/`confirmed_at`: the first.
+    feedback: Mapped[str | None] = mapped_column(sa.Text)
+    replaces: Mapped[str | None] = mapped_column(sa.String(32))
+    edited: Mapped[list[str] | None] = mapped_column(sa.JSON)
+    changes: Mapped[list[dict[str, str]] | None] = mapped_column(sa.JSON)
+    countersign: Mapped[str | None] = mapped_column(sa.String(100))
+    confirmed_by: Mapped[int | None] = mapped_column(sa.ForeignKey("users.id"))
+    confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     user: Mapped[User] = relationship(foreign_keys=[user_id])
 

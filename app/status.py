@@ -14,8 +14,9 @@ from app.errors import PartlyDone
 
 
 class Status(StrEnum):
-    """An approval's status. `pending` waits for its person; `running` is claimed and handle() is
-    running; every other status is final and runs nothing more."""
+    """An approval's status. `pending` waits for its person; `countersigning` was confirmed by its
+    person and waits for a second, different person's signature (an action's `countersign`);
+    `running` is claimed and handle() is running; every other status is final and runs nothing more."""
 
     PENDING = "pending"
     RUNNING = "running"
@@ -29,10 +30,12 @@ class Status(StrEnum):
     FAILED = "failed"
     INTERRUPTED = "interrupted"
     SUPERSEDED = "superseded"
+    COUNTERSIGNING = "countersigning"
+    EDITED = "edited"
 
     @property
     def final(self) -> bool:
-        return self not in (Status.PENDING, Status.RUNNING)
+        return self not in (Status.PENDING, Status.COUNTERSIGNING, Status.RUNNING)
 
 
 FINAL = frozenset(s for s in Status if s.final)
@@ -96,6 +99,18 @@ OUTCOMES: dict[Status, Outcome] = {
         "Replaced by a newer request — nothing was done.",
         "A newer request replaced this one before the person answered. Nothing was done.",
         "#94a3b8",
+    ),
+    Status.COUNTERSIGNING: Outcome(
+        "Confirmed — waiting for a countersignature",
+        "Confirmed — it waits for a second person's countersignature before it runs.",
+        "",
+        "#0f766e",
+    ),
+    Status.EDITED: Outcome(
+        "Edited — replaced by a fresh card",
+        "Edited — a fresh card replaced this one; nothing was done.",
+        "The person edited this request; a fresh card replaced it. Nothing ran from this one.",
+        "#6d28d9",
     ),
 }
 
