@@ -81,6 +81,19 @@
     }
   });
 
+  // A code block's Copy button (app.markdown writes it): copies the code as text, never as HTML.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest(".code-copy");
+    var code = button && button.parentElement.querySelector("pre code");
+    if (!code) return;
+    var said = function (word) { button.textContent = word; setTimeout(function () { button.textContent = "Copy code"; }, 1500); };
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      navigator.clipboard.writeText(code.textContent).then(function () { said("Copied"); }, function () { said("Copy failed"); });
+    } else {
+      said("Copy failed");
+    }
+  });
+
   function tick() {
     document.querySelectorAll("[data-expires]").forEach(function (el) {
       var left = Math.max(0, Math.round((Date.parse(el.dataset.expires) - Date.now()) / 1000));
