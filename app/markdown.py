@@ -171,8 +171,8 @@ def sanitize(html: str) -> str:
         url_schemes={"http", "https", "mailto"},
         link_rel=REL,
         strip_comments=True,
-        tag_attribute_values={"button": {"type": {"button"}}},
-        set_tag_attribute_values={"a": {"target": "_blank"}},
+        # A button is only ever the code's Copy button: never a submit, whatever the HTML said.
+        set_tag_attribute_values={"a": {"target": "_blank"}, "button": {"type": "button"}},
     )
 
 
