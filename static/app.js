@@ -86,7 +86,13 @@
     var button = event.target.closest && event.target.closest(".code-copy");
     var code = button && button.parentElement.querySelector("pre code");
     if (!code) return;
-    var said = function (word) { button.textContent = word; setTimeout(function () { button.textContent = "Copy code"; }, 1500); };
+    // The label says what happened until the pointer or the focus moves on.
+    var said = function (word) {
+      button.textContent = word;
+      var back = function () { button.textContent = "Copy code"; };
+      button.addEventListener("mouseleave", back, { once: true });
+      button.addEventListener("blur", back, { once: true });
+    };
     if (navigator.clipboard && navigator.clipboard.writeText) {
       navigator.clipboard.writeText(code.textContent).then(function () { said("Copied"); }, function () { said("Copy failed"); });
     } else {
