@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -176,9 +177,61 @@ def sanitize(html: str) -> str:
     )
 
 
+@lru_cache(maxsize=256)
 def to_html(text: str) -> str:
-    """The model's Markdown as safe HTML (also a partial text, mid-stream: always well-formed)."""
+    """The model's Markdown as safe HTML (also a partial text, mid-stream: always well-formed).
+    Cached: a chat page renders every reply of the conversation each time it is shown."""
     return sanitize(MD.render(text))
+
+
+FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+
+
+def blocks_of(text: str) -> list[str]:
+    """The text cut at its blank lines outside code fences: pieces that render on their own."""
+    pieces: list[str] = []
+    lines: list[str] = []
+    fence = ""
+    for line in text.split("\n"):
+        opened = FENCE.match(line)
+        if not fence and opened:
+            fence = opened.group(1)
+        elif fence and opened and opened.group(1).startswith(fence) and not line[opened.end() :].strip():
+            fence = ""
+        if not fence and not line.strip():
+            if lines:
+                pieces.append("\n".join(lines))
+                lines = []
+            continue
+        lines.append(line)
+    if lines:
+        pieces.append("\n".join(lines))
+    return pieces
+
+
+class Live:
+    """A reply shown while it streams: rendered again at every update, at a cost that stays small.
+    The pieces before the last blank line no longer change and keep their HTML; only the last one
+    is rendered again, and once it is long (a model can write one endless paragraph), only after
+    it has grown by a quarter. The reply's end replaces all this with to_html() of the whole."""
+
+    LONG = 2000  # characters: a last piece longer than this is rendered less often
+
+    def __init__(self) -> None:
+        self.done: dict[str, str] = {}
+        self.last = 0  # length of the last piece when it was last rendered
+
+    def html(self, text: str) -> str | None:
+        """The HTML of the reply so far, or None when this update need not be shown yet."""
+        pieces = blocks_of(text)
+        tail = pieces.pop() if pieces else ""
+        if len(tail) > self.LONG and len(tail) < self.last * 1.25 and all(p in self.done for p in pieces):
+            return None
+        self.last = len(tail)
+        for piece in pieces:
+            if piece not in self.done:
+                self.done[piece] = to_html(piece)
+        return "".join([*(self.done[p] for p in pieces), to_html(tail)])
 
 
 # --- Chat connectors: Slack mrkdwn and plain text ---------------------------------------------------

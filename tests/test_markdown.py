@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from app.markdown import outbound, sanitize, to_html, to_mrkdwn, to_plain
+from app.markdown import Live, blocks_of, outbound, sanitize, to_html, to_mrkdwn, to_plain
 
 FUZZ = settings(
     max_examples=int(os.environ.get("COUNTERSIGN_FUZZ_EXAMPLES", "300")),
@@ -306,3 +306,35 @@ def test_slack_lists_code_and_headings():
 def test_plain_text_keeps_every_url_in_full_and_no_markup():
     said = to_plain("**Note**: [docs.python.org](https://evil.example/p) ![x](http://127.0.0.1:9/leak)\n\n1. a\n2. b")
     assert said == ("Note: docs.python.org (https://evil.example/p) image: 127.0.0.1:9 (http://127.0.0.1:9/leak)\n\n1. a\n2. b")
+
+
+# --- While it streams -------------------------------------------------------------------------------
+
+
+def test_a_streamed_reply_is_cut_at_blank_lines_outside_code():
+    assert blocks_of("a\n\n```\nx\n\ny\n```\n\n- b\n- c") == ["a", "```\nx\n\ny\n```", "- b\n- c"]
+
+
+def test_while_it_streams_each_update_is_the_whole_reply_rendered_and_safe():
+    live, text = Live(), ""
+    for piece in [
+        "- one\n- t",
+        "wo\n\n```py\nx = '<b>'\n",
+        "```\n\n[docs](https://evil.exa",
+        "mple/x) ![i](http://127.0.0.1:1/leak)",
+    ]:
+        text += piece
+        html = live.html(text)
+        assert html is not None
+        check_safe(html)
+    page = Elements(html)
+    assert len(page.named("li")) == 2 and page.named("img") == []
+    assert "x = '<b>'" in page.words and "docs (evil.example)" in page.words and "image: 127.0.0.1:1" in page.words
+
+
+def test_a_long_last_paragraph_is_rendered_again_only_once_it_has_grown_a_quarter():
+    live = Live()
+    assert live.html("word " * 500) is not None  # 2500 characters: rendered
+    assert live.html("word " * 510) is None  # a little more: not yet
+    assert live.html("word " * 630) is not None  # a quarter more: rendered
+    assert live.html("word " * 630 + "\n\nnext") is not None  # a new paragraph shows at once

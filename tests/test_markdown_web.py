@@ -55,7 +55,7 @@ def test_each_streamed_update_shows_the_whole_reply_so_far_rendered(app):
     live.started(7, 1)
     with app.app_context():
         shown = [
-            live.add(Event(i, "text", {"run": 7, "step": 1, "text": p}))
+            live.add(Event(i, "text", {"run": 7, "step": 1, "text": p}))[0]
             for i, p in zip(ids, ["- one\n- t", "wo\n\n[doc", "s](https://evil.example/x)"], strict=True)
         ]
     assert shown[-1] == "- one\n- two\n\n[docs](https://evil.example/x)"
@@ -75,4 +75,5 @@ def test_a_stream_that_joins_mid_reply_reads_the_words_it_missed(app):
     ids = _text_events(app, 92, ["Alpha ", "**bravo** ", "charlie"])
     live = LiveText(92)  # a reconnect: it never saw the turn start
     with app.app_context():
-        assert live.add(Event(ids[2], "text", {"run": 7, "step": 1, "text": "charlie"})) == "Alpha **bravo** charlie"
+        text, html = live.add(Event(ids[2], "text", {"run": 7, "step": 1, "text": "charlie"}))
+    assert text == "Alpha **bravo** charlie" and Elements(html).named("strong") == [{}]

@@ -17,7 +17,7 @@ from app.copilot.text import check_message
 from app.copilot.tokens import Actor
 from app.errors import CountersignError, FormInvalid, NotFound, WrongPerson
 from app.extensions import db, limit_per_person_and_address
-from app.markdown import to_html
+from app.markdown import Live, to_html
 from app.models import Approval, Conversation, Message, Run, User, utcnow
 from app.status import Status
 from app.web.cards import card_context, render_partial, submitted_values
@@ -181,38 +181,49 @@ def conversation_events(conversation_id: int) -> Any:
     actor = current_actor()
     conversation = own_conversation(conversation_id, actor.user)
     live = LiveText(conversation.id)
-    return sse.stream(conversation.id, actor.user.id, lambda event: ("message", render_event(event, actor, live)))
+
+    def shown(event: Event) -> tuple[str, str] | None:
+        html = render_event(event, actor, live)
+        return None if html is None else ("message", html)
+
+    return sse.stream(conversation.id, actor.user.id, shown)
 
 
 class LiveText:
     """One stream's view of the replies being written: each text event shows the whole reply so far,
     rendered again (a partial Markdown text is rendered and sanitized like a whole one, so the page
-    never holds half a tag, and never the model's words as HTML). A stream that joins mid-reply
-    (a reconnect) reads the words it missed from the events first."""
+    never holds half a tag, and never the model's words as HTML; app.markdown.Live keeps the cost
+    small). A stream that joins mid-reply (a reconnect) reads the words it missed first."""
 
     def __init__(self, conversation_id: int) -> None:
         self.conversation_id = conversation_id
-        self.so_far: dict[tuple[Any, Any], str] = {}
+        self.so_far: dict[tuple[Any, Any], tuple[str, Live]] = {}
 
     def started(self, run: Any, step: Any) -> None:
-        self.so_far[(run, step)] = ""
+        self.so_far[(run, step)] = ("", Live())
 
     def ended(self, run: Any, step: Any) -> None:
         self.so_far.pop((run, step), None)
 
-    def add(self, event: Event) -> str:
-        run, step = event.data.get("run"), event.data.get("step")
-        if (run, step) not in self.so_far:
-            self.so_far[(run, step)] = events.text_before(self.conversation_id, run, step, event.id)
-        self.so_far[(run, step)] += str(event.data.get("text", ""))
-        return self.so_far[(run, step)]
+    def add(self, event: Event) -> tuple[str, str | None]:
+        """The reply so far, and its HTML (None: nothing new worth sending yet)."""
+        key = (event.data.get("run"), event.data.get("step"))
+        if key not in self.so_far:
+            self.so_far[key] = (events.text_before(self.conversation_id, *key, event.id), Live())
+        text, renderer = self.so_far[key]
+        text += str(event.data.get("text", ""))
+        self.so_far[key] = (text, renderer)
+        return text, renderer.html(text)
 
 
-def render_event(event: Event, actor: Actor, live: LiveText) -> str:
-    """One event of a conversation as the HTML fragment htmx's SSE extension swaps in."""
+def render_event(event: Event, actor: Actor, live: LiveText) -> str | None:
+    """One event of a conversation as the HTML fragment htmx's SSE extension swaps in (None: none)."""
     run, step = event.data.get("run"), event.data.get("step")
     if event.type == "text":
-        return render_template("partials/_live_text.html", run=run, step=step, text=live.add(event))
+        _, html = live.add(event)
+        if html is None:
+            return None
+        return render_template("partials/_live_text.html", run=run, step=step, html=Markup(html))  # noqa: S704  (sanitized)
     answers = event.data.get("answers")
     if event.type == "turn" and event.data.get("state") == "started":
         live.started(run, step)
