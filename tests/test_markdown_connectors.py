@@ -53,3 +53,21 @@ def test_email_posts_plain_text_with_every_url_in_full(app, services, model):
     assert mail.get_content_type() == "text/plain"
     body = mail.get_payload(decode=True).decode().replace("\r\n", "\n")
     assert body.strip() == "Plan\n\n• docs (https://evil.example/p)\n• two"
+
+
+def test_markdown_that_shows_nothing_is_posted_as_written_not_empty(app, services, model):
+    slack = Chat(app, "slack", services)
+    model.enqueue(text("[<!channel>](javascript:alert(1))"))
+    slack.say("hello")
+    said = services[0].posts[-1]["text"]
+    assert said == "&lt;!channel&gt;"  # the link's text, escaped: it still shows something
+    model.enqueue(text("[](javascript:alert(1))"))
+    slack.say("again")
+    assert services[0].posts[-1]["text"] == "[](javascript:alert(1))"
+
+
+def test_telegram_never_gets_an_empty_message(app, services, model):
+    telegram = Chat(app, "telegram", services)
+    model.enqueue(text("[x]: https://evil.example"))
+    telegram.say("hello")
+    assert services[0].posts[-1]["text"] == "[x]: https://evil.example"

@@ -83,8 +83,10 @@ class Connector(ABC):
 
     def send_reply(self, thread: ConnectorThread, markdown: str) -> None:
         """Post the model's words, written in Markdown: as plain text here (every link's URL in
-        full, images as links never fetched); a service with its own markup writes that, escaped."""
-        self.send(thread, to_plain(markdown))
+        full, images as links never fetched); a service with its own markup writes that, escaped.
+        Markdown that shows nothing (a link to nowhere, a lone definition) goes as it was written:
+        a platform refuses an empty message."""
+        self.send(thread, to_plain(markdown).strip() or markdown)
 
     def handshake(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         """The JSON answer to a webhook that only checks the URL (Slack's url_verification)."""

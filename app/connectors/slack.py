@@ -65,7 +65,7 @@ class Slack(Connector):
     def send_reply(self, thread: ConnectorThread, markdown: str) -> None:
         """The model's Markdown as mrkdwn (app.markdown.to_mrkdwn): bold, lists and code as Slack
         shows them, &, < and > escaped, links only to http(s) with their real host after them."""
-        self._post(thread, to_mrkdwn(markdown))
+        self._post(thread, to_mrkdwn(markdown).strip() or escape(markdown))
 
     def _post(self, thread: ConnectorThread, mrkdwn: str) -> None:
         """Links and images not unfurled: Slack fetches nothing the text names."""
