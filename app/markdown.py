@@ -9,12 +9,14 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import nh3
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
+
+if TYPE_CHECKING:  # markdown-it is imported with the first rendering, not at the app's start (P4)
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
 
 # A host as a browser reads it after markdown-it's normalisation (IDNA to punycode, the rest
 # percent-encoded): letters, digits, dots and dashes, or an IPv6 literal. Anything else (a "%",
@@ -61,13 +63,12 @@ def outbound(url: str) -> Outbound | None:
 
 
 def _parser() -> MarkdownIt:
+    from markdown_it import MarkdownIt
+
     md = MarkdownIt("commonmark", {"html": False, "breaks": True, "linkify": False}).enable(["table", "strikethrough"])
     # Every link and image reaches the renderer, which decides (a javascript: link keeps its text).
     md.validateLink = lambda url: True  # type: ignore[method-assign]
     return md
-
-
-MD = _parser()
 
 
 # --- HTML for the browser ---------------------------------------------------------------------------
@@ -139,7 +140,7 @@ def _cell(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) 
     return f"<{token.tag}{css}>"
 
 
-for name, rule in {
+RULES = {
     "link_open": _link_open,
     "link_close": _link_close,
     "image": _image,
@@ -149,8 +150,16 @@ for name, rule in {
     "heading_close": _heading(True),
     "th_open": _cell,
     "td_open": _cell,
-}.items():
-    MD.add_render_rule(name, rule)
+}
+
+
+@lru_cache(maxsize=1)
+def _md() -> MarkdownIt:
+    """The parser with this module's renderers, made at the first rendering (not at the app's start)."""
+    md = _parser()
+    for name, rule in RULES.items():
+        md.add_render_rule(name, rule)
+    return md
 
 
 def _keep_attribute(tag: str, attribute: str, value: str) -> str | None:
@@ -181,7 +190,7 @@ def sanitize(html: str) -> str:
 def to_html(text: str) -> str:
     """The model's Markdown as safe HTML (also a partial text, mid-stream: always well-formed).
     Cached: a chat page renders every reply of the conversation each time it is shown."""
-    return sanitize(MD.render(text))
+    return sanitize(_md().render(text))
 
 
 FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
@@ -395,9 +404,9 @@ def _slack_url(href: str) -> str:
 
 def to_plain(text: str) -> str:
     """The model's Markdown as plain text (email, Telegram): readable, every link's URL in full."""
-    return _Chat().blocks(MD.parse(text))
+    return _Chat().blocks(_md().parse(text))
 
 
 def to_mrkdwn(text: str) -> str:
     """The model's Markdown as Slack mrkdwn, escaped."""
-    return _Slack().blocks(MD.parse(text))
+    return _Slack().blocks(_md().parse(text))
