@@ -344,7 +344,7 @@ def test_every_message_shows_its_time_in_utc_and_a_copy_button(app, alice):
     for message in said:
         stamp = message.created_at.strftime("%Y-%m-%dT%H:%M:%SZ")
         assert f'<time datetime="{stamp}">{message.created_at.strftime("%d %b %Y %H:%M")} UTC</time>' in html
-    assert html.count('data-copy aria-label="Copy message">Copy</button>') == 2
+    assert html.count('data-copy title="Copy the words to the clipboard">Copy</button>') == 2
 
 
 def test_an_mcp_clients_deleted_conversation_is_not_written_into_again(app, api):
