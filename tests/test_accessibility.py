@@ -27,7 +27,7 @@ RUN_AXE = """async () => {
     version: axe.version,
     rules: axe.getRules().length,
     applied: results.passes.length + results.violations.length + results.incomplete.length,
-    incomplete: results.incomplete.map(v => v.id + " (" + v.nodes.length + ")"),
+    incomplete: results.incomplete.map(v => v.id + " (" + v.nodes.length + ": " + v.nodes.slice(0, 3).map(n => n.target.join(" ")).join(", ") + ")"),
     violations: results.violations.map(v => ({
       id: v.id, impact: v.impact, help: v.help,
       nodes: v.nodes.slice(0, 5).map(n => n.target.join(" ") + " :: " + n.failureSummary.replace(/\\s+/g, " ")),
@@ -129,3 +129,16 @@ def test_admin_console_has_no_serious_violations(app, browser, page, server, pos
             assert_none_blocking(audit(admin, name), name)
     finally:
         context.close()
+
+
+def test_the_check_finds_what_it_is_for(page, server):  # noqa: F811
+    """A field without a label and an image without a text are critical: the check above can fail."""
+    page.goto(f"{server}/login")
+    page.evaluate("""() => {
+      const main = document.getElementById("main");
+      main.insertAdjacentHTML("beforeend", '<input id="unlabelled"><img src="/static/none.png">');
+    }""")
+    found = {v["id"]: v["impact"] for v in audit(page, "sign-in, broken on purpose")["violations"]}
+    assert found.get("label") == "critical" and found.get("image-alt") == "critical"
+    with pytest.raises(AssertionError, match="serious/critical"):
+        assert_none_blocking({"violations": [{"id": "label", "impact": "critical"}]}, "broken")
