@@ -27,7 +27,8 @@ RUN_AXE = """async () => {
     version: axe.version,
     rules: axe.getRules().length,
     applied: results.passes.length + results.violations.length + results.incomplete.length,
-    incomplete: results.incomplete.map(v => v.id + " (" + v.nodes.length + ": " + v.nodes.slice(0, 3).map(n => n.target.join(" ")).join(", ") + ")"),
+    incomplete: results.incomplete.map(v =>
+      v.id + " (" + v.nodes.length + ": " + v.nodes.slice(0, 3).map(n => n.target.join(" ")).join(", ") + ")"),
     violations: results.violations.map(v => ({
       id: v.id, impact: v.impact, help: v.help,
       nodes: v.nodes.slice(0, 5).map(n => n.target.join(" ") + " :: " + n.failureSummary.replace(/\\s+/g, " ")),

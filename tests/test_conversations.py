@@ -363,3 +363,21 @@ def test_an_mcp_clients_deleted_conversation_is_not_written_into_again(app, api)
         ids = db.session.scalars(sa.select(Conversation.id).where(Conversation.title == "mcp client")).all()
         assert len(ids) == 2
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Run).where(Run.conversation_id == first)) == 1
+
+
+def test_a_message_for_a_conversation_deleted_since_it_was_looked_up_is_refused_whole(app):
+    """A request that found the conversation before its deletion cannot queue a turn in it after:
+    queuing checks (and locks) the row again; the words are refused with a 404, not kept unseen."""
+    from app.copilot import agent, conversations
+    from app.copilot.tokens import Actor
+    from app.errors import NotFound
+
+    convo = conversation_of(app, "alice@example.com", "Going away")
+    with app.app_context():
+        found = db.session.get(Conversation, convo)
+        actor = Actor(user=found.user, binding="web:test")
+        conversations.delete(db.session.get(Conversation, convo), actor)
+        with pytest.raises(NotFound):
+            agent.send_message(found, actor, "too late")
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Message).where(Message.conversation_id == convo)) == 0
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Run).where(Run.conversation_id == convo)) == 0

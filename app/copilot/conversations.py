@@ -7,7 +7,7 @@ import re
 
 import sqlalchemy as sa
 
-from app.copilot import approvals, audit
+from app.copilot import approvals, audit, runs
 from app.copilot.text import text_problem
 from app.copilot.tokens import Actor
 from app.errors import AgentCannotManage, BadValues, ConversationBusy, NotFound
@@ -94,6 +94,7 @@ def delete(conversation: Conversation, actor: Actor) -> list[Approval]:
     Returns the cards it ended."""
     if actor.agent:
         raise AgentCannotManage()  # ending cards is answering them, which an agent never does
+    runs.hold_live(conversation.id)  # a turn being queued now commits first, and is seen below
     going = sa.exists().where(Run.conversation_id == conversation.id, Run.status.in_(GOING))
     running = sa.exists().where(Approval.conversation_id == conversation.id, Approval.status == Status.RUNNING)
     if not won(
