@@ -381,3 +381,12 @@ def test_a_message_for_a_conversation_deleted_since_it_was_looked_up_is_refused_
             agent.send_message(found, actor, "too late")
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Message).where(Message.conversation_id == convo)) == 0
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Run).where(Run.conversation_id == convo)) == 0
+
+
+def test_openapi_describes_listing_renaming_and_deleting(app):
+    doc = app.test_client().get("/api/openapi.json").get_json()
+    listing = doc["paths"]["/api/conversations"]["get"]
+    assert listing["operationId"] == "listConversations" and listing["parameters"][0]["name"] == "q"
+    one = doc["paths"]["/api/conversations/{id}"]
+    assert one["patch"]["operationId"] == "renameConversation" and "403" in one["patch"]["responses"]
+    assert one["delete"]["operationId"] == "deleteConversation" and {"403", "404", "409"} <= set(one["delete"]["responses"])
