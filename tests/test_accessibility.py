@@ -91,6 +91,19 @@ def test_chat_page_with_a_card_and_a_form_has_no_serious_violations(page, server
     assert_none_blocking(audit(page, "chat (card decided)"), "chat page, card decided")
 
 
+def test_chat_page_on_a_phone_has_no_serious_violations(browser, server, posts):  # noqa: F811
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    phone = context.new_page()
+    phone.set_default_timeout(LONG)
+    try:
+        sign_in_and_open_chat(phone, server)
+        ask(phone, f"/delete_post post={posts['Spring meetup']}")
+        phone.locator(".card").last.get_by_role("button", name="Confirm").wait_for()
+        assert_none_blocking(audit(phone, "chat on a phone"), "chat on a phone")
+    finally:
+        context.close()
+
+
 def test_conversation_list_has_no_serious_violations(app, page, server):  # noqa: F811
     sign_in_and_open_chat(page, server)
     ask(page, "hello")
