@@ -240,6 +240,9 @@ def test_deleting_ends_a_waiting_card_cancelled_audited_and_it_cannot_be_answere
         assert [(r.outcome, r.detail) for r in rows][-1] == ("cancelled", "delete_post conversation deleted")
         deleted = sa.select(sa.func.count()).select_from(AuditEvent).where(AuditEvent.event == "conversation.deleted")
         assert db.session.scalar(deleted) == 1
+    page = alice.client.get(f"/approvals/{approval}").get_data(as_text=True)
+    assert "Set aside — nothing ran" in page and "Its conversation was deleted." in page
+    assert "Open the conversation" not in page and 'name="token"' not in page
     answered = alice.answer(approval, token, "confirm")
     assert answered.status_code == 409  # already decided (cancelled): nothing ran
     assert handle_calls["n"] == 0

@@ -236,7 +236,11 @@ def approval_page(approval_id: str) -> Any:
     if approval.status == Status.PENDING and approval.expires_at <= utcnow():
         agent.expire_due(approval.conversation_id)
         db.session.refresh(approval)
-    return render_template("approvals/page.html", actor=actor, approval=approval, ctx=card_context(approval, actor))
+    conversation = db.session.get(Conversation, approval.conversation_id)
+    deleted = conversation is None or conversation.deleted_at is not None  # the card stays, as decided
+    return render_template(
+        "approvals/page.html", actor=actor, approval=approval, ctx=card_context(approval, actor), deleted=deleted
+    )
 
 
 def _own_approval(approval_id: str, actor: Actor) -> Approval:
