@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from playwright.sync_api import expect
 
 from app.extensions import db
-from app.models import Conversation
+from app.models import Conversation, User
 from tests.test_browser import LONG, ask, browser, server, shots, sign_in_and_open_chat  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.browser
@@ -40,6 +40,14 @@ def tab(browser, server):  # noqa: F811
 
 def sent_messages(tab):
     return tab.locator(".message--user")
+
+
+def composer_done(tab, sent):
+    """The POST of the `sent`-th message has come back (its answer holds the person's message, and
+    the composer is cleared in the same step): a reply can arrive over the events first, and a
+    next message typed before then would be cleared."""
+    expect(sent_messages(tab)).to_have_count(sent)
+    expect(tab.locator("#composer.htmx-request")).to_have_count(0)
 
 
 def test_shift_enter_makes_a_new_line_and_enter_sends(tab, server):  # noqa: F811
@@ -138,7 +146,14 @@ def test_an_empty_title_is_refused_on_the_page(app, tab, server):  # noqa: F811
 
 
 def test_delete_from_the_page_asks_first_and_lands_on_the_list(app, tab, server, posts, shots):  # noqa: F811
+    with app.app_context():  # two older conversations, for the sidebar of the README's picture
+        alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+        for title in ("Quarterly numbers", "Launch checklist"):
+            db.session.add(Conversation(tenant_id=alice.tenant_id, user_id=alice.id, title=title))
+        db.session.commit()
     sign_in_and_open_chat(tab, server)
+    ask(tab, "/list_posts")
+    composer_done(tab, 1)
     ask(tab, f"/delete_post post={posts['Spring meetup']}")
     tab.locator(".card").last.get_by_role("button", name="Confirm").wait_for()
     tab.get_by_text("Rename or delete").click()
@@ -151,12 +166,13 @@ def test_delete_from_the_page_asks_first_and_lands_on_the_list(app, tab, server,
     assert tab.confirms == ["Delete this conversation? Cards waiting in it are set aside and nothing in them runs."]
     expect(tab.get_by_role("alert")).to_contain_text("Conversation deleted. 1 waiting card(s) in it were set aside")
     expect(tab.get_by_text("Tidy the blog")).to_have_count(0)
+    expect(tab.locator("#conversation-list li")).to_have_count(2)
 
 
 def test_search_from_the_list_as_the_person_types(app, tab, server):  # noqa: F811
     sign_in_and_open_chat(tab, server)
     ask(tab, "the budget for 2027")
-    tab.locator(".message--assistant").first.wait_for()
+    composer_done(tab, 1)
     tab.get_by_role("button", name="New conversation").first.click()
     tab.wait_for_url(re.compile(r".*/c/\d+$"))
     ask(tab, "lunch on friday")
