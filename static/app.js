@@ -8,12 +8,19 @@
     if (log) log.scrollTop = log.scrollHeight;
   }
 
+  var sent = null;
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var form = event.detail.elt;
+    if (form && form.id === "composer") sent = form.querySelector("textarea").value;
+  });
   document.addEventListener("htmx:afterRequest", function (event) {
     var form = event.detail.elt;
-    // Only a message the server kept clears the box: a refused one (too long, …) stays to be fixed.
+    // Only a message the server kept clears the box: a refused one (too long, …) stays to be fixed,
+    // and so do words typed since it was sent (the reply can stream in before the POST returns).
     if (form && form.id === "composer" && event.detail.successful && event.detail.xhr.status < 300) {
-      form.reset();
-      form.querySelector("textarea").focus();
+      var box = form.querySelector("textarea");
+      if (box.value === sent) form.reset();
+      box.focus();
     }
   });
   document.addEventListener("htmx:afterSettle", scrollToEnd);

@@ -194,3 +194,19 @@ def test_the_sidebar_search_opens_the_results(app, tab, server):  # noqa: F811
     tab.get_by_role("searchbox", name="Search conversations").press("Enter")
     tab.wait_for_url(re.compile(r".*/\?q=budget$"))
     expect(tab.locator("#conversation-list li")).to_have_count(1)
+
+
+def test_words_typed_before_the_message_comes_back_are_kept(tab, server):  # noqa: F811
+    """The composer clears what was sent, never what the person typed after: here they type their
+    next words while the message's POST is on its way."""
+    sign_in_and_open_chat(tab, server)
+
+    def type_meanwhile(route):
+        tab.evaluate("document.getElementById('text').value = 'the next thought'")
+        route.continue_()
+
+    tab.route("**/messages", type_meanwhile)
+    ask(tab, "first")
+    composer_done(tab, 1)
+    assert sent_messages(tab).first.locator("p").inner_text() == "first"
+    assert tab.get_by_label("Message").input_value() == "the next thought"
