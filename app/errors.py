@@ -165,3 +165,16 @@ class FormNeedsCard(FormInvalid):
 
     def __init__(self) -> None:
         super().__init__({})
+
+
+class OwnCountersign(WrongPerson):
+    """The person who asked (and confirmed) tried to give the second signature too."""
+
+    message = "You asked for this: a second, different person must countersign it."
+
+
+class NeedsSecondSignature(CountersignError):
+    """A card that needs two signatures was answered where neither can be given (a chat reply)."""
+
+    status = 403
+    message = "This needs two signatures, and each is given in Countersign, signed in. Nothing was done."

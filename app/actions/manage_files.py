@@ -58,6 +58,7 @@ class ManageFiles(Action):
         "delete": "Delete the file at {path} on disk {disk}?",
         "delete_folder": "Delete the folder {path} and everything in it on disk {disk}?",
     }
+    countersign = {"delete_folder": "admin"}  # a whole folder goes only once an admin countersigns too
 
     class Input(BaseModel):
         operation: Literal["list", "read", "delete", "delete_folder"]

@@ -21,7 +21,7 @@ from app.copilot import audit
 from app.copilot.actions import Action, ActionContext, Registry
 from app.copilot.cards import build_card
 from app.copilot.forms import form_for, validate_form
-from app.copilot.tokens import Actor, ChannelProof, refuse, ttl, verify
+from app.copilot.tokens import Actor, ChannelProof, refuse, ttl, verify, verify_second
 from app.errors import (
     AgentCannotAnswer,
     AlreadyDecided,
@@ -29,6 +29,7 @@ from app.errors import (
     CountersignError,
     Expired,
     FormNeedsCard,
+    NeedsSecondSignature,
     NotFound,
     PartlyDone,
     TooManyPending,
@@ -47,6 +48,8 @@ ANSWERS = {
     "cancel": ("form", Status.CANCELLED),
     "submit": ("form", Status.RUNNING),
 }
+# What still waits for a signature: the person's (pending), or the second one (countersigning).
+WAITING = (Status.PENDING, Status.COUNTERSIGNING)
 
 
 def _check_cap(ctx: ActionContext, run: Run, action: type[Action]) -> None:
@@ -107,6 +110,9 @@ def create(ctx: ActionContext, run: Run, action: type[Action], input: BaseModel,
     _check_cap(ctx, run, action)
     card = build_card(action, ctx, input)
     fields = {"arguments": input.model_dump(mode="json"), "reason": card.reason, "rows": card.rows, "digest": card.digest}
+    rule = action.countersigner(input)
+    if rule is not None:  # the two-person rule: the card remembers who must give the second signature
+        fields["countersign"] = rule.label
     return _new(ctx, run, action, tool_call_id=tool_call_id, step=step, type="confirm", **fields)
 
 
@@ -140,30 +146,131 @@ def answer(
         if decision == "submit":
             raise BadValues("This card has no form: confirm or decline it.")
         raise BadValues(f"This {approval.type} cannot be answered with {decision}.")
-    _open(approval, actor)
+    _open(approval, actor, withdrawing=decision == "decline")
     if decision == "submit":
         return _submit(approval, actor, registry, values or {})
-    _claim(approval, target, actor)
+    if decision == "confirm" and approval.countersign:
+        return _first_signature(approval, proof, actor)
+    _claim(approval, target, actor, source=Status(approval.status))
     return _confirmed(approval, actor, registry) if target is Status.RUNNING else approval
 
 
-def _open(approval: Approval, actor: Actor) -> None:
-    """Raise Expired or AlreadyDecided (audited) unless the approval can still be answered."""
-    if approval.status == Status.PENDING and approval.expires_at <= utcnow():
+def _open(approval: Approval, actor: Actor, withdrawing: bool = False) -> None:
+    """Raise Expired or AlreadyDecided (audited) unless the approval can still be answered (a
+    card waiting for its countersignature can still be declined by its person: `withdrawing`)."""
+    if approval.status in (Status.PENDING, Status.COUNTERSIGNING) and approval.expires_at <= utcnow():
         expire(approval, channel=actor.channel)
     if approval.status == Status.EXPIRED:
         raise refuse(Expired(), "expired", actor, approval, approval.id)
+    if approval.status == Status.COUNTERSIGNING and withdrawing:
+        return
     if approval.status != Status.PENDING:
         raise refuse(AlreadyDecided(), f"already_{approval.status}", actor, approval, approval.id)
 
 
-def _claim(approval: Approval, status: Status, actor: Actor) -> None:
-    """Move pending -> status atomically (only one caller anywhere wins); AlreadyDecided else."""
+def _claim(approval: Approval, status: Status, actor: Actor, source: Status = Status.PENDING, **values: Any) -> None:
+    """Move source -> status atomically (only one caller anywhere wins); AlreadyDecided else."""
     now = utcnow()
+    when = [Approval.expires_at > now]
     if not move(
-        approval, status, actor.user.id, actor.channel, when=[Approval.expires_at > now], claimed_at=now, decided_by=actor.user.id
+        approval,
+        status,
+        actor.user.id,
+        actor.channel,
+        source=source,
+        when=when,
+        claimed_at=now,
+        decided_by=actor.user.id,
+        **values,
     ):
         raise refuse(AlreadyDecided(), "lost_claim", actor, approval, approval.id)
+
+
+def _first_signature(approval: Approval, proof: str | ChannelProof, actor: Actor) -> Approval:
+    """The person confirms a card that needs a countersignature: pending -> countersigning
+    (conditionally, within its time), their signature recorded and audited; nothing runs yet. A
+    chat reply gives no signature here: the person signs on the web card (or with a client token)."""
+    if isinstance(proof, ChannelProof):
+        raise refuse(NeedsSecondSignature(), "countersigned_card_by_channel", actor, approval, approval.id)
+    now = utcnow()
+    when = [Approval.expires_at > now]
+    if not move(
+        approval, Status.COUNTERSIGNING, actor.user.id, actor.channel, when=when, confirmed_by=actor.user.id, confirmed_at=now
+    ):
+        raise refuse(AlreadyDecided(), "lost_claim", actor, approval, approval.id)
+    return approval
+
+
+def countersign(
+    approval_id: str, token: object, actor: Actor, decision: str, registry: Registry, reason: str | None = None
+) -> Approval:
+    """The second signature: 'countersign' or 'decline', by a different person of the tenant whom
+    the action's rule allows, with their own countersignature token (tokens.verify_second). A
+    countersign claims countersigning -> running (only one caller anywhere wins), then authorizes
+    again, rebuilds and compares the card, and runs handle() once, all AS THE PERSON WHO ASKED;
+    the countersigner is recorded as `decided_by`, the person as `confirmed_by`."""
+    approval = verify_second(approval_id, token, actor)
+    if not approval.countersign:
+        raise refuse(BadValues("This card needs no countersignature."), "countersign_not_needed", actor, approval, approval.id)
+    if approval.status == Status.COUNTERSIGNING and approval.expires_at <= utcnow():
+        expire(approval, channel=actor.channel)
+    if approval.status == Status.EXPIRED:
+        raise refuse(Expired(), "countersign_expired", actor, approval, approval.id)
+    if approval.status != Status.COUNTERSIGNING:
+        why = "countersign_not_confirmed" if approval.status == Status.PENDING else f"countersign_already_{approval.status}"
+        raise refuse(AlreadyDecided(_not_waiting(approval)), why, actor, approval, approval.id)
+    if not may_countersign(approval, actor.user, registry):
+        who = f"Only {approval.countersign} of this tenant may countersign this."
+        raise refuse(WrongPerson(who), "countersign_not_allowed", actor, approval, approval.id)
+    if decision == "decline":
+        values = {"feedback": reason} if reason else {}
+        _claim(approval, Status.DECLINED, actor, source=Status.COUNTERSIGNING, **values)
+        return approval
+    _claim(approval, Status.RUNNING, actor, source=Status.COUNTERSIGNING)
+    return _confirmed(approval, actor, registry, as_person=_requester(approval, actor))
+
+
+def _not_waiting(approval: Approval) -> str:
+    if approval.status == Status.PENDING:
+        return "Its person has not confirmed this card yet: there is nothing to countersign."
+    return AlreadyDecided.message
+
+
+def _requester(approval: Approval, signer: Actor) -> Actor:
+    """The person who asked, as the countersigned card runs: their user and tenant, the signer's channel."""
+    return Actor(user=approval.user, binding="countersigned", channel=signer.channel)
+
+
+def may_countersign(approval: Approval, user: User, registry: Registry) -> bool:
+    """Whether this person may give this card's second signature: someone of its tenant other
+    than the person who asked, whom the action's rule (the one the card was made with) allows,
+    asked as the person who asked would run it. A rule that fails says no."""
+    action = registry.get(approval.action)
+    if action is None or not approval.countersign or user.tenant_id != approval.tenant_id:
+        return False
+    if user.id in (approval.user_id, approval.confirmed_by):
+        return False
+    ctx = _context(_requester(approval, Actor(user=user, binding="")), approval)
+    try:
+        input = action.Input.model_validate(approval.arguments)
+        rule = action.countersigner(input)
+        return rule is not None and rule.label == approval.countersign and bool(rule.allows(user, ctx, input))
+    except Exception:  # the rule's own failure: nobody is allowed by it
+        log.exception("the countersign rule of %s failed for approval %s", approval.action, approval.id)
+        return False
+
+
+def waiting_for(user: User, registry: Registry, limit: int = 200) -> list[Approval]:
+    """Cards of the person's tenant that wait for a countersignature this person may give
+    (never their own), oldest first: the one that expires first is on top."""
+    query = sa.select(Approval).where(
+        Approval.tenant_id == user.tenant_id,
+        Approval.status == Status.COUNTERSIGNING,
+        Approval.user_id != user.id,
+        Approval.expires_at > utcnow(),
+    )
+    rows = db.session.scalars(query.order_by(Approval.expires_at).limit(limit))
+    return [a for a in rows if may_countersign(a, user, registry)]
 
 
 def _context(actor: Actor, approval: Approval) -> ActionContext:
@@ -177,12 +284,13 @@ def _authorized(action: type[Action], ctx: ActionContext, input: BaseModel) -> b
         return False
 
 
-def _confirmed(approval: Approval, actor: Actor, registry: Registry) -> Approval:
-    """A claimed card: authorize again, rebuild and compare, then handle() once, as the person."""
+def _confirmed(approval: Approval, actor: Actor, registry: Registry, as_person: Actor | None = None) -> Approval:
+    """A claimed card: authorize again, rebuild and compare, then handle() once, as the person
+    (`as_person`: the person who asked, when `actor` gave the second signature)."""
     action = registry.get(approval.action)
     if action is None:
         return _finish(approval, Status.FAILED, actor, result="this action no longer exists")
-    ctx = _context(actor, approval)
+    ctx = _context(as_person or actor, approval)
     try:
         input = action.Input.model_validate(approval.arguments)
     except ValidationError:
@@ -251,6 +359,8 @@ def _finish(
     If a sweep already ended it `interrupted` (a handle() slower than the grace), the work
     is rolled back and the approval stays interrupted."""
     detail = filled_line(filled) if filled is not None else ""
+    if approval.confirmed_by is not None and status is not Status.DECLINED:  # both signatures, in the decided row
+        detail = f"{detail} confirmed by user {approval.confirmed_by}, countersigned by user {actor.user.id}".strip()
     if not move(approval, status, actor.user.id, actor.channel, detail, source=Status.RUNNING, result=result, filled=filled):
         db.session.refresh(approval)
     return approval
@@ -276,9 +386,9 @@ def move(
     if not won(statement.values(status=status, **values)):
         db.session.rollback()
         return False
-    if status.final:
+    if status.final or status is Status.COUNTERSIGNING:  # the first of two signatures is audited too
         audit.record(
-            "approval.decided",
+            "approval.decided" if status.final else "approval.signed",
             status,
             tenant_id=approval.tenant_id,
             user_id=user_id,
@@ -303,7 +413,7 @@ def revoke(approval_id: str, admin: User, channel: str = "admin", by_agent: bool
         raise refuse(NotFound(), "revoke_not_found", actor, None, approval_id)
     if not admin.is_admin:
         raise refuse(WrongPerson("Only an admin of this tenant may revoke."), "revoke_not_admin", actor, approval, approval_id)
-    if not move(approval, Status.REVOKED, admin.id, channel, decided_by=admin.id):
+    if not any(move(approval, Status.REVOKED, admin.id, channel, source=s, decided_by=admin.id) for s in WAITING):
         raise refuse(AlreadyDecided(), "revoke_already_decided", actor, approval, approval_id)
     return approval
 
@@ -317,13 +427,15 @@ def supersede(approval_id: str, channel: str) -> Approval | None:
 
 
 def expire(approval: Approval, channel: str = "system") -> bool:
-    """Mark a pending approval past its time as expired (conditionally)."""
-    return move(approval, Status.EXPIRED, approval.user_id, channel, when=[Approval.expires_at <= utcnow()])
+    """Mark a pending approval past its time as expired (conditionally); its time covers both
+    signatures, so one waiting for its countersignature expires the same way."""
+    when = [Approval.expires_at <= utcnow()]
+    return any(move(approval, Status.EXPIRED, approval.user_id, channel, source=s, when=when) for s in WAITING)
 
 
 def due_for_expiry(conversation_id: int | None = None, user_id: int | None = None) -> list[Approval]:
-    """Pending approvals past their time (in one conversation, or one person's, or all)."""
-    query = sa.select(Approval).where(Approval.status == Status.PENDING, Approval.expires_at <= utcnow())
+    """Waiting approvals past their time (in one conversation, or one person's, or all)."""
+    query = sa.select(Approval).where(Approval.status.in_(WAITING), Approval.expires_at <= utcnow())
     if conversation_id is not None:
         query = query.where(Approval.conversation_id == conversation_id)
     if user_id is not None:

@@ -7,6 +7,12 @@
         card = copilot.pending()
         assert card.reason == "Delete this post? This cannot be undone."
         assert card.confirm() == "done" and copilot.calls(DeletePost) == 1
+
+An action with `countersign` waits for a second person after the first confirm:
+
+        assert card.confirm() == "countersigning"
+        copilot.as_person("admin@example.com")
+        assert card.countersign() == "done"
 """
 
 from __future__ import annotations
@@ -84,6 +90,7 @@ class Clock:
 ERRORS = {
     "NotFound": "not_found",
     "WrongPerson": "wrong_person",
+    "OwnCountersign": "own_request",
     "AlreadyDecided": "already_decided",
     "Expired": Status.EXPIRED,
     "BadToken": "bad_token",
@@ -115,6 +122,14 @@ class Card:
 
     def submit(self, **values: Any) -> str:
         return self.copilot._answer(self, "submit", values)
+
+    def countersign(self) -> str:
+        """The second signature, by the kit's current person (`copilot.as_person(...)` first)."""
+        return self.copilot._countersign(self, "countersign")
+
+    def decline_countersign(self, reason: str | None = None) -> str:
+        """The second person declines instead of countersigning."""
+        return self.copilot._countersign(self, "decline", reason)
 
 
 class Copilot:
@@ -199,6 +214,20 @@ class Copilot:
                 return ERRORS.get(type(error).__name__, type(error).__name__)
             return str(approval.status)
 
+    def _countersign(self, card: Card, decision: str, reason: str | None = None) -> str:
+        from app.copilot import agent
+        from app.copilot.tokens import sign_second
+
+        with self.app.app_context():
+            actor = self._actor()
+            approval = _approval(card.id)
+            token = sign_second(approval, actor.user, actor.binding) if approval is not None else ""
+            try:
+                approval = agent.countersign(card.id, token, actor, decision, reason)
+            except CountersignError as error:
+                return ERRORS.get(type(error).__name__, type(error).__name__)
+            return str(approval.status)
+
     def calls(self, action: type) -> int:
         """How many times action.handle() ran in this test."""
         return self._counts.get(action, 0)
@@ -215,6 +244,13 @@ class Copilot:
             originals.append((action, original))
             action.handle = counted
         return originals
+
+
+def _approval(approval_id: str) -> Any:
+    from app.extensions import db
+    from app.models import Approval
+
+    return db.session.get(Approval, approval_id)
 
 
 def _seed(app: Any) -> None:
