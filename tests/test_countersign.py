@@ -686,3 +686,33 @@ def _seconds(n: int):
     from datetime import timedelta
 
     return timedelta(seconds=n)
+
+
+def test_actions_check_covers_a_countersigned_operation(countersign_template_db, tmp_path, monkeypatch):
+    from app.actions.manage_files import ManageFiles
+    from app.copilot.contract import check_action
+    from app.copilot.testing import running
+
+    monkeypatch.setattr(ManageFiles, "examples", ["/manage_files operation=delete_folder path=reports"])
+    with running(countersign_template_db, tmp_path, freeze=False) as kit:
+        reports = Path(kit.app.config["FILES_ROOT"], "acme", "reports")
+        reports.mkdir(parents=True, exist_ok=True)
+        (reports / "a.txt").write_text("a")
+        assert check_action(kit, "manage_files") == []
+        assert kit.calls(ManageFiles) == 0 and reports.exists()
+
+
+def test_actions_check_catches_a_card_its_person_could_countersign(countersign_template_db, tmp_path, monkeypatch):
+    from app.actions.manage_files import ManageFiles
+    from app.copilot import approvals
+    from app.copilot.contract import check_action
+    from app.copilot.testing import running
+
+    monkeypatch.setattr(ManageFiles, "examples", ["/manage_files operation=delete_folder path=reports"])
+    monkeypatch.setattr(approvals, "verify_second", lambda approval_id, token, actor: db.session.get(Approval, approval_id))
+    monkeypatch.setattr(approvals, "may_countersign", lambda approval, user, registry: True)
+    with running(countersign_template_db, tmp_path, freeze=False) as kit:
+        reports = Path(kit.app.config["FILES_ROOT"], "acme", "reports")
+        reports.mkdir(parents=True, exist_ok=True)
+        problems = check_action(kit, "manage_files")
+    assert "manage_files: the person who asked could countersign their own card" in problems

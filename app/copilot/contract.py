@@ -2,7 +2,8 @@
 kit's `actions_contract_test()`): its handle() does not run before a confirm, its card holds none
 of the model's argument strings (but those it declares in `shows`; a template's placeholders are
 filled from approval_values(), which must resolve them, not hand them back), another person cannot
-confirm it, and a declined card runs nothing."""
+confirm it, a card under the two-person rule waits after its person's confirm and cannot be
+countersigned by them, and a declined card runs nothing."""
 
 from __future__ import annotations
 
@@ -97,9 +98,29 @@ def check_action(kit: Any, name: str, person: str = "alice@example.com", other: 
     if card.confirm() != "wrong_person" or kit.calls(action):
         problems.append(f"{name}: another person ({other}) could confirm the card")
     kit.as_person(person)
+    problems += _countersigned(kit, action, card)
     if card.decline() != Status.DECLINED or kit.calls(action):
         problems.append(f"{name}: declining did not end the card with nothing run")
     return problems
+
+
+def _countersigned(kit: Any, action: type[Action], card: Any) -> list[str]:
+    """A card under the two-person rule: the person's confirm runs nothing and waits, and the
+    person cannot give the second signature themself (their decline then still ends it)."""
+    from app.extensions import db
+    from app.models import Approval
+
+    with kit.app.app_context():
+        approval = db.session.get(Approval, card.id)
+        rule = approval.countersign if approval is not None else None
+    if not rule:
+        return []
+    name = action.name
+    if card.confirm() != Status.COUNTERSIGNING or kit.calls(action):
+        return [f"{name}: the person's confirm did not wait for the countersignature ({rule})"]
+    if card.countersign() == Status.DONE or kit.calls(action):
+        return [f"{name}: the person who asked could countersign their own card"]
+    return []
 
 
 def _marked(action: Any, arguments: dict[str, Any]) -> dict[str, Any]:
