@@ -716,3 +716,38 @@ def test_actions_check_catches_a_card_its_person_could_countersign(countersign_t
         reports.mkdir(parents=True, exist_ok=True)
         problems = check_action(kit, "manage_files")
     assert "manage_files: the person who asked could countersign their own card" in problems
+
+
+def test_a_card_that_needs_no_countersignature_cannot_be_countersigned(app, alice, admin, folder):
+    html = alice.say(alice.new_conversation(), "/manage_files operation=delete path=reports/old.csv")
+    approval_id, _ = alice.card(html)
+    token = _any_second_token(app, admin, approval_id, "admin@example.com")
+    assert admin.htmx_post(f"/approvals/{approval_id}/countersign", token=token).status_code == 400
+    assert status_of(app, approval_id).status == "pending" and (folder / "old.csv").exists()
+
+
+def test_a_client_token_outside_the_toolset_cannot_countersign(app, alice, folder, handled):
+    approval_id = confirmed(alice)
+    with app.app_context():
+        admin_user = db.session.scalar(sa.select(User).where(User.email == "admin@example.com"))
+        headers = api_headers(create_token(admin_user, scope="client", toolsets="blog"))
+    client = app.test_client()
+    (queued,) = client.get("/api/countersign", headers=headers).get_json()["approvals"]
+    assert queued["token"] is None
+    from app.copilot.tokens import sign_second
+
+    with app.test_request_context():
+        token = sign_second(
+            db.session.get(Approval, approval_id),
+            db.session.get(User, user(app, "admin@example.com").id),
+            f"pat:{_newest_token_id(app, 'admin@example.com')}",
+        )
+    response = client.post(f"/api/approvals/{approval_id}/countersign", json={"token": token}, headers=headers)
+    assert response.status_code == 403 and response.get_json()["error"] == "OutsideToolsets" and handled == []
+
+
+def test_openapi_describes_the_countersignature(app):
+    paths = app.test_client().get("/api/openapi.json").get_json()["paths"]
+    assert "get" in paths["/api/countersign"]
+    assert paths["/api/approvals/{id}/countersign"]["post"]["requestBody"]
+    assert "/api/approvals/{id}/countersign/decline" in paths
