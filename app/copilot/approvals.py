@@ -250,7 +250,8 @@ def may_countersign(approval: Approval, user: User, registry: Registry) -> bool:
         return False
     if user.id in (approval.user_id, approval.confirmed_by):
         return False
-    ctx = _context(_requester(approval, Actor(user=user, binding="")), approval)
+    asker = approval.user
+    ctx = ActionContext(user=asker, tenant=asker.tenant, db=db.session, channel="web", approval_id=approval.id)
     try:
         input = action.Input.model_validate(approval.arguments)
         rule = action.countersigner(input)
@@ -359,7 +360,7 @@ def _finish(
     If a sweep already ended it `interrupted` (a handle() slower than the grace), the work
     is rolled back and the approval stays interrupted."""
     detail = filled_line(filled) if filled is not None else ""
-    if approval.confirmed_by is not None and status is not Status.DECLINED:  # both signatures, in the decided row
+    if approval.confirmed_by is not None:  # a countersigned card: both signatures, in the decided row
         detail = f"{detail} confirmed by user {approval.confirmed_by}, countersigned by user {actor.user.id}".strip()
     if not move(approval, status, actor.user.id, actor.channel, detail, source=Status.RUNNING, result=result, filled=filled):
         db.session.refresh(approval)
