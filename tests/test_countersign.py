@@ -688,12 +688,11 @@ def _seconds(n: int):
     return timedelta(seconds=n)
 
 
-def test_actions_check_covers_a_countersigned_operation(countersign_template_db, tmp_path, monkeypatch):
+def test_actions_check_covers_a_countersigned_operation(countersign_template_db, tmp_path):
     from app.actions.manage_files import ManageFiles
     from app.copilot.contract import check_action
     from app.copilot.testing import running
 
-    monkeypatch.setattr(ManageFiles, "examples", ["/manage_files operation=delete_folder path=reports"])
     with running(countersign_template_db, tmp_path, freeze=False) as kit:
         reports = Path(kit.app.config["FILES_ROOT"], "acme", "reports")
         reports.mkdir(parents=True, exist_ok=True)
@@ -703,12 +702,10 @@ def test_actions_check_covers_a_countersigned_operation(countersign_template_db,
 
 
 def test_actions_check_catches_a_card_its_person_could_countersign(countersign_template_db, tmp_path, monkeypatch):
-    from app.actions.manage_files import ManageFiles
     from app.copilot import approvals
     from app.copilot.contract import check_action
     from app.copilot.testing import running
 
-    monkeypatch.setattr(ManageFiles, "examples", ["/manage_files operation=delete_folder path=reports"])
     monkeypatch.setattr(approvals, "verify_second", lambda approval_id, token, actor: db.session.get(Approval, approval_id))
     monkeypatch.setattr(approvals, "may_countersign", lambda approval, user, registry: True)
     with running(countersign_template_db, tmp_path, freeze=False) as kit:

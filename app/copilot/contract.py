@@ -61,8 +61,51 @@ def sample(action: type[Action]) -> dict[str, Any] | None:
     return None
 
 
+def countersigned_sample(action: type[Action]) -> dict[str, Any] | None:
+    """The arguments of the action's first slash-command example whose card needs a countersignature."""
+    for example in action.examples:
+        parsed = parse_slash(example)
+        if not parsed or parsed[0] != action.name:
+            continue
+        try:
+            if action.countersigner(action.Input.model_validate(parsed[1])) is not None:
+                return parsed[1]
+        except ValidationError:
+            continue
+    return None
+
+
 def check_action(kit: Any, name: str, person: str = "alice@example.com", other: str = "bob@example.com") -> list[str]:
     """Run one action's contract on a seeded app; return its problems (empty: it holds)."""
+    from app.copilot.agent import engine
+
+    problems = _check_first(kit, name, person, other)
+    with kit.app.app_context():
+        action = engine().registry.get(name)
+    arguments = countersigned_sample(action) if action is not None else None
+    if action is not None and arguments is not None and arguments != sample(action):
+        problems += _check_countersigned(kit, action, arguments, person)
+    return problems
+
+
+def _check_countersigned(kit: Any, action: type[Action], arguments: dict[str, Any], person: str) -> list[str]:
+    """The example that needs a countersignature: its person's confirm waits, they cannot countersign it."""
+    from app.copilot.testing import tool_call
+
+    kit.as_person(person)
+    kit.model.enqueue(tool_call(action.name, **arguments))
+    kit.chat(f"check {action.name} countersigned")
+    try:
+        card = kit.pending()
+    except LookupError:
+        return [f"{action.name}: no card was shown for {arguments!r} (does its example work on the seeded data for {person}?)"]
+    problems = _countersigned(kit, action, card)
+    card.decline()
+    return problems
+
+
+def _check_first(kit: Any, name: str, person: str, other: str) -> list[str]:
+    """The contract on the action's first example."""
     from app.copilot.agent import engine
     from app.copilot.testing import tool_call
 
