@@ -204,7 +204,7 @@ def answer(
         _tell_expired(approval_id, actor)
         raise
     if approval.status == Status.COUNTERSIGNING and decision == "confirm":
-        notices.countersign_wanted(approval, engine().registry)
+        notices.queue_countersign_notice(approval)
     runs.resume_if_ready(approval.run_id)
     return approval
 

@@ -9,12 +9,14 @@ from email.message import EmailMessage
 import sqlalchemy as sa
 from flask import current_app
 
+from app.copilot import jobs
 from app.copilot.actions import Registry
 from app.copilot.approvals import may_countersign
 from app.copilot.cards import card_url
 from app.extensions import db
 from app.mail import smtp_send
 from app.models import Approval, User
+from app.status import Status
 
 log = logging.getLogger(__name__)
 MOST = 50  # countersigners mailed about one card at most
@@ -24,6 +26,26 @@ def countersigners(approval: Approval, registry: Registry) -> list[User]:
     """The people of the card's tenant who may give its second signature (never its own person)."""
     people = db.session.scalars(sa.select(User).where(User.tenant_id == approval.tenant_id).order_by(User.id))
     return [u for u in people if may_countersign(approval, u, registry)][:MOST]
+
+
+def queue_countersign_notice(approval: Approval) -> None:
+    """Mail the countersigners as a job (a slow SMTP server never holds the person's confirm)."""
+    if not current_app.config.get("SMTP_URL"):
+        return
+    try:
+        jobs.call("app.copilot.notices:send_countersign_notice", approval.id)
+    except Exception:  # the queue is down: the card still waits on the console and its page
+        log.warning("could not queue the countersign notice for %s", approval.id, exc_info=True)
+
+
+def send_countersign_notice(approval_id: str) -> list[str]:
+    """The job: mail the notice if the card still waits for its countersignature."""
+    from app.copilot.agent import engine
+
+    approval = db.session.get(Approval, approval_id)
+    if approval is None or approval.status != Status.COUNTERSIGNING:
+        return []
+    return countersign_wanted(approval, engine().registry)
 
 
 def countersign_wanted(approval: Approval, registry: Registry) -> list[str]:
