@@ -304,8 +304,8 @@ def countersign(approval_id: str, decision: str) -> Any:
     token = data.get("token")
     if not isinstance(token, str):
         raise BadValues("`token` must be a string.")
-    reason = data.get("reason")
-    if reason is not None and (not isinstance(reason, str) or len(reason) > 1000):
+    reason = data.get("reason", "")
+    if not isinstance(reason, str) or len(reason) > 1000:
         raise BadValues("`reason` must be a string of at most 1000 characters.")
-    approval = agent.countersign(approval_id, token, actor, decision, reason.strip() or None if reason else None)
+    approval = agent.countersign(approval_id, token, actor, decision, reason.strip() or None)
     return jsonify(id=approval.id, status=approval.status, outcome=card_line(approval))
