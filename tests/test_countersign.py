@@ -748,3 +748,37 @@ def test_openapi_describes_the_countersignature(app):
     assert "get" in paths["/api/countersign"]
     assert paths["/api/approvals/{id}/countersign"]["post"]["requestBody"]
     assert "/api/approvals/{id}/countersign/decline" in paths
+
+
+def test_api_another_tenants_admin_finds_nothing(app, alice, folder, handled):
+    approval_id = confirmed(alice)
+    with app.app_context():
+        carol = db.session.scalar(sa.select(User).where(User.email == "carol@example.com"))
+        carol.is_admin = True
+        db.session.commit()
+    client, headers = app.test_client(), token_for(app, "carol@example.com", "client")
+    assert client.get("/api/countersign", headers=headers).get_json()["approvals"] == []
+    from app.copilot.tokens import sign_second
+
+    with app.test_request_context():
+        token = sign_second(
+            db.session.get(Approval, approval_id),
+            db.session.get(User, user(app, "carol@example.com").id),
+            f"pat:{_newest_token_id(app, 'carol@example.com')}",
+        )
+    response = client.post(f"/api/approvals/{approval_id}/countersign", json={"token": token}, headers=headers)
+    assert response.status_code == 404 and handled == []
+
+
+def test_api_expired_while_it_waits_is_410_and_runs_nothing(app, alice, folder, handled):
+    import time_machine
+
+    from app.models import utcnow
+
+    approval_id = confirmed(alice)
+    client, headers = app.test_client(), token_for(app, "admin@example.com", "client")
+    (queued,) = client.get("/api/countersign", headers=headers).get_json()["approvals"]
+    with time_machine.travel(utcnow() + _ttl(app) + _seconds(5), tick=False):
+        assert client.get("/api/countersign", headers=headers).get_json()["approvals"] == []
+        response = client.post(f"/api/approvals/{approval_id}/countersign", json={"token": queued["token"]}, headers=headers)
+    assert response.status_code == 410 and handled == [] and status_of(app, approval_id).status == "expired"
