@@ -155,7 +155,7 @@ def test_the_person_cannot_countersign_their_own(app, alice, folder, handled):
     assert f"/approvals/{approval_id}/countersign" not in page  # no such button for her
     with app.test_request_context():
         sid = _session_id(app, alice)
-        forged = sign_second(db.session.get(Approval, approval_id), db.session.get(User, user(app, "alice@example.com").id), sid)
+        forged = sign_second(approval_id, db.session.get(User, user(app, "alice@example.com").id), sid)
     response = alice.htmx_post(f"/approvals/{approval_id}/countersign", token=forged)
     assert response.status_code == 403 and handled == []
     assert status_of(app, approval_id).status == "countersigning"
@@ -183,9 +183,7 @@ def test_bob_who_is_no_admin_cannot_countersign_nor_see_it(app, alice, bob, admi
     approval_id = confirmed(alice)
     assert bob.client.get(f"/approvals/{approval_id}").status_code == 403
     with app.test_request_context():
-        token = sign_second(
-            db.session.get(Approval, approval_id), db.session.get(User, user(app, "bob@example.com").id), _session_id(app, bob)
-        )
+        token = sign_second(approval_id, db.session.get(User, user(app, "bob@example.com").id), _session_id(app, bob))
     response = bob.htmx_post(f"/approvals/{approval_id}/countersign", token=token)
     assert response.status_code == 403 and "Deleted" not in response.get_data(as_text=True)
     assert "reports" not in response.get_data(as_text=True)  # the error, never the card
@@ -205,7 +203,7 @@ def test_another_tenants_admin_finds_nothing(app, alice, folder, handled):
 
     with app.test_request_context():
         token = sign_second(
-            db.session.get(Approval, approval_id),
+            approval_id,
             db.session.get(User, user(app, "carol@example.com").id),
             _session_id(app, carol_client),
         )
@@ -255,9 +253,7 @@ def test_bob_cannot_decline_it_either(app, alice, bob, folder):
 
     approval_id = confirmed(alice)
     with app.test_request_context():
-        token = sign_second(
-            db.session.get(Approval, approval_id), db.session.get(User, user(app, "bob@example.com").id), _session_id(app, bob)
-        )
+        token = sign_second(approval_id, db.session.get(User, user(app, "bob@example.com").id), _session_id(app, bob))
     assert bob.htmx_post(f"/approvals/{approval_id}/countersign/decline", token=token).status_code == 403
     assert status_of(app, approval_id).status == "countersigning"
 
@@ -400,9 +396,7 @@ def test_api_the_person_cannot_countersign_their_own(app, alice, folder, handled
 
     with app.test_request_context():
         token_id = _newest_token_id(app, "alice@example.com")
-        forged = sign_second(
-            db.session.get(Approval, approval_id), db.session.get(User, user(app, "alice@example.com").id), f"pat:{token_id}"
-        )
+        forged = sign_second(approval_id, db.session.get(User, user(app, "alice@example.com").id), f"pat:{token_id}")
     response = client.post(f"/api/approvals/{approval_id}/countersign", json={"token": forged}, headers=headers)
     assert response.status_code == 403 and response.get_json()["error"] == "OwnCountersign" and handled == []
 
@@ -415,7 +409,7 @@ def test_api_bob_cannot_countersign(app, alice, folder, handled):
 
     with app.test_request_context():
         forged = sign_second(
-            db.session.get(Approval, approval_id),
+            approval_id,
             db.session.get(User, user(app, "bob@example.com").id),
             f"pat:{_newest_token_id(app, 'bob@example.com')}",
         )
@@ -617,7 +611,7 @@ def test_a_callable_rule_names_who_may_sign(app, folder, handled, monkeypatch):
     monkeypatch.setattr(ManageFiles, "countersign", {"delete_folder": bob_only})
     approval_id = _card_for(app, "alice@example.com", confirm=True)
     from app.copilot.agent import engine
-    from app.copilot.approvals import may_countersign
+    from app.copilot.countersigning import may_countersign
 
     with app.app_context():
         approval = db.session.get(Approval, approval_id)
@@ -658,9 +652,7 @@ def _any_second_token(app, person, approval_id: str, email: str) -> str:
     from app.copilot.tokens import sign_second
 
     with app.test_request_context():
-        return sign_second(
-            db.session.get(Approval, approval_id), db.session.get(User, user(app, email).id), _session_id(app, person)
-        )
+        return sign_second(approval_id, db.session.get(User, user(app, email).id), _session_id(app, person))
 
 
 def _newest_token_id(app, email: str) -> int:
@@ -702,12 +694,12 @@ def test_actions_check_covers_a_countersigned_operation(countersign_template_db,
 
 
 def test_actions_check_catches_a_card_its_person_could_countersign(countersign_template_db, tmp_path, monkeypatch):
-    from app.copilot import approvals
+    from app.copilot import countersigning
     from app.copilot.contract import check_action
     from app.copilot.testing import running
 
-    monkeypatch.setattr(approvals, "verify_second", lambda approval_id, token, actor: db.session.get(Approval, approval_id))
-    monkeypatch.setattr(approvals, "may_countersign", lambda approval, user, registry: True)
+    monkeypatch.setattr(countersigning, "verify_second", lambda approval_id, token, actor: db.session.get(Approval, approval_id))
+    monkeypatch.setattr(countersigning, "may_countersign", lambda approval, user, registry: True)
     with running(countersign_template_db, tmp_path, freeze=False) as kit:
         reports = Path(kit.app.config["FILES_ROOT"], "acme", "reports")
         reports.mkdir(parents=True, exist_ok=True)
@@ -735,7 +727,7 @@ def test_a_client_token_outside_the_toolset_cannot_countersign(app, alice, folde
 
     with app.test_request_context():
         token = sign_second(
-            db.session.get(Approval, approval_id),
+            approval_id,
             db.session.get(User, user(app, "admin@example.com").id),
             f"pat:{_newest_token_id(app, 'admin@example.com')}",
         )
@@ -762,7 +754,7 @@ def test_api_another_tenants_admin_finds_nothing(app, alice, folder, handled):
 
     with app.test_request_context():
         token = sign_second(
-            db.session.get(Approval, approval_id),
+            approval_id,
             db.session.get(User, user(app, "carol@example.com").id),
             f"pat:{_newest_token_id(app, 'carol@example.com')}",
         )
@@ -782,3 +774,16 @@ def test_api_expired_while_it_waits_is_410_and_runs_nothing(app, alice, folder, 
         assert client.get("/api/countersign", headers=headers).get_json()["approvals"] == []
         response = client.post(f"/api/approvals/{approval_id}/countersign", json={"token": queued["token"]}, headers=headers)
     assert response.status_code == 410 and handled == [] and status_of(app, approval_id).status == "expired"
+
+
+def test_the_kit_declines_as_the_second_person(copilot):
+    from app.actions.manage_files import ManageFiles
+
+    reports = Path(copilot.app.config["FILES_ROOT"], "acme", "reports")
+    reports.mkdir(parents=True, exist_ok=True)
+    copilot.as_person("alice@example.com").chat(FOLDER_DELETE)
+    card = copilot.pending()
+    assert card.confirm() == "countersigning"
+    copilot.as_person("admin@example.com")
+    assert card.countersign(decline=True, reason="Not this week.") == "declined"
+    assert copilot.calls(ManageFiles) == 0 and reports.exists()

@@ -12,7 +12,7 @@ from flask_login import current_user, login_required
 
 from app.admin.chart import decisions_svg
 from app.auth import current_actor
-from app.copilot import agent, approvals, audit_check, review
+from app.copilot import agent, audit_check, countersigning, review
 from app.copilot.tokens import Actor, sign_second
 from app.errors import CountersignError
 from app.extensions import db
@@ -56,7 +56,7 @@ def countersign_queue(actor: Actor) -> list[dict[str, Any]]:
     """The cards waiting for this admin's countersignature, as partials/_card.html shows them:
     each with a countersignature token for this session (answered at web.countersign)."""
     queue = []
-    for approval in approvals.waiting_for(actor.user, agent.engine().registry):
+    for approval in countersigning.waiting_for(actor.user, agent.engine().registry):
         confirmer = db.session.get(User, approval.confirmed_by) if approval.confirmed_by else None
         queue.append(
             {
@@ -64,7 +64,7 @@ def countersign_queue(actor: Actor) -> list[dict[str, Any]]:
                 "pending": False,
                 "countersigning": True,
                 "token": None,
-                "second_token": sign_second(approval, actor.user, actor.binding),
+                "second_token": sign_second(approval.id, actor.user, actor.binding),
                 "confirmed_by": confirmer.email if confirmer else None,
                 "outcome": OUTCOMES[Status.COUNTERSIGNING].card,
                 "seconds_left": max(0, int((approval.expires_at - utcnow()).total_seconds())),

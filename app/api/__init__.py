@@ -13,7 +13,7 @@ from app import sse
 from app.api.openapi import document
 from app.auth import bearer_token, current_actor
 from app.copilot import agent, events, runs
-from app.copilot.approvals import waiting_for
+from app.copilot.countersigning import waiting_for
 from app.copilot.events import Event
 from app.copilot.text import check_message
 from app.copilot.tokens import Actor, may_answer, sign, sign_second
@@ -278,7 +278,7 @@ def second_prompt(approval: Approval, actor: Actor) -> dict[str, Any]:
         "requested_by": approval.user.email,
         "confirmed_by": confirmer.email if confirmer else None,
         "countersign": approval.countersign,
-        "token": sign_second(approval, actor.user, actor.binding) if may_answer(actor, approval) else None,
+        "token": sign_second(approval.id, actor.user, actor.binding) if may_answer(actor, approval) else None,
         "expires_at": approval.expires_at.isoformat(),
     }
 

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from flask import current_app
 from pydantic import ValidationError
 
-from app.copilot import approvals, audit, llm, notices, runs
+from app.copilot import approvals, audit, countersigning, llm, notices, runs
 from app.copilot.actions import Action, ActionContext, Registry, needs_card_with
 from app.copilot.approvals import short
 from app.copilot.schema import missing_fields, secret_fields
@@ -211,9 +211,9 @@ def answer(
 
 def countersign(approval_id: str, token: object, actor: Actor, decision: str, reason: str | None = None) -> Approval:
     """A second person countersigns (handle() runs here, as the person who asked) or declines a
-    card waiting for its countersignature (approvals.countersign); the run's continuation is queued."""
+    card waiting for its countersignature (countersigning.countersign); the run's continuation is queued."""
     try:
-        approval = approvals.countersign(approval_id, token, actor, decision, engine().registry, reason)
+        approval = countersigning.countersign(approval_id, token, actor, decision, engine().registry, reason)
     except Expired:
         stale = db.session.get(Approval, approval_id)
         if stale is not None and stale.tenant_id == actor.user.tenant_id and approvals.expire(stale, channel=actor.channel):

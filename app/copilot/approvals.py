@@ -14,14 +14,14 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from flask import current_app
 from pydantic import BaseModel, ValidationError
 
 from app.copilot import audit
 from app.copilot.actions import Action, ActionContext, Registry
+from app.copilot.caps import check_cap
 from app.copilot.cards import build_card
 from app.copilot.forms import form_for, validate_form
-from app.copilot.tokens import Actor, ChannelProof, refuse, ttl, verify, verify_second
+from app.copilot.tokens import Actor, ChannelProof, refuse, ttl, verify
 from app.errors import (
     AgentCannotAnswer,
     AlreadyDecided,
@@ -29,10 +29,8 @@ from app.errors import (
     CountersignError,
     Expired,
     FormNeedsCard,
-    NeedsSecondSignature,
     NotFound,
     PartlyDone,
-    TooManyPending,
     WrongPerson,
 )
 from app.extensions import db, won
@@ -48,31 +46,7 @@ ANSWERS = {
     "cancel": ("form", Status.CANCELLED),
     "submit": ("form", Status.RUNNING),
 }
-# What still waits for a signature: the person's (pending), or the second one (countersigning).
-WAITING = (Status.PENDING, Status.COUNTERSIGNING)
-
-
-def _check_cap(ctx: ActionContext, run: Run, action: type[Action]) -> None:
-    """Raise TooManyPending (audited) when the run already holds its share of pending approvals,
-    or the person does across all their runs (an agent starting run after run cannot flood them)."""
-    pending = sa.select(sa.func.count()).select_from(Approval).where(Approval.status == Status.PENDING)
-    in_run = db.session.scalar(pending.where(Approval.run_id == run.id)) or 0
-    if in_run >= int(current_app.config["APPROVALS_MAX_PENDING_PER_RUN"]):
-        why = f"run {run.id} already holds {in_run} pending"
-    else:
-        mine = db.session.scalar(pending.where(Approval.user_id == ctx.user.id, Approval.expires_at > utcnow())) or 0
-        if mine < int(current_app.config["APPROVALS_MAX_PENDING_PER_PERSON"]):
-            return
-        why = f"the person already has {mine} pending"
-    audit.record(
-        "approval.create",
-        "refused_cap",
-        tenant_id=ctx.tenant.id,
-        user_id=ctx.user.id,
-        detail=f"{action.name}: {why}",
-        channel=ctx.channel,
-    )
-    raise TooManyPending()
+WAITING = (Status.PENDING, Status.COUNTERSIGNING)  # still waiting for a signature: its person's, or a second one
 
 
 def _new(ctx: ActionContext, run: Run, action: type[Action], **fields: Any) -> Approval:
@@ -107,7 +81,7 @@ def _new(ctx: ActionContext, run: Run, action: type[Action], **fields: Any) -> A
 def create(ctx: ActionContext, run: Run, action: type[Action], input: BaseModel, *, tool_call_id: str, step: int) -> Approval:
     """A pending card for this call. Raises TooManyPending past the run's cap and
     NotFound when the card names a record outside the person's tenant."""
-    _check_cap(ctx, run, action)
+    check_cap(ctx, run, action)
     card = build_card(action, ctx, input)
     fields = {"arguments": input.model_dump(mode="json"), "reason": card.reason, "rows": card.rows, "digest": card.digest}
     rule = action.countersigner(input)
@@ -121,7 +95,7 @@ def create_form(
 ) -> Approval:
     """A pending form for a READ/WRITE call that left fields out; the model's values pre-fill it.
     FormNeedsCard when the call, or every choice the form could offer, needs a card."""
-    _check_cap(ctx, run, action)
+    check_cap(ctx, run, action)
     given, form = form_for(action, ctx, given)
     digest = hashlib.sha256(json.dumps(form, sort_keys=True, default=str).encode()).hexdigest()
     fields = {"arguments": given, "reason": form["message"], "rows": [], "digest": digest, "form": form}
@@ -149,129 +123,31 @@ def answer(
     _open(approval, actor, withdrawing=decision == "decline")
     if decision == "submit":
         return _submit(approval, actor, registry, values or {})
-    if decision == "confirm" and approval.countersign:
-        return _first_signature(approval, proof, actor)
+    if decision == "confirm" and approval.countersign:  # the first of two signatures: nothing runs yet
+        from app.copilot.countersigning import first_signature
+
+        return first_signature(approval, proof, actor)
     _claim(approval, target, actor, source=Status(approval.status))
     return _confirmed(approval, actor, registry) if target is Status.RUNNING else approval
 
 
 def _open(approval: Approval, actor: Actor, withdrawing: bool = False) -> None:
-    """Raise Expired or AlreadyDecided (audited) unless the approval can still be answered (a
-    card waiting for its countersignature can still be declined by its person: `withdrawing`)."""
-    if approval.status in (Status.PENDING, Status.COUNTERSIGNING) and approval.expires_at <= utcnow():
+    """Raise Expired or AlreadyDecided (audited) unless the approval can still be answered (its
+    person may still decline one that waits for its countersignature: `withdrawing`)."""
+    if approval.status in WAITING and approval.expires_at <= utcnow():
         expire(approval, channel=actor.channel)
     if approval.status == Status.EXPIRED:
         raise refuse(Expired(), "expired", actor, approval, approval.id)
-    if approval.status == Status.COUNTERSIGNING and withdrawing:
-        return
-    if approval.status != Status.PENDING:
+    if approval.status != Status.PENDING and not (withdrawing and approval.status == Status.COUNTERSIGNING):
         raise refuse(AlreadyDecided(), f"already_{approval.status}", actor, approval, approval.id)
 
 
 def _claim(approval: Approval, status: Status, actor: Actor, source: Status = Status.PENDING, **values: Any) -> None:
     """Move source -> status atomically (only one caller anywhere wins); AlreadyDecided else."""
     now = utcnow()
-    when = [Approval.expires_at > now]
-    if not move(
-        approval,
-        status,
-        actor.user.id,
-        actor.channel,
-        source=source,
-        when=when,
-        claimed_at=now,
-        decided_by=actor.user.id,
-        **values,
-    ):
+    stamps = {"claimed_at": now, "decided_by": actor.user.id, **values}
+    if not move(approval, status, actor.user.id, actor.channel, source=source, when=[Approval.expires_at > now], **stamps):
         raise refuse(AlreadyDecided(), "lost_claim", actor, approval, approval.id)
-
-
-def _first_signature(approval: Approval, proof: str | ChannelProof, actor: Actor) -> Approval:
-    """The person confirms a card that needs a countersignature: pending -> countersigning
-    (conditionally, within its time), their signature recorded and audited; nothing runs yet. A
-    chat reply gives no signature here: the person signs on the web card (or with a client token)."""
-    if isinstance(proof, ChannelProof):
-        raise refuse(NeedsSecondSignature(), "countersigned_card_by_channel", actor, approval, approval.id)
-    now = utcnow()
-    when = [Approval.expires_at > now]
-    if not move(
-        approval, Status.COUNTERSIGNING, actor.user.id, actor.channel, when=when, confirmed_by=actor.user.id, confirmed_at=now
-    ):
-        raise refuse(AlreadyDecided(), "lost_claim", actor, approval, approval.id)
-    return approval
-
-
-def countersign(
-    approval_id: str, token: object, actor: Actor, decision: str, registry: Registry, reason: str | None = None
-) -> Approval:
-    """The second signature: 'countersign' or 'decline', by a different person of the tenant whom
-    the action's rule allows, with their own countersignature token (tokens.verify_second). A
-    countersign claims countersigning -> running (only one caller anywhere wins), then authorizes
-    again, rebuilds and compares the card, and runs handle() once, all AS THE PERSON WHO ASKED;
-    the countersigner is recorded as `decided_by`, the person as `confirmed_by`."""
-    approval = verify_second(approval_id, token, actor)
-    if not approval.countersign:
-        raise refuse(BadValues("This card needs no countersignature."), "countersign_not_needed", actor, approval, approval.id)
-    if approval.status == Status.COUNTERSIGNING and approval.expires_at <= utcnow():
-        expire(approval, channel=actor.channel)
-    if approval.status == Status.EXPIRED:
-        raise refuse(Expired(), "countersign_expired", actor, approval, approval.id)
-    if approval.status != Status.COUNTERSIGNING:
-        why = "countersign_not_confirmed" if approval.status == Status.PENDING else f"countersign_already_{approval.status}"
-        raise refuse(AlreadyDecided(_not_waiting(approval)), why, actor, approval, approval.id)
-    if not may_countersign(approval, actor.user, registry):
-        who = f"Only {approval.countersign} of this tenant may countersign this."
-        raise refuse(WrongPerson(who), "countersign_not_allowed", actor, approval, approval.id)
-    if decision == "decline":
-        values = {"feedback": reason} if reason else {}
-        _claim(approval, Status.DECLINED, actor, source=Status.COUNTERSIGNING, **values)
-        return approval
-    _claim(approval, Status.RUNNING, actor, source=Status.COUNTERSIGNING)
-    return _confirmed(approval, actor, registry, as_person=_requester(approval, actor))
-
-
-def _not_waiting(approval: Approval) -> str:
-    if approval.status == Status.PENDING:
-        return "Its person has not confirmed this card yet: there is nothing to countersign."
-    return AlreadyDecided.message
-
-
-def _requester(approval: Approval, signer: Actor) -> Actor:
-    """The person who asked, as the countersigned card runs: their user and tenant, the signer's channel."""
-    return Actor(user=approval.user, binding="countersigned", channel=signer.channel)
-
-
-def may_countersign(approval: Approval, user: User, registry: Registry) -> bool:
-    """Whether this person may give this card's second signature: someone of its tenant other
-    than the person who asked, whom the action's rule (the one the card was made with) allows,
-    asked as the person who asked would run it. A rule that fails says no."""
-    action = registry.get(approval.action)
-    if action is None or not approval.countersign or user.tenant_id != approval.tenant_id:
-        return False
-    if user.id in (approval.user_id, approval.confirmed_by):
-        return False
-    asker = approval.user
-    ctx = ActionContext(user=asker, tenant=asker.tenant, db=db.session, channel="web", approval_id=approval.id)
-    try:
-        input = action.Input.model_validate(approval.arguments)
-        rule = action.countersigner(input)
-        return rule is not None and rule.label == approval.countersign and bool(rule.allows(user, ctx, input))
-    except Exception:  # the rule's own failure: nobody is allowed by it
-        log.exception("the countersign rule of %s failed for approval %s", approval.action, approval.id)
-        return False
-
-
-def waiting_for(user: User, registry: Registry, limit: int = 200) -> list[Approval]:
-    """Cards of the person's tenant that wait for a countersignature this person may give
-    (never their own), oldest first: the one that expires first is on top."""
-    query = sa.select(Approval).where(
-        Approval.tenant_id == user.tenant_id,
-        Approval.status == Status.COUNTERSIGNING,
-        Approval.user_id != user.id,
-        Approval.expires_at > utcnow(),
-    )
-    rows = db.session.scalars(query.order_by(Approval.expires_at).limit(limit))
-    return [a for a in rows if may_countersign(a, user, registry)]
 
 
 def _context(actor: Actor, approval: Approval) -> ActionContext:

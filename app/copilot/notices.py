@@ -11,8 +11,8 @@ from flask import current_app
 
 from app.copilot import jobs
 from app.copilot.actions import Registry
-from app.copilot.approvals import may_countersign
 from app.copilot.cards import card_url
+from app.copilot.countersigning import may_countersign
 from app.extensions import db
 from app.mail import smtp_send
 from app.models import Approval, User

@@ -7,12 +7,6 @@
         card = copilot.pending()
         assert card.reason == "Delete this post? This cannot be undone."
         assert card.confirm() == "done" and copilot.calls(DeletePost) == 1
-
-An action with `countersign` waits for a second person after the first confirm:
-
-        assert card.confirm() == "countersigning"
-        copilot.as_person("admin@example.com")
-        assert card.countersign() == "done"
 """
 
 from __future__ import annotations
@@ -123,13 +117,9 @@ class Card:
     def submit(self, **values: Any) -> str:
         return self.copilot._answer(self, "submit", values)
 
-    def countersign(self) -> str:
-        """The second signature, by the kit's current person (`copilot.as_person(...)` first)."""
-        return self.copilot._countersign(self, "countersign")
-
-    def decline_countersign(self, reason: str | None = None) -> str:
-        """The second person declines instead of countersigning."""
-        return self.copilot._countersign(self, "decline", reason)
+    def countersign(self, decline: bool = False, reason: str | None = None) -> str:
+        """The second signature, by the kit's current person (`decline`: refuse it instead, with a reason)."""
+        return self.copilot._answer(self, "decline" if decline else "countersign", {"reason": reason}, second=True)
 
 
 class Copilot:
@@ -204,26 +194,18 @@ class Copilot:
             a = waiting[0]
             return Card(self, a.id, a.reason, {r["label"]: r["value"] for r in a.rows}, a.form, sign(a, f"kit:{a.user.email}"))
 
-    def _answer(self, card: Card, decision: str, values: dict[str, Any] | None = None) -> str:
-        from app.copilot import agent
-
-        with self.app.app_context():
-            try:
-                approval = agent.answer(card.id, card.token, self._actor(), decision, values)
-            except CountersignError as error:
-                return ERRORS.get(type(error).__name__, type(error).__name__)
-            return str(approval.status)
-
-    def _countersign(self, card: Card, decision: str, reason: str | None = None) -> str:
+    def _answer(self, card: Card, decision: str, values: dict[str, Any] | None = None, second: bool = False) -> str:
         from app.copilot import agent
         from app.copilot.tokens import sign_second
 
         with self.app.app_context():
             actor = self._actor()
-            approval = _approval(card.id)
-            token = sign_second(approval, actor.user, actor.binding) if approval is not None else ""
             try:
-                approval = agent.countersign(card.id, token, actor, decision, reason)
+                if second:  # with the person's own countersignature token, as their page would give it
+                    token = sign_second(card.id, actor.user, actor.binding)
+                    approval = agent.countersign(card.id, token, actor, decision, (values or {}).get("reason"))
+                else:
+                    approval = agent.answer(card.id, card.token, actor, decision, values)
             except CountersignError as error:
                 return ERRORS.get(type(error).__name__, type(error).__name__)
             return str(approval.status)
@@ -244,13 +226,6 @@ class Copilot:
             originals.append((action, original))
             action.handle = counted
         return originals
-
-
-def _approval(approval_id: str) -> Any:
-    from app.extensions import db
-    from app.models import Approval
-
-    return db.session.get(Approval, approval_id)
 
 
 def _seed(app: Any) -> None:

@@ -131,9 +131,9 @@ def verify(approval_id: str, proof: str | ChannelProof, actor: Actor) -> Approva
     return approval
 
 
-def sign_second(approval: Approval, signer: User, binding: str) -> str:
+def sign_second(approval_id: str, signer: User, binding: str) -> str:
     """A countersignature token: this approval, this second person, this session (or token)."""
-    return serializer(SECOND_SALT).dumps({"a": approval.id, "u": signer.id, "b": binding})
+    return serializer(SECOND_SALT).dumps({"a": approval_id, "u": signer.id, "b": binding})
 
 
 def verify_second(approval_id: str, token: object, actor: Actor) -> Approval:
@@ -142,7 +142,7 @@ def verify_second(approval_id: str, token: object, actor: Actor) -> Approval:
     then the countersignature token (its own salt: a card's token is no countersignature), the
     tenant, the signer and session it was signed for, the credential's toolsets; and the person
     who asked (or confirmed) never countersigns. Who the action's rule allows is the engine's
-    check (approvals.countersign). Raises AgentCannotAnswer, BadToken, NotFound, Expired or
+    check (countersigning.countersign). Raises AgentCannotAnswer, BadToken, NotFound, Expired or
     WrongPerson (each audited)."""
     if actor.agent:
         raise refuse(AgentCannotAnswer(), "countersign_agent_credential", actor, None, approval_id)

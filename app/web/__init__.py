@@ -12,7 +12,7 @@ from markupsafe import Markup
 from app import sse
 from app.auth import current_actor
 from app.copilot import agent, events, runs
-from app.copilot.approvals import may_countersign
+from app.copilot.countersigning import may_countersign
 from app.copilot.events import Event
 from app.copilot.text import check_message
 from app.copilot.tokens import Actor

@@ -8,7 +8,7 @@ from typing import Any
 from flask import render_template, request
 
 from app.copilot import agent
-from app.copilot.approvals import may_countersign
+from app.copilot.countersigning import may_countersign
 from app.copilot.schema import wtform_class
 from app.copilot.tokens import Actor, may_answer, sign, sign_second
 from app.extensions import db
@@ -70,7 +70,7 @@ def second_signature(approval: Approval, actor: Actor) -> dict[str, Any]:
     return {
         "countersigning": True,
         "token": sign(approval, actor.binding) if mine and may_answer(actor, approval) else None,
-        "second_token": sign_second(approval, actor.user, actor.binding) if allowed else None,
+        "second_token": sign_second(approval.id, actor.user, actor.binding) if allowed else None,
         "confirmed_by": confirmer.email if confirmer else None,
     }
 
