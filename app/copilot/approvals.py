@@ -2,7 +2,8 @@
 and compare, and only then handle(). The one path to an approval's handle() (DESIGN §4).
 
 Tokens and who may answer are in tokens.py, the card's text in cards.py, the form's schema and
-validation in forms.py; every status word in app/status.py."""
+validation in forms.py, the second signature in countersigning.py (it ends here too), how many may
+wait in caps.py; every status word in app/status.py."""
 
 from __future__ import annotations
 
