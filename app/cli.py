@@ -113,6 +113,7 @@ def actions(context: click.Context, as_json: bool) -> None:
             "schema": tool_schema(a.Input),
             "source": a.source,
             "asks_for_secret": sorted(secret_fields(a.Input)) if a.ask_for_missing else [],
+            "countersign": _countersign_of(a),
         }
         for a in registry.actions.values()
     ]
@@ -122,7 +123,16 @@ def actions(context: click.Context, as_json: bool) -> None:
     for row in sorted(rows, key=lambda r: r["name"]):
         fields = ", ".join(f"{k}{'*' if k in row['schema'].get('required', []) else ''}" for k in row["schema"]["properties"])
         flag = f"  ! secret {', '.join(row['asks_for_secret'])}: a form will refuse it" if row["asks_for_secret"] else ""
-        click.echo(f"{row['name']:<16} {row['kind']:<12} {','.join(row['toolsets']) or '-':<8} ({fields}){flag}")
+        second = f"  countersigned by: {row['countersign']}" if row["countersign"] else ""
+        click.echo(f"{row['name']:<16} {row['kind']:<12} {','.join(row['toolsets']) or '-':<8} ({fields}){flag}{second}")
+
+
+def _countersign_of(action: Any) -> str:
+    """Who must countersign the action's cards, as `flask actions` lists it ("" for nobody)."""
+    rule = action.countersign
+    if isinstance(rule, dict):
+        return ", ".join(f"{operation}: {getattr(one, 'label', one)}" for operation, one in rule.items())
+    return "" if rule is None else str(getattr(rule, "label", rule))
 
 
 @actions.command("check")

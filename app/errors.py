@@ -179,3 +179,16 @@ class AgentCannotManage(CountersignError):
 
     status = 403
     message = "This credential acts for an agent; only the person can rename or delete a conversation."
+
+
+class OwnCountersign(WrongPerson):
+    """The person who asked (and confirmed) tried to give the second signature too."""
+
+    message = "You asked for this: a second, different person must countersign it."
+
+
+class NeedsSecondSignature(CountersignError):
+    """A card that needs two signatures was answered where neither can be given (a chat reply)."""
+
+    status = 403
+    message = "This needs two signatures, and each is given in Countersign, signed in. Nothing was done."

@@ -53,11 +53,18 @@ class ManageFiles(Action):
 
     kind = Kind.WRITE
     done_label = "Deleted"
-    examples = ["/manage_files operation=delete path=reports/old.csv", "list my files", "read a file", "delete a file"]
+    examples = [
+        "/manage_files operation=delete path=reports/old.csv",
+        "/manage_files operation=delete_folder path=reports",
+        "list my files",
+        "read a file",
+        "delete a file",
+    ]
     requires_approval = {
         "delete": "Delete the file at {path} on disk {disk}?",
         "delete_folder": "Delete the folder {path} and everything in it on disk {disk}?",
     }
+    countersign = {"delete_folder": "admin"}  # a whole folder goes only once an admin countersigns too
 
     class Input(BaseModel):
         operation: Literal["list", "read", "delete", "delete_folder"]

@@ -12,10 +12,13 @@ from flask_login import current_user, login_required
 
 from app.admin.chart import decisions_svg
 from app.auth import current_actor
-from app.copilot import agent, audit_check, review
+from app.copilot import agent, audit_check, countersigning, review
+from app.copilot.tokens import Actor, sign_second
 from app.errors import CountersignError
+from app.extensions import db
+from app.models import User, utcnow
 from app.routing import safe_target
-from app.status import Status
+from app.status import OUTCOMES, Status
 
 bp = Blueprint("admin", __name__)
 
@@ -38,6 +41,7 @@ def index() -> Any:
     stats = review.dashboard(tenant_id)
     return render_template(
         "admin/index.html",
+        waiting=countersign_queue(actor),
         page=page,
         filters=filters,
         stats=stats,
@@ -46,6 +50,29 @@ def index() -> Any:
         actions=sorted(agent.engine().registry.actions),
         statuses=list(Status),
     )
+
+
+def countersign_queue(actor: Actor) -> list[dict[str, Any]]:
+    """The cards waiting for this admin's countersignature, as partials/_card.html shows them:
+    each with a countersignature token for this session (answered at web.countersign)."""
+    queue = []
+    for approval in countersigning.waiting_for(actor.user, agent.engine().registry):
+        confirmer = db.session.get(User, approval.confirmed_by) if approval.confirmed_by else None
+        queue.append(
+            {
+                "approval": approval,
+                "pending": False,
+                "countersigning": True,
+                "token": None,
+                "second_token": sign_second(approval.id, actor.user, actor.binding),
+                "confirmed_by": confirmer.email if confirmer else None,
+                "outcome": OUTCOMES[Status.COUNTERSIGNING].card,
+                "seconds_left": max(0, int((approval.expires_at - utcnow()).total_seconds())),
+                "error": None,
+                "form": None,
+            }
+        )
+    return queue
 
 
 @bp.post("/approvals/<approval_id>/revoke")

@@ -13,14 +13,15 @@ from app import sse
 from app.api.openapi import document
 from app.auth import bearer_token, current_actor
 from app.copilot import agent, conversations, events, runs
+from app.copilot.countersigning import waiting_for
 from app.copilot.events import Event
 from app.copilot.text import check_message
-from app.copilot.tokens import Actor, may_answer, sign
+from app.copilot.tokens import Actor, may_answer, sign, sign_second
 from app.errors import BadValues
 from app.extensions import csrf, db, limit_per_person_and_address
 from app.json_body import json_object
-from app.models import Approval, Conversation, Message
-from app.status import Status
+from app.models import Approval, Conversation, Message, User
+from app.status import Status, card_line
 
 bp = Blueprint("api", __name__)
 csrf.exempt(bp)
@@ -47,7 +48,8 @@ def body() -> dict[str, Any]:
 def prompt(approval: Approval, actor: Actor) -> dict[str, Any]:
     """A pending card as the API shows it: the action's words only, and a token — none for an
     agent credential (it never answers), nor for a card outside the credential's toolsets."""
-    pending = approval.status == Status.PENDING and may_answer(actor, approval)
+    # While it waits for its countersignature, its person may still decline it.
+    pending = approval.status in (Status.PENDING, Status.COUNTERSIGNING) and may_answer(actor, approval)
     return {
         "id": approval.id,
         "type": approval.type,
@@ -289,3 +291,49 @@ def list_approvals() -> Any:
         .limit(200)
     )
     return jsonify(approvals=[prompt(a, actor) for a in rows])
+
+
+def second_prompt(approval: Approval, actor: Actor) -> dict[str, Any]:
+    """A card waiting for this credential's countersignature: the action's words, who confirmed
+    it, and the countersignature token (none for an agent credential: it signs nothing)."""
+    confirmer = db.session.get(User, approval.confirmed_by) if approval.confirmed_by else None
+    return {
+        "id": approval.id,
+        "action": approval.action,
+        "reason": approval.reason,
+        "rows": [{"label": r["label"], "value": r["value"]} for r in approval.rows],
+        "status": approval.status,
+        "requested_by": approval.user.email,
+        "confirmed_by": confirmer.email if confirmer else None,
+        "countersign": approval.countersign,
+        "token": sign_second(approval.id, actor.user, actor.binding) if may_answer(actor, approval) else None,
+        "expires_at": approval.expires_at.isoformat(),
+    }
+
+
+@bp.get("/countersign")
+def countersign_queue() -> Any:
+    """The cards of the tenant waiting for a countersignature this person may give (never their
+    own), each with its countersignature token for this credential."""
+    actor = current_actor("api")
+    return jsonify(approvals=[second_prompt(a, actor) for a in waiting_for(actor.user, agent.engine().registry)])
+
+
+@bp.post("/approvals/<approval_id>/countersign", defaults={"decision": "countersign"}, endpoint="countersign")
+@bp.post("/approvals/<approval_id>/countersign/decline", defaults={"decision": "decline"}, endpoint="countersign_decline")
+@limit_per_person_and_address("ANSWERS")
+def countersign(approval_id: str, decision: str) -> Any:
+    """The second signature (or a decline, with an optional `reason`), with the countersignature
+    token from GET /api/countersign: by a person's own session or client-scope token, never an
+    agent's. The card's final state and its outcome line; what handle() said stays with the
+    person who asked, in their conversation."""
+    actor = current_actor("api")
+    data = body()
+    token = data.get("token")
+    if not isinstance(token, str):
+        raise BadValues("`token` must be a string.")
+    reason = data.get("reason", "")
+    if not isinstance(reason, str) or len(reason) > 1000:
+        raise BadValues("`reason` must be a string of at most 1000 characters.")
+    approval = agent.countersign(approval_id, token, actor, decision, reason.strip() or None)
+    return jsonify(id=approval.id, status=approval.status, outcome=card_line(approval))

@@ -325,6 +325,67 @@ def _approval_paths() -> dict[str, Any]:
     }
 
 
+COUNTERSIGN_DESCRIPTION = (
+    "The second signature of the two-person rule (an action's `countersign`). After the person "
+    "confirms, the card is `countersigning`; a different person of the tenant whom the rule "
+    "allows countersigns with the countersignature `token` that GET /api/countersign gave their "
+    "own credential (their browser session with its CSRF header, or their client-scope token; "
+    "an agent-scoped token gets none and is refused). The person who asked never can. "
+    "handle() runs here, once, as the person who asked; the answer is the card's outcome, never "
+    "what handle() said, which stays in the person's conversation."
+)
+
+
+def _countersign_paths() -> dict[str, Any]:
+    """The two-person rule: the queue of cards waiting for this person's countersignature, and
+    the second signature (or a decline)."""
+    waiting = _object(
+        {
+            "id": {"type": "string"},
+            "action": {"type": "string"},
+            "reason": {"type": "string"},
+            "rows": {"type": "array", "items": _object({"label": {"type": "string"}, "value": {"type": "string"}})},
+            "status": {"type": "string"},
+            "requested_by": {"type": "string"},
+            "confirmed_by": {"type": ["string", "null"]},
+            "countersign": {"type": "string", "description": "Who may countersign (the rule's label)"},
+            "token": {"type": ["string", "null"], "description": "The countersignature token for this credential"},
+            "expires_at": {"type": "string", "format": "date-time"},
+        },
+        ["id", "action", "reason", "rows", "token", "expires_at"],
+    )
+    outcome = _object({"id": {"type": "string"}, "status": {"type": "string"}, "outcome": {"type": "string"}})
+    errors = _errors(400, 401, 403, 404, 409, 410, 429)
+    return {
+        "/api/countersign": {
+            "get": _operation(
+                "Cards waiting for your countersignature (never your own)",
+                "countersignQueue",
+                {"200": _ok("The queue", _object({"approvals": {"type": "array", "items": waiting}})), **_errors(401)},
+            )
+        },
+        "/api/approvals/{id}/countersign": {
+            "post": _operation(
+                "Countersign a card its person confirmed",
+                "countersignApproval",
+                {"200": _ok("The outcome", outcome), **errors},
+                description=COUNTERSIGN_DESCRIPTION,
+                parameters=[APPROVAL_ID],
+                body=_body(_object({"token": {"type": "string"}}, ["token"])),
+            )
+        },
+        "/api/approvals/{id}/countersign/decline": {
+            "post": _operation(
+                "Decline a card waiting for your countersignature; nothing runs",
+                "declineCountersign",
+                {"200": _ok("The outcome", outcome), **errors},
+                parameters=[APPROVAL_ID],
+                body=_body(_object({"token": {"type": "string"}, "reason": {"type": "string"}}, ["token"])),
+            )
+        },
+    }
+
+
 def document() -> dict[str, Any]:
     """The whole description, served at /api/openapi.json."""
     return {
@@ -335,5 +396,5 @@ def document() -> dict[str, Any]:
             "schemas": _schemas(),
         },
         "security": [{"bearer": []}],
-        "paths": {**_conversation_paths(), **_approval_paths()},
+        "paths": {**_conversation_paths(), **_approval_paths(), **_countersign_paths()},
     }

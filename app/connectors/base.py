@@ -175,13 +175,13 @@ def card_text(approval: Approval) -> str:
 
 
 def post_card(connector: Connector, thread: ConnectorThread, approval: Approval, supersede: bool = True) -> None:
-    """Ask in the thread, or, where this connector may not take "yes" (or it is a form), link
-    to the card in the web app: nothing risky runs unasked (fail closed). The card is posted
-    before its wait opens, so nothing unseen can be confirmed. Without `supersede` (a message
-    that did not prove it answers the person's waiting card), an open wait stays and the new
-    card gets a link."""
+    """Ask in the thread, or, where this connector may not take "yes" (or it is a form, or a card
+    that needs a countersignature: neither signature is given in a chat), link to the card in the
+    web app: nothing risky runs unasked (fail closed). The card is posted before its wait opens,
+    so nothing unseen can be confirmed. Without `supersede` (a message that did not prove it
+    answers the person's waiting card), an open wait stays and the new card gets a link."""
     link = LINK.format(url=card_url(approval.id))
-    if approval.type != "confirm" or not connector.confirms_by_reply:
+    if approval.type != "confirm" or not connector.confirms_by_reply or approval.countersign:  # two signatures: web only
         connector.send(thread, link)
         return
     redis = redis_client.client

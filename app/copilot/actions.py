@@ -7,6 +7,7 @@ import enum
 import inspect
 import re
 import string
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
@@ -65,6 +66,23 @@ class ActionContext:
         return row
 
 
+@dataclass(frozen=True)
+class Countersign:
+    """Who may give a card's second signature (the two-person rule): `allows(signer, ctx, input)`
+    says whether this person of the tenant may; `label` names them in a few words ("admin",
+    "finance lead"), stored with the card when it is made. The person who asked never may,
+    whatever `allows` says."""
+
+    label: str
+    allows: Callable[[Any, ActionContext, Any], bool]
+
+
+ADMIN = Countersign("admin", lambda signer, ctx, input: bool(signer.is_admin))
+# `countersign = "admin"` (any admin of the tenant), a Countersign(label, allows), or, for a
+# multi-operation tool, {operation: either of those}.
+CountersignRule = str | Countersign | dict[str, str | Countersign] | None
+
+
 class Action:
     """Base class for an action. Subclass it in app/actions/<verb_noun>.py."""
 
@@ -79,6 +97,8 @@ class Action:
     requires_approval: ClassVar[dict[str, str]] = {}
     # Input fields whose values the card may show (`actions check` allows them on the card).
     shows: ClassVar[tuple[str, ...]] = ()
+    # The two-person rule: who must countersign a confirmed card before handle() runs (None: nobody).
+    countersign: ClassVar[CountersignRule] = None
     name: ClassVar[str] = ""
     source: ClassVar[str] = ""
 
@@ -86,6 +106,16 @@ class Action:
     def needs_card(cls, input: Any) -> bool:
         """A card for DESTRUCTIVE/EXTERNAL actions, and for operations in requires_approval."""
         return cls.kind.needs_card or operation_of(input) in cls.requires_approval
+
+    @classmethod
+    def countersigner(cls, input: Any) -> Countersign | None:
+        """The rule for this call's second signature (None: the person's own is enough)."""
+        rule = cls.countersign
+        if isinstance(rule, dict):
+            rule = rule.get(operation_of(input))
+        if rule == "admin":
+            return ADMIN
+        return rule if isinstance(rule, Countersign) else None
 
     @classmethod
     def may_need_card(cls) -> bool:

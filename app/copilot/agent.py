@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from flask import current_app
 from pydantic import ValidationError
 
-from app.copilot import approvals, audit, llm, runs
+from app.copilot import approvals, audit, countersigning, llm, notices, runs
 from app.copilot.actions import Action, ActionContext, Registry, needs_card_with
 from app.copilot.approvals import short
 from app.copilot.schema import missing_fields, secret_fields
@@ -202,6 +202,22 @@ def answer(
         approval = approvals.answer(approval_id, proof, actor, decision, engine().registry, values)
     except Expired:
         _tell_expired(approval_id, actor)
+        raise
+    if approval.status == Status.COUNTERSIGNING and decision == "confirm":
+        notices.queue_countersign_notice(approval)
+    runs.resume_if_ready(approval.run_id)
+    return approval
+
+
+def countersign(approval_id: str, token: object, actor: Actor, decision: str, reason: str | None = None) -> Approval:
+    """A second person countersigns (handle() runs here, as the person who asked) or declines a
+    card waiting for its countersignature (countersigning.countersign); the run's continuation is queued."""
+    try:
+        approval = countersigning.countersign(approval_id, token, actor, decision, engine().registry, reason)
+    except Expired:
+        stale = db.session.get(Approval, approval_id)
+        if stale is not None and stale.tenant_id == actor.user.tenant_id and approvals.expire(stale, channel=actor.channel):
+            runs.resume_if_ready(stale.run_id)
         raise
     runs.resume_if_ready(approval.run_id)
     return approval

@@ -2,7 +2,8 @@
 and compare, and only then handle(). The one path to an approval's handle() (DESIGN §4).
 
 Tokens and who may answer are in tokens.py, the card's text in cards.py, the form's schema and
-validation in forms.py; every status word in app/status.py."""
+validation in forms.py, the second signature in countersigning.py (it ends here too), how many may
+wait in caps.py; every status word in app/status.py."""
 
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from flask import current_app
 from pydantic import BaseModel, ValidationError
 
 from app.copilot import audit
 from app.copilot.actions import Action, ActionContext, Registry
+from app.copilot.caps import check_cap
 from app.copilot.cards import build_card
 from app.copilot.forms import form_for, validate_form
 from app.copilot.tokens import Actor, ChannelProof, refuse, ttl, verify
@@ -31,7 +32,6 @@ from app.errors import (
     FormNeedsCard,
     NotFound,
     PartlyDone,
-    TooManyPending,
     WrongPerson,
 )
 from app.extensions import db, won
@@ -47,29 +47,7 @@ ANSWERS = {
     "cancel": ("form", Status.CANCELLED),
     "submit": ("form", Status.RUNNING),
 }
-
-
-def _check_cap(ctx: ActionContext, run: Run, action: type[Action]) -> None:
-    """Raise TooManyPending (audited) when the run already holds its share of pending approvals,
-    or the person does across all their runs (an agent starting run after run cannot flood them)."""
-    pending = sa.select(sa.func.count()).select_from(Approval).where(Approval.status == Status.PENDING)
-    in_run = db.session.scalar(pending.where(Approval.run_id == run.id)) or 0
-    if in_run >= int(current_app.config["APPROVALS_MAX_PENDING_PER_RUN"]):
-        why = f"run {run.id} already holds {in_run} pending"
-    else:
-        mine = db.session.scalar(pending.where(Approval.user_id == ctx.user.id, Approval.expires_at > utcnow())) or 0
-        if mine < int(current_app.config["APPROVALS_MAX_PENDING_PER_PERSON"]):
-            return
-        why = f"the person already has {mine} pending"
-    audit.record(
-        "approval.create",
-        "refused_cap",
-        tenant_id=ctx.tenant.id,
-        user_id=ctx.user.id,
-        detail=f"{action.name}: {why}",
-        channel=ctx.channel,
-    )
-    raise TooManyPending()
+WAITING = (Status.PENDING, Status.COUNTERSIGNING)  # still waiting for a signature: its person's, or a second one
 
 
 def _new(ctx: ActionContext, run: Run, action: type[Action], **fields: Any) -> Approval:
@@ -104,9 +82,12 @@ def _new(ctx: ActionContext, run: Run, action: type[Action], **fields: Any) -> A
 def create(ctx: ActionContext, run: Run, action: type[Action], input: BaseModel, *, tool_call_id: str, step: int) -> Approval:
     """A pending card for this call. Raises TooManyPending past the run's cap and
     NotFound when the card names a record outside the person's tenant."""
-    _check_cap(ctx, run, action)
+    check_cap(ctx, run, action)
     card = build_card(action, ctx, input)
     fields = {"arguments": input.model_dump(mode="json"), "reason": card.reason, "rows": card.rows, "digest": card.digest}
+    rule = action.countersigner(input)
+    if rule is not None:  # the two-person rule: the card remembers who must give the second signature
+        fields["countersign"] = rule.label
     return _new(ctx, run, action, tool_call_id=tool_call_id, step=step, type="confirm", **fields)
 
 
@@ -115,7 +96,7 @@ def create_form(
 ) -> Approval:
     """A pending form for a READ/WRITE call that left fields out; the model's values pre-fill it.
     FormNeedsCard when the call, or every choice the form could offer, needs a card."""
-    _check_cap(ctx, run, action)
+    check_cap(ctx, run, action)
     given, form = form_for(action, ctx, given)
     digest = hashlib.sha256(json.dumps(form, sort_keys=True, default=str).encode()).hexdigest()
     fields = {"arguments": given, "reason": form["message"], "rows": [], "digest": digest, "form": form}
@@ -140,29 +121,33 @@ def answer(
         if decision == "submit":
             raise BadValues("This card has no form: confirm or decline it.")
         raise BadValues(f"This {approval.type} cannot be answered with {decision}.")
-    _open(approval, actor)
+    _open(approval, actor, withdrawing=decision == "decline")
     if decision == "submit":
         return _submit(approval, actor, registry, values or {})
-    _claim(approval, target, actor)
+    if decision == "confirm" and approval.countersign:  # the first of two signatures: nothing runs yet
+        from app.copilot.countersigning import first_signature
+
+        return first_signature(approval, proof, actor)
+    _claim(approval, target, actor, source=Status(approval.status))
     return _confirmed(approval, actor, registry) if target is Status.RUNNING else approval
 
 
-def _open(approval: Approval, actor: Actor) -> None:
-    """Raise Expired or AlreadyDecided (audited) unless the approval can still be answered."""
-    if approval.status == Status.PENDING and approval.expires_at <= utcnow():
+def _open(approval: Approval, actor: Actor, withdrawing: bool = False) -> None:
+    """Raise Expired or AlreadyDecided (audited) unless the approval can still be answered (its
+    person may still decline one that waits for its countersignature: `withdrawing`)."""
+    if approval.status in WAITING and approval.expires_at <= utcnow():
         expire(approval, channel=actor.channel)
     if approval.status == Status.EXPIRED:
         raise refuse(Expired(), "expired", actor, approval, approval.id)
-    if approval.status != Status.PENDING:
+    if approval.status != Status.PENDING and not (withdrawing and approval.status == Status.COUNTERSIGNING):
         raise refuse(AlreadyDecided(), f"already_{approval.status}", actor, approval, approval.id)
 
 
-def _claim(approval: Approval, status: Status, actor: Actor) -> None:
-    """Move pending -> status atomically (only one caller anywhere wins); AlreadyDecided else."""
+def _claim(approval: Approval, status: Status, actor: Actor, source: Status = Status.PENDING, **values: Any) -> None:
+    """Move source -> status atomically (only one caller anywhere wins); AlreadyDecided else."""
     now = utcnow()
-    if not move(
-        approval, status, actor.user.id, actor.channel, when=[Approval.expires_at > now], claimed_at=now, decided_by=actor.user.id
-    ):
+    stamps = {"claimed_at": now, "decided_by": actor.user.id, **values}
+    if not move(approval, status, actor.user.id, actor.channel, source=source, when=[Approval.expires_at > now], **stamps):
         raise refuse(AlreadyDecided(), "lost_claim", actor, approval, approval.id)
 
 
@@ -177,12 +162,13 @@ def _authorized(action: type[Action], ctx: ActionContext, input: BaseModel) -> b
         return False
 
 
-def _confirmed(approval: Approval, actor: Actor, registry: Registry) -> Approval:
-    """A claimed card: authorize again, rebuild and compare, then handle() once, as the person."""
+def _confirmed(approval: Approval, actor: Actor, registry: Registry, as_person: Actor | None = None) -> Approval:
+    """A claimed card: authorize again, rebuild and compare, then handle() once, as the person
+    (`as_person`: the person who asked, when `actor` gave the second signature)."""
     action = registry.get(approval.action)
     if action is None:
         return _finish(approval, Status.FAILED, actor, result="this action no longer exists")
-    ctx = _context(actor, approval)
+    ctx = _context(as_person or actor, approval)
     try:
         input = action.Input.model_validate(approval.arguments)
     except ValidationError:
@@ -251,6 +237,8 @@ def _finish(
     If a sweep already ended it `interrupted` (a handle() slower than the grace), the work
     is rolled back and the approval stays interrupted."""
     detail = filled_line(filled) if filled is not None else ""
+    if approval.confirmed_by is not None:  # a countersigned card: both signatures, in the decided row
+        detail = f"{detail} confirmed by user {approval.confirmed_by}, countersigned by user {actor.user.id}".strip()
     if not move(approval, status, actor.user.id, actor.channel, detail, source=Status.RUNNING, result=result, filled=filled):
         db.session.refresh(approval)
     return approval
@@ -276,9 +264,9 @@ def move(
     if not won(statement.values(status=status, **values)):
         db.session.rollback()
         return False
-    if status.final:
+    if status.final or status is Status.COUNTERSIGNING:  # the first of two signatures is audited too
         audit.record(
-            "approval.decided",
+            "approval.decided" if status.final else "approval.signed",
             status,
             tenant_id=approval.tenant_id,
             user_id=user_id,
@@ -303,7 +291,7 @@ def revoke(approval_id: str, admin: User, channel: str = "admin", by_agent: bool
         raise refuse(NotFound(), "revoke_not_found", actor, None, approval_id)
     if not admin.is_admin:
         raise refuse(WrongPerson("Only an admin of this tenant may revoke."), "revoke_not_admin", actor, approval, approval_id)
-    if not move(approval, Status.REVOKED, admin.id, channel, decided_by=admin.id):
+    if not any(move(approval, Status.REVOKED, admin.id, channel, source=s, decided_by=admin.id) for s in WAITING):
         raise refuse(AlreadyDecided(), "revoke_already_decided", actor, approval, approval_id)
     return approval
 
@@ -317,13 +305,15 @@ def supersede(approval_id: str, channel: str) -> Approval | None:
 
 
 def expire(approval: Approval, channel: str = "system") -> bool:
-    """Mark a pending approval past its time as expired (conditionally)."""
-    return move(approval, Status.EXPIRED, approval.user_id, channel, when=[Approval.expires_at <= utcnow()])
+    """Mark a pending approval past its time as expired (conditionally); its time covers both
+    signatures, so one waiting for its countersignature expires the same way."""
+    when = [Approval.expires_at <= utcnow()]
+    return any(move(approval, Status.EXPIRED, approval.user_id, channel, source=s, when=when) for s in WAITING)
 
 
 def due_for_expiry(conversation_id: int | None = None, user_id: int | None = None) -> list[Approval]:
-    """Pending approvals past their time (in one conversation, or one person's, or all)."""
-    query = sa.select(Approval).where(Approval.status == Status.PENDING, Approval.expires_at <= utcnow())
+    """Waiting approvals past their time (in one conversation, or one person's, or all)."""
+    query = sa.select(Approval).where(Approval.status.in_(WAITING), Approval.expires_at <= utcnow())
     if conversation_id is not None:
         query = query.where(Approval.conversation_id == conversation_id)
     if user_id is not None:

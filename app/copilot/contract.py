@@ -2,7 +2,8 @@
 kit's `actions_contract_test()`): its handle() does not run before a confirm, its card holds none
 of the model's argument strings (but those it declares in `shows`; a template's placeholders are
 filled from approval_values(), which must resolve them, not hand them back), another person cannot
-confirm it, and a declined card runs nothing."""
+confirm it, a card under the two-person rule waits after its person's confirm and cannot be
+countersigned by them, and a declined card runs nothing."""
 
 from __future__ import annotations
 
@@ -60,8 +61,51 @@ def sample(action: type[Action]) -> dict[str, Any] | None:
     return None
 
 
+def countersigned_sample(action: type[Action]) -> dict[str, Any] | None:
+    """The arguments of the action's first slash-command example whose card needs a countersignature."""
+    for example in action.examples:
+        parsed = parse_slash(example)
+        if not parsed or parsed[0] != action.name:
+            continue
+        try:
+            if action.countersigner(action.Input.model_validate(parsed[1])) is not None:
+                return parsed[1]
+        except ValidationError:
+            continue
+    return None
+
+
 def check_action(kit: Any, name: str, person: str = "alice@example.com", other: str = "bob@example.com") -> list[str]:
     """Run one action's contract on a seeded app; return its problems (empty: it holds)."""
+    from app.copilot.agent import engine
+
+    problems = _check_first(kit, name, person, other)
+    with kit.app.app_context():
+        action = engine().registry.get(name)
+    arguments = countersigned_sample(action) if action is not None else None
+    if action is not None and arguments is not None and arguments != sample(action):
+        problems += _check_countersigned(kit, action, arguments, person)
+    return problems
+
+
+def _check_countersigned(kit: Any, action: type[Action], arguments: dict[str, Any], person: str) -> list[str]:
+    """The example that needs a countersignature: its person's confirm waits, they cannot countersign it."""
+    from app.copilot.testing import tool_call
+
+    kit.as_person(person)
+    kit.model.enqueue(tool_call(action.name, **arguments))
+    kit.chat(f"check {action.name} countersigned")
+    try:
+        card = kit.pending()
+    except LookupError:
+        return [f"{action.name}: no card was shown for {arguments!r} (does its example work on the seeded data for {person}?)"]
+    problems = _countersigned(kit, action, card)
+    card.decline()
+    return problems
+
+
+def _check_first(kit: Any, name: str, person: str, other: str) -> list[str]:
+    """The contract on the action's first example."""
     from app.copilot.agent import engine
     from app.copilot.testing import tool_call
 
@@ -97,9 +141,29 @@ def check_action(kit: Any, name: str, person: str = "alice@example.com", other: 
     if card.confirm() != "wrong_person" or kit.calls(action):
         problems.append(f"{name}: another person ({other}) could confirm the card")
     kit.as_person(person)
+    problems += _countersigned(kit, action, card)
     if card.decline() != Status.DECLINED or kit.calls(action):
         problems.append(f"{name}: declining did not end the card with nothing run")
     return problems
+
+
+def _countersigned(kit: Any, action: type[Action], card: Any) -> list[str]:
+    """A card under the two-person rule: the person's confirm runs nothing and waits, and the
+    person cannot give the second signature themself (their decline then still ends it)."""
+    from app.extensions import db
+    from app.models import Approval
+
+    with kit.app.app_context():
+        approval = db.session.get(Approval, card.id)
+        rule = approval.countersign if approval is not None else None
+    if not rule:
+        return []
+    name = action.name
+    if card.confirm() != Status.COUNTERSIGNING or kit.calls(action):
+        return [f"{name}: the person's confirm did not wait for the countersignature ({rule})"]
+    if card.countersign() == Status.DONE or kit.calls(action):
+        return [f"{name}: the person who asked could countersign their own card"]
+    return []
 
 
 def _marked(action: Any, arguments: dict[str, Any]) -> dict[str, Any]:

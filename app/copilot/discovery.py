@@ -12,7 +12,7 @@ from types import ModuleType
 
 from pydantic import BaseModel
 
-from app.copilot.actions import Action, Kind, Registry, needs_card_with, placeholders, snake
+from app.copilot.actions import Action, Countersign, Kind, Registry, needs_card_with, placeholders, snake
 from app.errors import ActionDeclarationError
 
 Fail = Callable[..., None]  # fail(problem, fix, attribute=None): raises ActionDeclarationError
@@ -52,6 +52,8 @@ def register(registry: Registry, action: type[Action], module: ModuleType) -> No
         _check_card(action, fail)
     if action.ask_for_missing and not action.kind.needs_card:
         _check_form(action, fail, where)
+    if action.countersign is not None:
+        _check_countersign(action, fail)
     if action.handle is Action.handle:
         fail("it has no handle()", "define handle(self, ctx, input)")
     if action.name in registry.actions:
@@ -145,6 +147,40 @@ def _check_operations(action: type[Action], fail: Fail) -> None:
                 "from your own records>}",
                 "requires_approval",
             )
+
+
+def _check_countersign(action: type[Action], fail: Fail) -> None:
+    """The two-person rule names who may countersign, and only for calls that get a card (a
+    second signature on no first one would never be asked for)."""
+    rule = action.countersign
+    how = 'countersign = "admin", or countersign = Countersign("<who>", lambda signer, ctx, input: <bool>)'
+    if isinstance(rule, dict):
+        if action.kind.needs_card:
+            fail("countersign maps operations, but every call of this action gets a card", how, "countersign")
+        strays = [op for op in rule if op not in action.requires_approval]
+        if strays:
+            fail(
+                f"countersign names {', '.join(map(repr, strays))}, which requires_approval does not, so no card "
+                "of it would ever be countersigned",
+                f"name only operations of requires_approval ({', '.join(map(repr, action.requires_approval))})",
+                "countersign",
+            )
+        rules = list(rule.values())
+    else:
+        if not action.kind.needs_card:
+            fail(
+                "countersign is set on an action whose calls may run without a card",
+                'map the operations that need a card: countersign = {"<operation>": "admin"}',
+                "countersign",
+            )
+        rules = [rule] if rule is not None else []
+    for one in rules:
+        if one == "admin":
+            continue
+        if not isinstance(one, Countersign) or not callable(one.allows):
+            fail(f"countersign {one!r} names nobody", how, "countersign")
+        elif not one.label.strip() or len(one.label) > 100:
+            fail("a countersign rule's label must say who may sign, in at most 100 characters", how, "countersign")
 
 
 def _line_of(cls: type, attribute: str | None = None) -> int | None:

@@ -84,6 +84,7 @@ class Clock:
 ERRORS = {
     "NotFound": "not_found",
     "WrongPerson": "wrong_person",
+    "OwnCountersign": "own_request",
     "AlreadyDecided": "already_decided",
     "Expired": Status.EXPIRED,
     "BadToken": "bad_token",
@@ -115,6 +116,10 @@ class Card:
 
     def submit(self, **values: Any) -> str:
         return self.copilot._answer(self, "submit", values)
+
+    def countersign(self, decline: bool = False, reason: str | None = None) -> str:
+        """The second signature, by the kit's current person (`decline`: refuse it instead, with a reason)."""
+        return self.copilot._answer(self, "decline" if decline else "countersign", {"reason": reason}, second=True)
 
 
 class Copilot:
@@ -189,12 +194,18 @@ class Copilot:
             a = waiting[0]
             return Card(self, a.id, a.reason, {r["label"]: r["value"] for r in a.rows}, a.form, sign(a, f"kit:{a.user.email}"))
 
-    def _answer(self, card: Card, decision: str, values: dict[str, Any] | None = None) -> str:
+    def _answer(self, card: Card, decision: str, values: dict[str, Any] | None = None, second: bool = False) -> str:
         from app.copilot import agent
+        from app.copilot.tokens import sign_second
 
         with self.app.app_context():
+            actor = self._actor()
             try:
-                approval = agent.answer(card.id, card.token, self._actor(), decision, values)
+                if second:  # with the person's own countersignature token, as their page would give it
+                    token = sign_second(card.id, actor.user, actor.binding)
+                    approval = agent.countersign(card.id, token, actor, decision, (values or {}).get("reason"))
+                else:
+                    approval = agent.answer(card.id, card.token, actor, decision, values)
             except CountersignError as error:
                 return ERRORS.get(type(error).__name__, type(error).__name__)
             return str(approval.status)

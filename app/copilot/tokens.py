@@ -10,11 +10,21 @@ from itsdangerous import BadData, BadSignature, SignatureExpired, URLSafeTimedSe
 from itsdangerous.encoding import base64_decode, base64_encode
 
 from app.copilot import audit
-from app.errors import AgentCannotAnswer, BadToken, CountersignError, Expired, NotFound, OutsideToolsets, WrongPerson
+from app.errors import (
+    AgentCannotAnswer,
+    BadToken,
+    CountersignError,
+    Expired,
+    NotFound,
+    OutsideToolsets,
+    OwnCountersign,
+    WrongPerson,
+)
 from app.extensions import db
 from app.models import Approval, User
 
 TOKEN_SALT = "countersign.approval-token"
+SECOND_SALT = "countersign.countersignature"  # a second signature's token is never a card's, nor the reverse
 
 
 @dataclass(frozen=True)
@@ -63,9 +73,9 @@ def ttl() -> int:
     return int(current_app.config["APPROVALS_TTL"])
 
 
-def serializer() -> URLSafeTimedSerializer:
+def serializer(salt: str = TOKEN_SALT) -> URLSafeTimedSerializer:
     keys = [*current_app.config.get("SECRET_KEY_FALLBACKS", []), current_app.config["SECRET_KEY"]]
-    return URLSafeTimedSerializer(keys, salt=TOKEN_SALT)
+    return URLSafeTimedSerializer(keys, salt=salt)
 
 
 def sign(approval: Approval, binding: str) -> str:
@@ -121,9 +131,39 @@ def verify(approval_id: str, proof: str | ChannelProof, actor: Actor) -> Approva
     return approval
 
 
-def _read_token(approval_id: str, token: object, actor: Actor) -> tuple[dict[str, object], bool]:
+def sign_second(approval_id: str, signer: User, binding: str) -> str:
+    """A countersignature token: this approval, this second person, this session (or token)."""
+    return serializer(SECOND_SALT).dumps({"a": approval_id, "u": signer.id, "b": binding})
+
+
+def verify_second(approval_id: str, token: object, actor: Actor) -> Approval:
+    """Every check of a second signature's credential before its claim. The countersigner is not
+    the card's person, so verify() cannot vouch for them: an agent credential is refused first;
+    then the countersignature token (its own salt: a card's token is no countersignature), the
+    tenant, the signer and session it was signed for, the credential's toolsets; and the person
+    who asked (or confirmed) never countersigns. Who the action's rule allows is the engine's
+    check (countersigning.countersign). Raises AgentCannotAnswer, BadToken, NotFound, Expired or
+    WrongPerson (each audited)."""
+    if actor.agent:
+        raise refuse(AgentCannotAnswer(), "countersign_agent_credential", actor, None, approval_id)
+    payload, expired = _read_token(approval_id, token, actor, SECOND_SALT)
+    approval = db.session.get(Approval, approval_id)
+    if approval is None or approval.tenant_id != actor.user.tenant_id:
+        raise refuse(NotFound(), "countersign_not_found", actor, None, approval_id)
+    if expired:
+        raise refuse(Expired(), "countersign_token_expired", actor, approval, approval_id)
+    if payload.get("u") != actor.user.id or payload.get("b") != actor.binding:
+        raise refuse(WrongPerson(), "countersign_wrong_person_or_session", actor, approval, approval_id)
+    if actor.user.id in (approval.user_id, approval.confirmed_by):
+        raise refuse(OwnCountersign(), "countersign_own_request", actor, approval, approval_id)
+    if actor.toolsets is not None and not reaches(actor.toolsets, approval.action):
+        raise refuse(OutsideToolsets(), "countersign_outside_toolsets", actor, approval, approval_id)
+    return approval
+
+
+def _read_token(approval_id: str, token: object, actor: Actor, salt: str = TOKEN_SALT) -> tuple[dict[str, object], bool]:
     """The token's payload naming this approval, and whether it is past its age; BadToken else."""
-    signer = serializer()
+    signer = serializer(salt)
     if not isinstance(token, str) or not _canonical(token):
         raise refuse(BadToken(), "bad_token", actor, None, approval_id)
     try:

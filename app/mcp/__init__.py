@@ -328,7 +328,7 @@ def _answer(token_id: int, approval_id: str, answer: types.ElicitResult | None, 
             db.session.rollback()
             return _text(error.message, error=True)
     db.session.refresh(approval)
-    if approval.status == Status.PENDING:
+    if approval.status in (Status.PENDING, Status.COUNTERSIGNING):  # confirmed, it may wait for a second signature
         if legacy:  # a handshake-era client cannot come back with the state
             return _text(f"Pending: the person confirms it in Countersign: {card_url(approval.id)}")
         # The person answers on the card's page; the client asks again until they have.

@@ -12,6 +12,7 @@ from markupsafe import Markup
 from app import sse
 from app.auth import current_actor
 from app.copilot import agent, conversations, events, runs
+from app.copilot.countersigning import may_countersign
 from app.copilot.events import Event
 from app.copilot.text import check_message
 from app.copilot.tokens import Actor
@@ -279,7 +280,7 @@ def approval_page(approval_id: str) -> Any:
     """The card on a page of its own (the target of links from MCP and connectors)."""
     actor = current_actor()
     approval = _own_approval(approval_id, actor)
-    if approval.status == Status.PENDING and approval.expires_at <= utcnow():
+    if approval.status in (Status.PENDING, Status.COUNTERSIGNING) and approval.expires_at <= utcnow():
         agent.expire_due(approval.conversation_id)
         db.session.refresh(approval)
     conversation = db.session.get(Conversation, approval.conversation_id)
@@ -290,12 +291,52 @@ def approval_page(approval_id: str) -> Any:
 
 
 def _own_approval(approval_id: str, actor: Actor) -> Approval:
+    """The card, for its person — or, for a card that needs a countersignature, for a second
+    person its rule allows (or who gave that signature); 404 outside the tenant, 403 else."""
     approval = db.session.get(Approval, approval_id)
     if approval is None or approval.tenant_id != actor.user.tenant_id:
         raise NotFound()
-    if approval.user_id != actor.user.id:
+    if approval.user_id != actor.user.id and not _second_person(approval, actor):
         raise WrongPerson()
     return approval
+
+
+def _second_person(approval: Approval, actor: Actor) -> bool:
+    if not approval.countersign:
+        return False
+    return approval.decided_by == actor.user.id or may_countersign(approval, actor.user, agent.engine().registry)
+
+
+@bp.post("/approvals/<approval_id>/countersign", defaults={"decision": "countersign"}, endpoint="countersign")
+@bp.post("/approvals/<approval_id>/countersign/decline", defaults={"decision": "decline"}, endpoint="countersign_decline")
+@login_required
+@limit_per_person_and_address("ANSWERS")
+def countersign(approval_id: str, decision: str) -> Any:
+    """The second signature (or a decline) by a signed-in person of the tenant whom the card's
+    rule allows, with the countersignature token their page was given (CSRF-checked like every
+    POST): the card in its new state; without htmx, its page."""
+    actor = current_actor()
+    token = request.form.get("token", "")
+    reason = (request.form.get("reason") or "").strip()[:1000] or None
+    try:
+        approval = agent.countersign(approval_id, token, actor, decision, reason)
+    except CountersignError as error:
+        current = db.session.get(Approval, approval_id)
+        if current is None or current.tenant_id != actor.user.tenant_id or isinstance(error, NotFound):
+            raise
+        if current.user_id != actor.user.id and not _second_person(current, actor):
+            raise  # someone the rule does not allow sees the error, never the card
+        db.session.refresh(current)
+        approval, context, status = current, card_context(current, actor, error.message), error.status
+    else:
+        context, status = card_context(approval, actor), 200
+    if not request.htmx:  # type: ignore[attr-defined]
+        if status == 200:
+            return redirect(url_for("web.approval_page", approval_id=approval.id))
+        return render_template("approvals/page.html", actor=actor, approval=approval, ctx=context), status
+    response = make_response(render_partial(approval, context), status)
+    response.headers["Vary"] = "HX-Request"
+    return response
 
 
 @bp.post("/approvals/<approval_id>/<any(confirm, decline, cancel, submit):decision>")

@@ -8,10 +8,11 @@ from typing import Any
 from flask import render_template, request
 
 from app.copilot import agent
+from app.copilot.countersigning import may_countersign
 from app.copilot.schema import wtform_class
-from app.copilot.tokens import Actor, may_answer, sign
+from app.copilot.tokens import Actor, may_answer, sign, sign_second
 from app.extensions import db
-from app.models import Approval, utcnow
+from app.models import Approval, User, utcnow
 from app.status import Status, card_line
 
 
@@ -52,6 +53,25 @@ def card_context(
         "seconds_left": seconds_left,
         "outcome": None if pending else outcome_label(approval),
         "error": error,
+        **second_signature(approval, actor),
+    }
+
+
+def second_signature(approval: Approval, actor: Actor) -> dict[str, Any]:
+    """A card waiting for its countersignature: who confirmed it, and a token for this session
+    while it may still be answered here — its person's (to decline it) or an allowed second
+    person's countersignature token (never for an agent credential, never the person's own)."""
+    waiting = approval.status == Status.COUNTERSIGNING and approval.expires_at > utcnow()
+    if not waiting:
+        return {"countersigning": False, "second_token": None, "confirmed_by": None}
+    mine = approval.user_id == actor.user.id
+    allowed = not mine and may_answer(actor, approval) and may_countersign(approval, actor.user, agent.engine().registry)
+    confirmer = db.session.get(User, approval.confirmed_by) if approval.confirmed_by else None
+    return {
+        "countersigning": True,
+        "token": sign(approval, actor.binding) if mine and may_answer(actor, approval) else None,
+        "second_token": sign_second(approval.id, actor.user, actor.binding) if allowed else None,
+        "confirmed_by": confirmer.email if confirmer else None,
     }
 
 

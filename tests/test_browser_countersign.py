@@ -1,0 +1,93 @@
+"""The two-person rule in a real Chromium: alice confirms a folder delete, it waits, the admin
+countersigns it on the console, and it runs once; alice cannot countersign her own, and bob (no
+admin) cannot either."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.extensions import db
+from app.models import Approval
+from tests.test_browser import LONG, ask, browser, page, server, shots, sign_in_and_open_chat  # noqa: F401
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def folder(app):
+    reports = Path(app.config["FILES_ROOT"], "acme", "reports")
+    reports.mkdir(parents=True, exist_ok=True)
+    (reports / "q1.csv").write_text("a,b\n1,2\n")
+    (reports / "q2.csv").write_text("a,b\n3,4\n")
+    return reports
+
+
+@pytest.fixture
+def handled(monkeypatch):
+    from app.actions.manage_files import ManageFiles
+
+    runs: list[tuple[str, str]] = []
+    original = ManageFiles.handle
+
+    def counted(self, ctx, input):
+        runs.append((input.operation, ctx.user.email))
+        return original(self, ctx, input)
+
+    monkeypatch.setattr(ManageFiles, "handle", counted)
+    return runs
+
+
+def signed_in(browser, server, email):  # noqa: F811
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    other = context.new_page()
+    other.set_default_timeout(LONG)
+    other.goto(f"{server}/login")
+    other.get_by_label("Email").fill(email)
+    other.get_by_label("Password").fill("demo")
+    other.get_by_role("button", name="Sign in").click()
+    other.wait_for_url(f"{server}/")
+    return context, other
+
+
+def test_a_folder_delete_waits_for_the_admins_countersignature(app, page, browser, server, folder, handled, shots):  # noqa: F811
+    sign_in_and_open_chat(page, server)
+    ask(page, "/manage_files operation=delete_folder path=reports")
+    card = page.locator(".card").last
+    card.get_by_text("Delete the folder reports and everything in it on disk local?").wait_for()
+    card.get_by_role("button", name="Confirm").click()
+    card = page.locator(".card").last
+    card.locator(".card__outcome").get_by_text("Confirmed — waiting for a countersignature").wait_for()
+    assert card.get_by_role("button", name="Countersign").count() == 0  # never her own
+    assert handled == [] and folder.exists()
+    approval_id = card.get_attribute("data-approval")
+
+    page.goto(f"{server}/approvals/{approval_id}")  # her card's own page: still no Countersign for her
+    page.get_by_text("Confirmed — waiting for a countersignature").wait_for()
+    assert page.get_by_role("button", name="Countersign").count() == 0
+    assert page.get_by_role("button", name="Decline").count() == 1
+
+    bob_context, bob = signed_in(browser, server, "bob@example.com")
+    assert bob.goto(f"{server}/approvals/{approval_id}").status == 403
+    assert bob.get_by_role("button", name="Countersign").count() == 0
+    assert bob.goto(f"{server}/admin/").status == 403
+    bob_context.close()
+
+    admin_context, admin = signed_in(browser, server, "admin@example.com")
+    admin.goto(f"{server}/admin/")
+    queue = admin.locator(".countersign-queue")
+    queue.get_by_text("Asked by alice@example.com").wait_for()
+    queue.get_by_text("Delete the folder reports and everything in it on disk local?").wait_for()
+    queue.scroll_into_view_if_needed()
+    queue.screenshot(path=str(shots / "countersign-queue.png"))
+    queue.get_by_role("button", name="Countersign").click()
+    queue.locator(".card__outcome").get_by_text("Deleted · done").wait_for()
+    admin_context.close()
+
+    assert handled == [("delete_folder", "alice@example.com")]  # once, as alice
+    assert not folder.exists()
+    with app.app_context():
+        assert db.session.get(Approval, approval_id).status == "done"
+    page.goto(f"{server}/approvals/{approval_id}")
+    page.locator(".card__outcome").get_by_text("Deleted · done").wait_for()
