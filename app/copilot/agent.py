@@ -193,13 +193,19 @@ def send_message(conversation: Conversation, actor: Actor, text: str, submit: bo
 
 
 def answer(
-    approval_id: str, proof: str | ChannelProof, actor: Actor, decision: str, values: Mapping[str, Any] | None = None
+    approval_id: str,
+    proof: str | ChannelProof,
+    actor: Actor,
+    decision: str,
+    values: Mapping[str, Any] | None = None,
+    reason: str | None = None,
 ) -> Approval:
     """The person answers a card or a form (every delivery comes here, see approvals.answer):
     decide — handle() runs here when confirmed or submitted — and queue the run's continuation;
-    the model's words follow on its events."""
+    the model's words follow on its events. An edit or a refresh returns the fresh card, which
+    keeps the run waiting."""
     try:
-        approval = approvals.answer(approval_id, proof, actor, decision, engine().registry, values)
+        approval = approvals.answer(approval_id, proof, actor, decision, engine().registry, values, reason)
     except Expired:
         _tell_expired(approval_id, actor)
         raise

@@ -19,9 +19,10 @@ from pydantic_ai.messages import (
 from pydantic_ai.tools import DeferredToolResults
 
 from app.copilot import runs
+from app.copilot.approvals import told
 from app.extensions import db
 from app.models import Approval, Conversation, Message, Run, User
-from app.status import FINAL, model_line
+from app.status import FINAL
 
 WAITING = "Waiting for the person's answer on a card. It has not run."
 NOT_RUN = "Not run: the person stopped the turn before this call ran."
@@ -84,7 +85,7 @@ def prepare(run: Run) -> Pass:
     calls = unanswered(history)
     if run.next == "results":
         step = runs.step_approvals(run)
-        lines = {a.tool_call_id: model_line(a) for a in step}
+        lines = {a.tool_call_id: told(a) for a in step}  # an edited card's fresh one is the newest
         if calls and {c.tool_call_id for c in calls} <= set(lines):
             work.results = DeferredToolResults(calls={c.tool_call_id: lines[c.tool_call_id] for c in calls})
         else:  # the conversation moved on while the cards waited: tell the model as news
@@ -117,7 +118,7 @@ def answers_for(conversation_id: int, calls: list[ToolCallPart]) -> list[ToolRet
         if approval is None:
             line = NOT_RUN
         elif approval.status in FINAL:
-            line = model_line(approval)
+            line = told(approval)
         else:
             line = WAITING
         parts.append(ToolReturnPart(tool_name=call.tool_name, content=line, tool_call_id=call.tool_call_id))

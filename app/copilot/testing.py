@@ -107,14 +107,28 @@ class Card:
     def confirm(self) -> str:
         return self.copilot._answer(self, "confirm")
 
-    def decline(self) -> str:
-        return self.copilot._answer(self, "decline")
+    def decline(self, reason: str | None = None) -> str:
+        """Decline; `reason` is what the person tells the assistant (the model reads it)."""
+        return self.copilot._answer(self, "decline", reason=reason)
 
     def cancel(self) -> str:
         return self.copilot._answer(self, "cancel")
 
     def submit(self, **values: Any) -> str:
         return self.copilot._answer(self, "submit", values)
+
+    def edit(self, **values: Any) -> Card:
+        """Edit the card's editable fields: the fresh card to confirm (ValueError naming why not)."""
+        return self.copilot._revise(self, "edit", values)
+
+    def refresh(self) -> Card:
+        """A changed card's Fresh card: a new card of the same request, built again."""
+        return self.copilot._revise(self, "refresh", None)
+
+    @property
+    def changes(self) -> list[dict[str, str]]:
+        """On a changed card: the rows that differ ({label, before, after})."""
+        return self.copilot._changes(self)
 
 
 class Copilot:
@@ -189,15 +203,34 @@ class Copilot:
             a = waiting[0]
             return Card(self, a.id, a.reason, {r["label"]: r["value"] for r in a.rows}, a.form, sign(a, f"kit:{a.user.email}"))
 
-    def _answer(self, card: Card, decision: str, values: dict[str, Any] | None = None) -> str:
+    def _answer(self, card: Card, decision: str, values: dict[str, Any] | None = None, reason: str | None = None) -> str:
         from app.copilot import agent
 
         with self.app.app_context():
             try:
-                approval = agent.answer(card.id, card.token, self._actor(), decision, values)
+                approval = agent.answer(card.id, card.token, self._actor(), decision, values, reason)
             except CountersignError as error:
                 return ERRORS.get(type(error).__name__, type(error).__name__)
             return str(approval.status)
+
+    def _revise(self, card: Card, decision: str, values: dict[str, Any] | None) -> Card:
+        from app.copilot import agent
+        from app.copilot.tokens import sign
+
+        with self.app.app_context():
+            try:
+                a = agent.answer(card.id, card.token, self._actor(), decision, values)
+            except CountersignError as error:
+                raise ValueError(f"{ERRORS.get(type(error).__name__, type(error).__name__)}: {error.message}") from None
+            return Card(self, a.id, a.reason, {r["label"]: r["value"] for r in a.rows}, a.form, sign(a, f"kit:{a.user.email}"))
+
+    def _changes(self, card: Card) -> list[dict[str, str]]:
+        from app.extensions import db
+        from app.models import Approval
+
+        with self.app.app_context():
+            approval = db.session.get(Approval, card.id)
+            return list(approval.changes or []) if approval is not None else []
 
     def calls(self, action: type) -> int:
         """How many times action.handle() ran in this test."""
