@@ -358,7 +358,9 @@ def test_another_person_tenant_or_agent_cannot_ask_a_fresh_card(app, alice, sign
     with app.app_context():
         user = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
         agent_token = create_token(user)
-    response = app.test_client().post(f"/api/approvals/{approval}/refresh", headers=api_headers(agent_token), json={"token": token})
+    response = app.test_client().post(
+        f"/api/approvals/{approval}/refresh", headers=api_headers(agent_token), json={"token": token}
+    )
     assert response.status_code == 403
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Approval).where(Approval.replaces == approval)) == 0

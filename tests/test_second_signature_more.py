@@ -7,7 +7,7 @@ import pytest
 import sqlalchemy as sa
 
 from app.extensions import db
-from app.models import Approval, ApiToken, Post, User
+from app.models import ApiToken, Approval, Post, User
 from app.status import Status
 from tests.fake_chat import chat_fixtures
 
