@@ -105,7 +105,9 @@ def test_a_changed_card_shows_what_changed_and_a_fresh_card_runs(app, page, serv
     changed.get_by_text("Changed — nothing ran").wait_for()
     row = changed.locator(".card__row--changed")
     assert row.locator("dt").inner_text() == "Post"
-    assert row.locator("del").inner_text() == "Spring meetup" and row.locator("ins").inner_text() == "Spring meetup (moved to May)"
+    assert (
+        row.locator("del").inner_text() == "Spring meetup" and row.locator("ins").inner_text() == "Spring meetup (moved to May)"
+    )
     page.screenshot(path=str(shots / "changed-card.png"))
     changed.get_by_role("button", name="Fresh card").click()
     fresh = page.locator(".card--pending").last
