@@ -458,3 +458,61 @@ def test_an_action_without_a_card_has_nothing_to_edit():
 def test_a_well_declared_editable_action_registers():
     assert _declare(editable=("to",)) is None
     assert "tuple of field names" in _declare(editable="to")
+
+
+# --- at once -------------------------------------------------------------------------------------
+
+
+def _at_once(app, url, payload, headers, n=16):
+    import threading
+
+    start, statuses, lock = threading.Barrier(n), [], threading.Lock()
+
+    def press():
+        own = app.test_client()
+        start.wait()
+        response = own.post(url, json=payload, headers=headers)
+        with lock:
+            statuses.append(response.status_code)
+
+    threads = [threading.Thread(target=press) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sorted(statuses)
+
+
+def client_headers(app):
+    with app.app_context():
+        user = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+        return api_headers(create_token(user, scope="client"))
+
+
+def test_simultaneous_edits_make_one_fresh_card(app, model):
+    headers = client_headers(app)
+    client = app.test_client()
+    convo = client.post("/api/conversations", headers=headers).get_json()["id"]
+    text = "/send_email to=d@example.org subject=Hi body=Yo"
+    card = client.post(f"/api/conversations/{convo}/messages", headers=headers, json={"text": text}).get_json()["pending"][0]
+    statuses = _at_once(app, f"/api/approvals/{card['id']}/edit", {"token": card["token"], "values": {"subject": "New"}}, headers)
+    assert statuses == [201] + [409] * 15
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Approval).where(Approval.replaces == card["id"])) == 1
+
+
+def test_simultaneous_fresh_card_presses_make_one(app, posts, model):
+    headers = client_headers(app)
+    client = app.test_client()
+    convo = client.post("/api/conversations", headers=headers).get_json()["id"]
+    text = f"/delete_post post={posts['Spring meetup']}"
+    card = client.post(f"/api/conversations/{convo}/messages", headers=headers, json={"text": text}).get_json()["pending"][0]
+    with app.app_context():
+        db.session.get(Post, posts["Spring meetup"]).title = "Renamed"
+        db.session.commit()
+    confirmed = client.post(f"/api/approvals/{card['id']}/confirm", headers=headers, json={"token": card["token"]})
+    assert confirmed.get_json()["status"] == Status.CHANGED
+    statuses = _at_once(app, f"/api/approvals/{card['id']}/refresh", {"token": card["token"]}, headers)
+    assert statuses == [201] + [409] * 15
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Approval).where(Approval.replaces == card["id"])) == 1
