@@ -113,6 +113,7 @@ def actions(context: click.Context, as_json: bool) -> None:
             "schema": tool_schema(a.Input),
             "source": a.source,
             "asks_for_secret": sorted(secret_fields(a.Input)) if a.ask_for_missing else [],
+            "editable": list(a.editable),
         }
         for a in registry.actions.values()
     ]

@@ -127,3 +127,13 @@ def test_mcp_follows_an_edit_to_the_fresh_card_and_reads_only_the_names(app, mod
         said = _answer(token_id, approval.id, None).content[0].text
     assert said.startswith("The person edited: subject. The person declined.") and '"Too early"' in said
     assert "Private words" not in said
+
+
+def test_the_contract_check_edits_an_editable_action(kit):
+    from app.copilot.contract import check_action
+
+    assert check_action(kit, "send_email") == []
+    with kit.app.app_context():
+        edited = db.session.scalars(sa.select(Approval).where(Approval.status == Status.EDITED)).all()
+        fresh = db.session.scalars(sa.select(Approval).where(Approval.replaces == edited[0].id)).all()
+        assert len(edited) == 1 and [a.status for a in fresh] == [Status.DECLINED]
