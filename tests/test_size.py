@@ -1,0 +1,41 @@
+"""The code stays small enough to carry on (issue 15): no module of app/copilot reaches 350 lines,
+and no function or method in app/ is over 50 lines (decorators and docstring included)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+APP = Path(__file__).resolve().parent.parent / "app"
+MODULE_LINES = 350
+FUNCTION_LINES = 50
+
+
+def long_functions(source: str) -> list[tuple[str, int]]:
+    tree = ast.parse(source)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            length = (node.end_lineno or node.lineno) - start + 1
+            if length > FUNCTION_LINES:
+                found.append((node.name, length))
+    return found
+
+
+def test_the_check_finds_a_long_function():
+    body = "\n".join(f"    x{i} = {i}" for i in range(FUNCTION_LINES))
+    assert long_functions(f"def f():\n{body}\n") == [("f", FUNCTION_LINES + 1)]
+    assert long_functions(f"def f():\n{body}\n".replace("    x0 = 0\n", "")) == []
+
+
+def test_no_copilot_module_reaches_350_lines():
+    lengths = {p.name: len(p.read_text().splitlines()) for p in (APP / "copilot").glob("*.py")}
+    assert lengths  # the package was found
+    assert {name: n for name, n in lengths.items() if n >= MODULE_LINES} == {}
+
+
+def test_no_function_in_app_is_over_50_lines():
+    found = {str(p.relative_to(APP)): long_functions(p.read_text()) for p in APP.rglob("*.py")}
+    assert len(found) > 40  # every module of the app was read
+    assert {path: funcs for path, funcs in found.items() if funcs} == {}
