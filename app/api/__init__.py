@@ -66,7 +66,7 @@ def revisions(approval: Approval) -> dict[str, Any]:
     """A card's second-signature fields: its Edit form (the action's `editable` fields, an
     elicitation like a form's; null when it edits nothing), the card it replaces and the names of
     the fields the person edited, and on a changed card the rows that differ."""
-    from app.copilot.approvals import edit_form
+    from app.copilot.revise import edit_form
 
     action = agent.engine().registry.get(approval.action)
     editable = action is not None and approval.type == "confirm" and approval.status == Status.PENDING

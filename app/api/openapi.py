@@ -105,6 +105,17 @@ def _operation(
     }
 
 
+def _revisions() -> dict[str, Any]:
+    """A Prompt's second-signature fields (app/copilot/revise.py)."""
+    change = _object({k: {"type": "string"} for k in ("label", "before", "after")}, ["label", "before", "after"])
+    return {
+        "edit": {"type": ["object", "null"], "description": "The Edit form (an elicitation) of a pending card"},
+        "replaces": {"type": ["string", "null"], "description": "The card this fresh one replaces"},
+        "edited": {"type": ["array", "null"], "items": {"type": "string"}, "description": "Fields the person edited"},
+        "changes": {"type": ["array", "null"], "items": change, "description": "A changed card's rows: before, after"},
+    }
+
+
 def _schemas() -> dict[str, Any]:
     """components.schemas: the objects the operations send and answer with."""
     row = _object({"label": {"type": "string"}, "value": {"type": "string"}}, ["label", "value"])
@@ -129,14 +140,7 @@ def _schemas() -> dict[str, Any]:
                 "status": {"type": "string"},
                 "token": {"type": ["string", "null"]},
                 "expires_at": {"type": "string", "format": "date-time"},
-                "edit": {"type": ["object", "null"], "description": "The Edit form (an elicitation) of a pending card"},
-                "replaces": {"type": ["string", "null"], "description": "The card this fresh one replaces"},
-                "edited": {"type": ["array", "null"], "items": {"type": "string"}, "description": "Fields the person edited"},
-                "changes": {
-                    "type": ["array", "null"],
-                    "items": _object({k: {"type": "string"} for k in ("label", "before", "after")}, ["label", "before", "after"]),
-                    "description": "A changed card's rows that differ: before and after",
-                },
+                **_revisions(),
             },
             ["id", "type", "action", "reason", "rows", "form", "token", "expires_at"],
         ),

@@ -12,8 +12,8 @@ from redis.exceptions import RedisError
 from app.connectors import dedupe
 from app.connectors.base import KEEP_FOR, Connector, Inbound, keep_wait_key, text_of, wait_key, wait_ttl
 from app.copilot import agent, audit, jobs
-from app.copilot.approvals import REASON_MAX
 from app.copilot.cards import card_url
+from app.copilot.revise import REASON_MAX
 from app.copilot.text import check_message
 from app.copilot.tokens import Actor, ChannelProof
 from app.errors import CountersignError

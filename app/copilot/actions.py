@@ -80,7 +80,7 @@ class Action:
     # Input fields whose values the card may show (`actions check` allows them on the card).
     shows: ClassVar[tuple[str, ...]] = ()
     # Input fields the person may edit on the card before confirming (never a secret): Edit opens
-    # a form of these, and the edited input becomes a fresh card (approvals.answer "edit").
+    # a form of these, and the edited input becomes a fresh card (revise.py).
     editable: ClassVar[tuple[str, ...]] = ()
     name: ClassVar[str] = ""
     source: ClassVar[str] = ""

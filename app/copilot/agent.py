@@ -205,7 +205,9 @@ def answer(
     the model's words follow on its events. An edit or a refresh returns the fresh card, which
     keeps the run waiting."""
     try:
-        approval = approvals.answer(approval_id, proof, actor, decision, engine().registry, values, reason)
+        if decision == "decline":
+            values = {"reason": reason}  # the person's words for the model (revise.answer)
+        approval = approvals.answer(approval_id, proof, actor, decision, engine().registry, values)
     except Expired:
         _tell_expired(approval_id, actor)
         raise

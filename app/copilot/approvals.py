@@ -7,7 +7,6 @@ validation in forms.py; every status word in app/status.py."""
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import logging
 from collections.abc import Mapping
@@ -18,12 +17,10 @@ import sqlalchemy as sa
 from flask import current_app
 from pydantic import BaseModel, ValidationError
 
-from app.copilot import audit
+from app.copilot import audit, revise
 from app.copilot.actions import Action, ActionContext, Registry
 from app.copilot.cards import build_card
 from app.copilot.forms import form_for, validate_form
-from app.copilot.schema import elicitation, secret_fields
-from app.copilot.text import text_problem
 from app.copilot.tokens import Actor, ChannelProof, refuse, ttl, verify
 from app.errors import (
     AgentCannotAnswer,
@@ -35,25 +32,20 @@ from app.errors import (
     NotFound,
     PartlyDone,
     TooManyPending,
-    UnstorableText,
     WrongPerson,
 )
 from app.extensions import db, won
-from app.models import Approval, Message, Run, User, utcnow
-from app.status import RunStatus, Status, model_line
+from app.models import Approval, Run, User, utcnow
+from app.status import Status
 
 log = logging.getLogger(__name__)
 
 # What each answer may be given to (None: either kind) and the status its claim moves to.
 ANSWERS = {
     "confirm": ("confirm", Status.RUNNING),
-    "decline": (None, Status.DECLINED),
     "cancel": ("form", Status.CANCELLED),
     "submit": ("form", Status.RUNNING),
-    "edit": ("confirm", Status.EDITED),
-    "refresh": ("confirm", Status.CHANGED),
-}
-REASON_MAX = 1000  # characters of a decline's reason (the person's words to the model)
+}  # and revise.ANSWERS: decline (with the person's reason), edit, refresh
 
 
 def _check_cap(ctx: ActionContext, run: Run, action: type[Action]) -> None:
@@ -136,31 +128,23 @@ def answer(
     decision: str,
     registry: Registry,
     values: Mapping[str, Any] | None = None,
-    reason: str | None = None,
 ) -> Approval:
-    """The one entry for every answer on every channel: 'confirm' (a card), 'decline' (either,
-    with the person's optional `reason` for the model), 'cancel' (a form: Not now), 'submit' (a
-    form, with `values`), 'edit' (a card, with the edited `values`: returns the fresh card that
-    replaces it), 'refresh' (a changed card: returns a fresh card of the same call). `proof` is
-    the card's token, or the channel's own proof of the sender. Returns the approval in its final
-    state, or raises a CountersignError having changed nothing but the audit log."""
+    """The one entry for every answer on every channel: 'confirm' (a card), 'decline' (either),
+    'cancel' (a form: Not now), 'submit' (a form, with `values`); 'edit', 'refresh' and a
+    decline's reason in `values` are revise.answer's. `proof` is the card's token, or
+    the channel's own proof of the sender. Returns the approval in its final state, or raises a
+    CountersignError having changed nothing but the audit log."""
     approval = verify(approval_id, proof, actor)
+    if decision in revise.ANSWERS:
+        return revise.answer(approval, actor, decision, registry, values or {})
     only_for, target = ANSWERS[decision]
     if only_for is not None and approval.type != only_for:
         if decision == "submit":
             raise BadValues("This card has no form: confirm or decline it.")
         raise BadValues(f"This {approval.type} cannot be answered with {decision}.")
-    if decision == "refresh":
-        return _refresh(approval, actor, registry)
     _open(approval, actor)
     if decision == "submit":
         return _submit(approval, actor, registry, values or {})
-    if decision == "edit":
-        return _edit(approval, actor, registry, values or {})
-    if decision == "decline":
-        said = _reason(reason, actor, approval)
-        _claim(approval, target, actor, "a reason was given" if said else "", feedback=said)
-        return approval
     _claim(approval, target, actor)
     return _confirmed(approval, actor, registry) if target is Status.RUNNING else approval
 
@@ -178,17 +162,8 @@ def _open(approval: Approval, actor: Actor) -> None:
 def _claim(approval: Approval, status: Status, actor: Actor, detail: str = "", **values: Any) -> None:
     """Move pending -> status atomically (only one caller anywhere wins); AlreadyDecided else."""
     now = utcnow()
-    if not move(
-        approval,
-        status,
-        actor.user.id,
-        actor.channel,
-        detail,
-        when=[Approval.expires_at > now],
-        claimed_at=now,
-        decided_by=actor.user.id,
-        **values,
-    ):
+    values.update(claimed_at=now, decided_by=actor.user.id)
+    if not move(approval, status, actor.user.id, actor.channel, detail, when=[Approval.expires_at > now], **values):
         raise refuse(AlreadyDecided(), "lost_claim", actor, approval, approval.id)
 
 
@@ -220,7 +195,7 @@ def _confirmed(approval: Approval, actor: Actor, registry: Registry) -> Approval
     except CountersignError:
         return _finish(approval, Status.CHANGED, actor, result="the record is gone")
     if card.digest != approval.digest:
-        return _finish(approval, Status.CHANGED, actor, changes=row_changes(approval, card))
+        return revise.changed(approval, actor, card)
     return _handle(approval, actor, action, ctx, input)
 
 
@@ -256,228 +231,6 @@ def _handle(
     return _finish(approval, Status.DONE, actor, result=said, filled=filled)
 
 
-# --- the second signature's answers (issue 16): a decline's reason, edit, what changed ----------
-
-
-def _reason(reason: object, actor: Actor, approval: Approval) -> str | None:
-    """A decline's reason as it will be stored (the person's words, meant for the model), or None.
-    Too long or unstorable: refused whole, the card still waits."""
-    if reason is None:
-        return None
-    if not isinstance(reason, str):
-        raise BadValues("The reason must be text.")
-    said = reason.strip()
-    if not said:
-        return None
-    problem = text_problem(said)
-    if problem:
-        raise UnstorableText(problem)
-    if len(said) > REASON_MAX:
-        raise BadValues(f"The reason is too long: {len(said)} characters, at most {REASON_MAX}. Nothing was decided.")
-    return said
-
-
-def edit_form(action: type[Action], approval: Approval) -> dict[str, Any] | None:
-    """The Edit form of a card (MCP's form elicitation, like any form): the action's `editable`
-    fields, pre-filled from the card's validated input. None when the action edits nothing. A
-    secret field is never in it (discovery refuses one in `editable`; this checks again)."""
-    names = [n for n in action.editable if n not in secret_fields(action.Input)]
-    if not names:
-        return None
-    message = "Edit the request. A fresh card will ask you to confirm it."
-    return elicitation(action.Input, message, fields=names, defaults=approval.arguments, where=action.source)
-
-
-def _edit(approval: Approval, actor: Actor, registry: Registry, values: Mapping[str, Any]) -> Approval:
-    """Edit before confirm: the edited values (WTForms, then Input) make a fresh card, authorized
-    again and rebuilt by the action, that replaces this pending one (which ends `edited`, audited
-    with the changed fields' names only). Returns the fresh card; the person confirms it as usual.
-    The model's call is the same (its tool_call_id); it reads only which fields were edited."""
-    action = registry.get(approval.action)
-    form = edit_form(action, approval) if action is not None else None
-    if action is None or form is None:
-        raise refuse(
-            BadValues("This card cannot be edited: confirm or decline it."), "edit_not_editable", actor, approval, approval.id
-        )
-    schema = form["requestedSchema"]
-    if any(name not in schema["properties"] for name in values):  # a secret, the operation, a stray name
-        message = f"Only {', '.join(schema['properties'])} can be edited on this card. Nothing was changed."
-        raise refuse(BadValues(message), "edit_field_not_editable", actor, approval, approval.id)
-    input, _ = validate_form(schema, action, approval.arguments, values)
-    after = input.model_dump(mode="json")
-    changed = [name for name in schema["properties"] if after.get(name) != approval.arguments.get(name)]
-    if not changed:
-        raise BadValues("Nothing was changed: confirm or decline the card as it is.")
-    ctx = _context(actor, approval)
-    if not _authorized(action, ctx, input):
-        message = "You may not do this with the edited values. The card is unchanged."
-        raise refuse(WrongPerson(message), "edit_refused", actor, approval, approval.id)
-    try:
-        card = build_card(action, ctx, input)
-    except CountersignError as error:  # the edit names a record the person cannot reach
-        db.session.rollback()
-        raise refuse(error, "edit_not_found", actor, approval, approval.id) from None
-    run = db.session.get(Run, approval.run_id)
-    assert run is not None
-    fresh = _new(
-        ctx,
-        run,
-        action,
-        tool_call_id=approval.tool_call_id,
-        step=approval.step,
-        type="confirm",
-        arguments=after,
-        reason=card.reason,
-        rows=card.rows,
-        digest=card.digest,
-        replaces=approval.id,
-        edited=list(dict.fromkeys([*(approval.edited or []), *changed])),
-    )
-    _show_after(approval, fresh)
-    # One commit: the run never sees neither card pending (it would resume without an answer).
-    _claim(approval, Status.EDITED, actor, edited_line(changed))
-    db.session.refresh(fresh)
-    return fresh
-
-
-def _refresh(approval: Approval, actor: Actor, registry: Registry) -> Approval:
-    """A changed card's Fresh card: a new pending card of the same call, authorized again and
-    rebuilt from the records as they are now; the changed one stays `changed`. The model read
-    `changed` already, so the fresh card waits in a run of its own whose answer reaches it as news.
-    One fresh card per changed card: its id is derived from the old one's (a second press collides)."""
-    if approval.status != Status.CHANGED or not approval.changes:
-        message = "Only a card that changed since you were asked can be made afresh."
-        raise refuse(AlreadyDecided(message), f"refresh_{approval.status}", actor, approval, approval.id)
-    action = registry.get(approval.action)
-    if action is None:
-        raise BadValues("This action no longer exists.")
-    ctx = _context(actor, approval)
-    input = action.Input.model_validate(approval.arguments)
-    if not _authorized(action, ctx, input):
-        message = "You may no longer do this. No fresh card was made."
-        raise refuse(WrongPerson(message), "refresh_refused", actor, approval, approval.id)
-    old = db.session.get(Run, approval.run_id)
-    assert old is not None
-    external = old.status == RunStatus.EXTERNAL
-    run = Run(
-        conversation_id=approval.conversation_id,
-        status=RunStatus.EXTERNAL if external else RunStatus.PAUSED,
-        next="results",
-        step=1,
-        channel=old.channel,
-        via=old.via,
-        agent=old.agent,
-        toolsets=old.toolsets,
-    )
-    try:
-        _check_cap(ctx, run, action)
-        card = build_card(action, ctx, input)
-        db.session.add(run)
-        db.session.flush()
-        fresh = _new(
-            ctx,
-            run,
-            action,
-            id=fresh_id(approval.id),
-            tool_call_id=approval.tool_call_id,
-            step=run.step,
-            type="confirm",
-            arguments=approval.arguments,
-            reason=card.reason,
-            rows=card.rows,
-            digest=card.digest,
-            replaces=approval.id,
-            edited=approval.edited,
-        )
-    except TooManyPending:
-        db.session.commit()  # its audit row; nothing else was added
-        raise
-    except sa.exc.IntegrityError:
-        db.session.rollback()
-        raise refuse(
-            AlreadyDecided("A fresh card was already made from this one."), "refresh_again", actor, approval, approval.id
-        ) from None
-    except CountersignError as error:  # the record is gone
-        db.session.rollback()
-        raise refuse(error, "refresh_not_found", actor, approval, approval.id) from None
-    _show_after(approval, fresh)
-    audit.record(
-        "approval.refreshed",
-        Status.PENDING,
-        tenant_id=approval.tenant_id,
-        user_id=actor.user.id,
-        approval_id=approval.id,
-        detail=f"{approval.action}: fresh card {fresh.id}",
-        channel=actor.channel,
-    )
-    db.session.commit()
-    db.session.refresh(fresh)
-    return fresh
-
-
-def fresh_id(approval_id: str) -> str:
-    """The id of the one fresh card a changed card may have: unguessable without SECRET_KEY."""
-    key = str(current_app.config["SECRET_KEY"]).encode()
-    return hmac.new(key, f"fresh:{approval_id}".encode(), hashlib.sha256).hexdigest()[:32]
-
-
-def _show_after(old: Approval, fresh: Approval) -> None:
-    """The fresh card's line in the chat, where the card it replaces was shown (none: none)."""
-    line = db.session.scalar(sa.select(Message).where(Message.approval_id == old.id).order_by(Message.id).limit(1))
-    if line is None:
-        return
-    step = line.step if line.run_id == fresh.run_id else fresh.step
-    db.session.add(
-        Message(conversation_id=fresh.conversation_id, role="card", approval_id=fresh.id, run_id=fresh.run_id, step=step)
-    )
-
-
-def row_changes(approval: Approval, card: Any) -> list[dict[str, str]]:
-    """What differs between the card the person confirmed and the card rebuilt now, by label
-    (a row added or gone has an empty side), and the sentence when it differs."""
-    before = {r["label"]: r["value"] for r in approval.rows}
-    after = {r["label"]: r["value"] for r in card.rows}
-    changes = [
-        {"label": label, "before": before.get(label, ""), "after": after.get(label, "")}
-        for label in dict.fromkeys([*before, *after])
-        if before.get(label) != after.get(label)
-    ]
-    if card.reason != approval.reason:
-        changes.insert(0, {"label": "Request", "before": approval.reason, "after": card.reason})
-    return changes
-
-
-def edited_line(edited: list[str]) -> str:
-    """What the model (and the audit log) learn of an edit: the names, never the values."""
-    return f"The person edited: {', '.join(edited)}."
-
-
-def told(approval: Approval) -> str:
-    """The line the model reads for a decided approval: its outcome (app/status.py), after it the
-    names of the fields the person edited, and with a decline the person's own reason, quoted as
-    a JSON string (it cannot end its quotes early) and marked as their words."""
-    line = model_line(approval)
-    if approval.edited and approval.replaces:
-        line = f"{edited_line(approval.edited)} {line}"
-    if approval.feedback and approval.status == Status.DECLINED:
-        line += f" The person's reason, in their own words: {json.dumps(approval.feedback, ensure_ascii=False)}"
-    return line
-
-
-def standing(approval: Approval) -> Approval:
-    """The card that now stands for this one: the fresh card its edit or refresh made (and
-    theirs, in turn), or itself."""
-    seen = {approval.id}
-    while True:
-        fresh = db.session.scalar(
-            sa.select(Approval).where(Approval.replaces == approval.id).order_by(Approval.created_at.desc()).limit(1)
-        )
-        if fresh is None or fresh.id in seen or fresh.user_id != approval.user_id:
-            return approval
-        seen.add(fresh.id)
-        approval = fresh
-
-
 def filled_line(filled: list[str]) -> str:
     """What the model (and the audit log) learn of a form's answer: the names, never the values."""
     return f"The person filled in: {', '.join(filled) or 'nothing'}."
@@ -493,20 +246,14 @@ def short(exc: Exception) -> str:
 
 
 def _finish(
-    approval: Approval,
-    status: Status,
-    actor: Actor,
-    result: str | None = None,
-    filled: list[str] | None = None,
-    **values: Any,
+    approval: Approval, status: Status, actor: Actor, result: str | None = None, filled: list[str] | None = None, **values: Any
 ) -> Approval:
     """Record the outcome of a claimed approval, with the handler's work, in one commit.
     If a sweep already ended it `interrupted` (a handle() slower than the grace), the work
     is rolled back and the approval stays interrupted."""
     detail = filled_line(filled) if filled is not None else ""
-    if not move(
-        approval, status, actor.user.id, actor.channel, detail, source=Status.RUNNING, result=result, filled=filled, **values
-    ):
+    values.update(result=result, filled=filled)
+    if not move(approval, status, actor.user.id, actor.channel, detail, source=Status.RUNNING, **values):
         db.session.refresh(approval)
     return approval
 

@@ -19,7 +19,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.tools import DeferredToolResults
 
 from app.copilot import runs
-from app.copilot.approvals import told
+from app.copilot.revise import told
 from app.extensions import db
 from app.models import Approval, Conversation, Message, Run, User
 from app.status import FINAL, Status

@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from app.copilot.testing_revise import Revisions
 from app.errors import CountersignError
 from app.status import Status
 
@@ -93,9 +94,10 @@ ERRORS = {
 
 
 @dataclass
-class Card:
+class Card(Revisions):
     """A pending card or form as the person sees it, and its answers (each returns the outcome:
-    the approval's status, or why the answer was refused: wrong_person, already_decided, …)."""
+    the approval's status, or why the answer was refused: wrong_person, already_decided, …);
+    decline(reason=…) tells the assistant why; edit() and refresh(): testing_revise.py."""
 
     copilot: Copilot
     id: str
@@ -108,7 +110,6 @@ class Card:
         return self.copilot._answer(self, "confirm")
 
     def decline(self, reason: str | None = None) -> str:
-        """Decline; `reason` is what the person tells the assistant (the model reads it)."""
         return self.copilot._answer(self, "decline", reason=reason)
 
     def cancel(self) -> str:
@@ -116,19 +117,6 @@ class Card:
 
     def submit(self, **values: Any) -> str:
         return self.copilot._answer(self, "submit", values)
-
-    def edit(self, **values: Any) -> Card:
-        """Edit the card's editable fields: the fresh card to confirm (ValueError naming why not)."""
-        return self.copilot._revise(self, "edit", values)
-
-    def refresh(self) -> Card:
-        """A changed card's Fresh card: a new card of the same request, built again."""
-        return self.copilot._revise(self, "refresh", None)
-
-    @property
-    def changes(self) -> list[dict[str, str]]:
-        """On a changed card: the rows that differ ({label, before, after})."""
-        return self.copilot._changes(self)
 
 
 class Copilot:
@@ -212,25 +200,6 @@ class Copilot:
             except CountersignError as error:
                 return ERRORS.get(type(error).__name__, type(error).__name__)
             return str(approval.status)
-
-    def _revise(self, card: Card, decision: str, values: dict[str, Any] | None) -> Card:
-        from app.copilot import agent
-        from app.copilot.tokens import sign
-
-        with self.app.app_context():
-            try:
-                a = agent.answer(card.id, card.token, self._actor(), decision, values)
-            except CountersignError as error:
-                raise ValueError(f"{ERRORS.get(type(error).__name__, type(error).__name__)}: {error.message}") from None
-            return Card(self, a.id, a.reason, {r["label"]: r["value"] for r in a.rows}, a.form, sign(a, f"kit:{a.user.email}"))
-
-    def _changes(self, card: Card) -> list[dict[str, str]]:
-        from app.extensions import db
-        from app.models import Approval
-
-        with self.app.app_context():
-            approval = db.session.get(Approval, card.id)
-            return list(approval.changes or []) if approval is not None else []
 
     def calls(self, action: type) -> int:
         """How many times action.handle() ran in this test."""

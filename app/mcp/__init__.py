@@ -293,8 +293,8 @@ def _answer(token_id: int, approval_id: str, answer: types.ElicitResult | None, 
     """Answer a form through copilot.approvals, or report a card's outcome (or that it waits).
     An agent token's answer is refused there (and audited): the approval keeps waiting."""
     from app.copilot import agent
-    from app.copilot.approvals import standing, told
     from app.copilot.cards import card_url
+    from app.copilot.revise import standing, told
     from app.copilot.text import value_problem
     from app.copilot.tokens import ChannelProof
     from app.errors import CountersignError

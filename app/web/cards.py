@@ -61,7 +61,7 @@ def second_signature(approval: Approval, actor: Actor, answerable: bool) -> dict
     """What a card offers beyond Confirm: the decline reason box's limit, the Edit form of the
     action's `editable` fields (pre-filled, never a secret) while it may be answered, and on a
     changed card the rows that differ with a token for its Fresh card (until one was made)."""
-    from app.copilot.approvals import REASON_MAX, edit_form, fresh_id
+    from app.copilot.revise import REASON_MAX, edit_form, fresh_id
 
     found: dict[str, Any] = {"reason_max": REASON_MAX, "edit_form": None, "changes": approval.changes, "fresh_id": None}
     action = agent.engine().registry.get(approval.action)
