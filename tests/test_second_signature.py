@@ -516,3 +516,12 @@ def test_simultaneous_fresh_card_presses_make_one(app, posts, model):
     assert statuses == [201] + [409] * 15
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Approval).where(Approval.replaces == card["id"])) == 1
+
+
+def test_markup_in_the_edit_form_and_the_fresh_card_is_text(app, alice, model):
+    markup = "<img src=x onerror=alert(1)>"
+    _, approval, token = email_card(alice, subject=markup)
+    page = alice.client.get(f"/approvals/{approval}").get_data(as_text=True)
+    assert markup not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    html = edit(alice, approval, token, body=markup).get_data(as_text=True)
+    assert markup not in html
