@@ -204,8 +204,10 @@ def register_headers(app: Flask) -> None:
     def security_headers(response: Any) -> Any:
         response.headers.setdefault(
             "Content-Security-Policy",
-            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-            "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+            # img-src and connect-src: our own origin only, so nothing on a page (a model's image,
+            # a script's fetch) can send what it shows elsewhere (app.markdown never writes an img).
+            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+            "object-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
         )
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("Referrer-Policy", "same-origin")

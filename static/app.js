@@ -81,6 +81,25 @@
     }
   });
 
+  // A code block's Copy button (app.markdown writes it): copies the code as text, never as HTML.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest(".code-copy");
+    var code = button && button.parentElement.querySelector("pre code");
+    if (!code) return;
+    // The label says what happened until the pointer or the focus moves on.
+    var said = function (word) {
+      button.textContent = word;
+      var back = function () { button.textContent = "Copy code"; };
+      button.addEventListener("mouseleave", back, { once: true });
+      button.addEventListener("blur", back, { once: true });
+    };
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      navigator.clipboard.writeText(code.textContent).then(function () { said("Copied"); }, function () { said("Copy failed"); });
+    } else {
+      said("Copy failed");
+    }
+  });
+
   function tick() {
     document.querySelectorAll("[data-expires]").forEach(function (el) {
       var left = Math.max(0, Math.round((Date.parse(el.dataset.expires) - Date.now()) / 1000));

@@ -20,7 +20,7 @@ from tests.test_browser import LONG, ask, browser, page, server, sign_in_and_ope
 pytestmark = pytest.mark.browser
 
 LIVE = "#messages .turn--live"
-LIVE_TEXT = "#messages .turn--live p[id^='text-']"
+LIVE_TEXT = "#messages .turn--live [id^='text-']"
 # A stored reply (the live bubble is also .message--assistant, with .message--live).
 REPLY = "#messages .message--assistant:not(.message--live) p"
 

@@ -19,6 +19,7 @@ from app.copilot import agent
 from app.copilot.cards import card_url
 from app.copilot.text import scrub
 from app.extensions import db, redis_client
+from app.markdown import to_plain
 from app.models import Approval, ConnectorThread, Message, utcnow
 
 LINK = "Please answer this in Countersign: {url}"
@@ -79,6 +80,13 @@ class Connector(ABC):
     @abstractmethod
     def send(self, thread: ConnectorThread, text: str) -> None:
         """Post plain text into the thread: nothing in it may act as the service's markup."""
+
+    def send_reply(self, thread: ConnectorThread, markdown: str) -> None:
+        """Post the model's words, written in Markdown: as plain text here (every link's URL in
+        full, images as links never fetched); a service with its own markup writes that, escaped.
+        Markdown that shows nothing (a link to nowhere, a lone definition) goes as it was written:
+        a platform refuses an empty message."""
+        self.send(thread, to_plain(markdown).strip() or markdown)
 
     def handshake(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         """The JSON answer to a webhook that only checks the URL (Slack's url_verification)."""
@@ -151,6 +159,8 @@ def post_messages(connector: Connector, thread: ConnectorThread, message_ids: li
     for message in messages:
         if message.approval is not None:
             post_card(connector, thread, message.approval, supersede=not keep)
+        elif message.text and message.role == "assistant":
+            connector.send_reply(thread, message.text)
         elif message.text:
             connector.send(thread, message.text)
 

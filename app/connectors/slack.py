@@ -9,6 +9,7 @@ from flask.typing import ResponseReturnValue
 
 from app.connectors.base import Connector, Inbound, check_signature
 from app.connectors.http import post_json
+from app.markdown import to_mrkdwn
 from app.models import ConnectorThread
 
 
@@ -57,13 +58,22 @@ class Slack(Connector):
         return ("", 200)
 
     def send(self, thread: ConnectorThread, text: str) -> None:
-        """Every text escaped for mrkdwn, links not unfurled: a card's rows, an action's result or the
-        model's words are shown as written, never as a mention (<!channel>, <@U1>) or a link."""
+        """Every text escaped for mrkdwn, links not unfurled: a card's rows or an action's result are
+        shown as written, never as a mention (<!channel>, <@U1>) or a link."""
+        self._post(thread, escape(text))
+
+    def send_reply(self, thread: ConnectorThread, markdown: str) -> None:
+        """The model's Markdown as mrkdwn (app.markdown.to_mrkdwn): bold, lists and code as Slack
+        shows them, &, < and > escaped, links only to http(s) with their real host after them."""
+        self._post(thread, to_mrkdwn(markdown).strip() or escape(markdown))
+
+    def _post(self, thread: ConnectorThread, mrkdwn: str) -> None:
+        """Links and images not unfurled: Slack fetches nothing the text names."""
         channel, _, thread_ts = thread.thread_key.partition(":")
         base, token = current_app.config["SLACK_API_BASE"], current_app.config["SLACK_BOT_TOKEN"]
         post_json(
             f"{base.rstrip('/')}/chat.postMessage",
-            {"channel": channel, "thread_ts": thread_ts, "text": escape(text), "unfurl_links": False, "unfurl_media": False},
+            {"channel": channel, "thread_ts": thread_ts, "text": mrkdwn, "unfurl_links": False, "unfurl_media": False},
             headers={"Authorization": f"Bearer {token}"},
         )
 

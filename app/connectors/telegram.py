@@ -60,9 +60,17 @@ class Telegram(Connector):
         )
 
     def send(self, thread: ConnectorThread, text: str) -> None:
-        """Plain text, on purpose: no parse_mode, so nothing in a card or a reply is markup."""
+        """Plain text, on purpose: no parse_mode, so nothing in a card or a reply is markup (the
+        model's Markdown arrives as app.markdown.to_plain's text, every link's URL in full). With
+        HTML or MarkdownV2, one entity Telegram cannot parse refuses the whole message; plain text
+        always arrives. No link preview: Telegram would fetch a URL the model wrote, and so send
+        whatever its query holds to that site without anyone clicking."""
         chat, _, topic = thread.thread_key.partition(":")
-        payload: dict[str, Any] = {"chat_id": int(chat) if chat.lstrip("-").isdigit() else chat, "text": text}
+        payload: dict[str, Any] = {
+            "chat_id": int(chat) if chat.lstrip("-").isdigit() else chat,
+            "text": text,
+            "link_preview_options": {"is_disabled": True},
+        }
         if topic:
             payload["message_thread_id"] = int(topic)
         base, token = current_app.config["TELEGRAM_API_BASE"], current_app.config["TELEGRAM_BOT_TOKEN"]

@@ -90,6 +90,27 @@ def replay_from(conversation_id: int, cursor: str) -> str:
     return cursor
 
 
+def text_before(conversation_id: int, run: object, step: object, before: str) -> str:
+    """A pass's streamed text up to (not including) event `before`: what a follower that joined
+    mid-reply (a reconnect with Last-Event-ID) has not seen, so it can show the whole of it."""
+    pieces: list[str] = []
+    try:
+        entries: list[tuple[Any, dict[Any, Any]]] = redis_client.client.xrevrange(  # type: ignore[assignment]
+            key(conversation_id), max=_before(before), count=current_app.config["EVENTS_MAXLEN"]
+        )
+    except RedisError:
+        return ""
+    for raw_id, fields in entries:
+        event = _event(raw_id, fields)
+        if event.run != run or event.data.get("step") != step:
+            continue
+        if event.type == "turn":
+            break
+        if event.type == "text":
+            pieces.append(str(event.data.get("text", "")))
+    return "".join(reversed(pieces))
+
+
 def read(conversation_id: int, after: str, block_ms: int | None) -> list[Event]:
     """Events after `after`, waiting up to block_ms for the first (None: do not wait)."""
     client = _blocking_client()

@@ -7,6 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 from flask import Blueprint, current_app, make_response, redirect, render_template, request, url_for
 from flask_login import login_required
+from markupsafe import Markup
 
 from app import sse
 from app.auth import current_actor
@@ -16,11 +17,18 @@ from app.copilot.text import check_message
 from app.copilot.tokens import Actor
 from app.errors import CountersignError, FormInvalid, NotFound, WrongPerson
 from app.extensions import db, limit_per_person_and_address
+from app.markdown import Live, to_html
 from app.models import Approval, Conversation, Message, Run, User, utcnow
 from app.status import Status
 from app.web.cards import card_context, edit_errors, render_partial, submitted_values
 
 bp = Blueprint("web", __name__)
+
+
+@bp.app_template_filter("markdown")
+def markdown(text: str) -> Markup:
+    """The model's Markdown as sanitized HTML (app.markdown): for assistant messages only."""
+    return Markup(to_html(text))  # noqa: S704  (sanitized by an allow-list)
 
 
 def own_conversation(conversation_id: int, user: User) -> Conversation:
@@ -172,18 +180,56 @@ def conversation_events(conversation_id: int) -> Any:
     reply appears, fills in as the model writes, and is replaced by its messages when it ends."""
     actor = current_actor()
     conversation = own_conversation(conversation_id, actor.user)
-    return sse.stream(conversation.id, actor.user.id, lambda event: ("message", render_event(event, actor)))
+    live = LiveText(conversation.id)
+
+    def shown(event: Event) -> tuple[str, str] | None:
+        html = render_event(event, actor, live)
+        return None if html is None else ("message", html)
+
+    return sse.stream(conversation.id, actor.user.id, shown)
 
 
-def render_event(event: Event, actor: Actor) -> str:
-    """One event of a conversation as the HTML fragment htmx's SSE extension swaps in."""
+class LiveText:
+    """One stream's view of the replies being written: each text event shows the whole reply so far,
+    rendered again (a partial Markdown text is rendered and sanitized like a whole one, so the page
+    never holds half a tag, and never the model's words as HTML; app.markdown.Live keeps the cost
+    small). A stream that joins mid-reply (a reconnect) reads the words it missed first."""
+
+    def __init__(self, conversation_id: int) -> None:
+        self.conversation_id = conversation_id
+        self.so_far: dict[tuple[Any, Any], tuple[str, Live]] = {}
+
+    def started(self, run: Any, step: Any) -> None:
+        self.so_far[(run, step)] = ("", Live())
+
+    def ended(self, run: Any, step: Any) -> None:
+        self.so_far.pop((run, step), None)
+
+    def add(self, event: Event) -> tuple[str, str | None]:
+        """The reply so far, and its HTML (None: nothing new worth sending yet)."""
+        key = (event.data.get("run"), event.data.get("step"))
+        if key not in self.so_far:
+            self.so_far[key] = (events.text_before(self.conversation_id, *key, event.id), Live())
+        text, renderer = self.so_far[key]
+        text += str(event.data.get("text", ""))
+        self.so_far[key] = (text, renderer)
+        return text, renderer.html(text)
+
+
+def render_event(event: Event, actor: Actor, live: LiveText) -> str | None:
+    """One event of a conversation as the HTML fragment htmx's SSE extension swaps in (None: none)."""
     run, step = event.data.get("run"), event.data.get("step")
     if event.type == "text":
-        return render_template("partials/_live_text.html", run=run, step=step, text=event.data.get("text", ""))
+        _, html = live.add(event)
+        if html is None:
+            return None
+        return render_template("partials/_live_text.html", run=run, step=step, html=Markup(html))  # noqa: S704  (sanitized)
     answers = event.data.get("answers")
     if event.type == "turn" and event.data.get("state") == "started":
+        live.started(run, step)
         return render_template("partials/_live.html", run=run, step=step, answers=answers)
     if event.type == "turn":
+        live.ended(run, step)
         ids = [int(i) for i in event.data.get("messages", [])]
         messages = list(db.session.scalars(sa.select(Message).where(Message.id.in_(ids)).order_by(Message.id)))
         return render_template(
