@@ -165,3 +165,17 @@ class FormNeedsCard(FormInvalid):
 
     def __init__(self) -> None:
         super().__init__({})
+
+
+class ConversationBusy(CountersignError):
+    """A turn of the conversation is queued or running (or a card's action is running); it was not deleted."""
+
+    status = 409
+    message = "A turn is still running in this conversation: stop it (or let it finish), then delete the conversation."
+
+
+class AgentCannotManage(CountersignError):
+    """An agent-scoped credential tried to rename or delete a conversation; only the person can."""
+
+    status = 403
+    message = "This credential acts for an agent; only the person can rename or delete a conversation."

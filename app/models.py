@@ -137,7 +137,11 @@ class OutboxEmail(Model):
 
 
 class Conversation(Model):
+    """A person's chat. Deleting one sets `deleted_at` (its approvals and the audit log still name
+    it); a deleted conversation is found by nobody's routes (app.copilot.conversations)."""
+
     __tablename__ = "conversations"
+    __table_args__ = (sa.Index("ix_conversations_user_deleted", "user_id", "deleted_at"),)
     id: Mapped[int] = mapped_column(primary_key=True)
     tenant_id: Mapped[int] = mapped_column(sa.ForeignKey("tenants.id"), index=True)
     user_id: Mapped[int] = mapped_column(sa.ForeignKey("users.id"), index=True)
@@ -145,6 +149,7 @@ class Conversation(Model):
     # The model's memory after the last finished turn (pydantic-ai messages JSON).
     history: Mapped[str] = mapped_column(sa.Text, default="[]")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     user: Mapped[User] = relationship()
 

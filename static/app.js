@@ -8,12 +8,19 @@
     if (log) log.scrollTop = log.scrollHeight;
   }
 
+  var sent = null;
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var form = event.detail.elt;
+    if (form && form.id === "composer") sent = form.querySelector("textarea").value;
+  });
   document.addEventListener("htmx:afterRequest", function (event) {
     var form = event.detail.elt;
-    // Only a message the server kept clears the box: a refused one (too long, …) stays to be fixed.
+    // Only a message the server kept clears the box: a refused one (too long, …) stays to be fixed,
+    // and so do words typed since it was sent (the reply can stream in before the POST returns).
     if (form && form.id === "composer" && event.detail.successful && event.detail.xhr.status < 300) {
-      form.reset();
-      form.querySelector("textarea").focus();
+      var box = form.querySelector("textarea");
+      if (box.value === sent) form.reset();
+      box.focus();
     }
   });
   document.addEventListener("htmx:afterSettle", scrollToEnd);
@@ -73,9 +80,12 @@
     });
   });
 
+  // Enter sends, Shift+Enter is a new line; an Enter that ends an IME composition (Japanese,
+  // Chinese, …) only commits the composed text.
   document.addEventListener("keydown", function (event) {
     var box = event.target;
-    if (box && box.id === "text" && event.key === "Enter" && !event.shiftKey) {
+    if (box && box.id === "text" && event.key === "Enter" && !event.shiftKey &&
+        !event.isComposing && event.keyCode !== 229) {
       event.preventDefault();
       box.form.requestSubmit();
     }
@@ -98,6 +108,47 @@
     } else {
       said("Copy failed");
     }
+  });
+
+  // A message's time is written in UTC by the server; shown here in the person's own time zone
+  // (the UTC value stays in the tooltip and in datetime).
+  var clock = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+  function localTimes() {
+    document.querySelectorAll(".message__meta time[datetime]:not([data-local])").forEach(function (el) {
+      var when = new Date(el.getAttribute("datetime"));
+      if (isNaN(when)) return;
+      el.title = el.textContent;
+      el.textContent = clock.format(when);
+      el.setAttribute("data-local", "");
+    });
+  }
+  document.addEventListener("DOMContentLoaded", localTimes);
+  document.addEventListener("htmx:afterSettle", localTimes);
+  document.addEventListener("htmx:sseMessage", localTimes);
+
+  // Copy on a message: its words as shown, without the "You:"/"Assistant:" label or its buttons.
+  function copyText(text) {
+    if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
+    var area = document.createElement("textarea");
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.className = "visually-hidden";
+    document.body.appendChild(area);
+    area.select();
+    var ok = document.execCommand("copy");
+    area.remove();
+    return ok ? Promise.resolve() : Promise.reject(new Error("copy refused"));
+  }
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("[data-copy]");
+    var message = button && button.closest(".message");
+    if (!message) return;
+    var words = message.cloneNode(true);
+    words.querySelectorAll(".visually-hidden, .message__meta, button").forEach(function (el) { el.remove(); });
+    copyText(words.textContent.trim()).then(
+      function () { button.textContent = "Copied"; },
+      function () { button.textContent = "Copy failed"; }
+    ).then(function () { setTimeout(function () { button.textContent = "Copy"; }, 2000); });
   });
 
   function tick() {

@@ -288,3 +288,26 @@ def test_connectors_link_maps_an_identity_to_a_person(app):
         row = db.session.scalar(sa.select(ConnectorIdentity).where(ConnectorIdentity.external_id == "U123"))
         assert row.user.email == "alice@example.com"
     assert runner.invoke(args=["connectors", "link", "slack", "U9", "nobody@example.com"]).exit_code != 0
+
+
+def test_a_thread_whose_conversation_was_deleted_answers_nothing_and_starts_a_new_one(app, chat, posts, handle_calls):
+    """The person deleted the thread's conversation on the web: its card ended `cancelled`, so a
+    "yes" runs nothing (the thread is told so); the next message starts a new conversation."""
+    from app.copilot import conversations
+    from app.copilot.tokens import Actor
+    from app.models import Message
+
+    ask_delete(chat, posts)
+    with app.app_context():
+        old = db.session.scalar(sa.select(Conversation))
+        conversations.delete(old, Actor(user=old.user, binding="web:test"))
+        old_id = old.id
+    chat.say("Yes")
+    assert handle_calls["n"] == 0 and "Set aside — nothing was done." in chat.sent()
+    chat.say("/list_posts")
+    with app.app_context():
+        new = db.session.scalar(sa.select(Conversation).where(Conversation.id != old_id))
+        assert new is not None and new.deleted_at is None
+        said = db.session.scalars(sa.select(Message.text).where(Message.conversation_id == new.id, Message.role == "user"))
+        assert list(said) == ["/list_posts"]
+        assert db.session.get(Conversation, old_id).deleted_at is not None

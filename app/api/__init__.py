@@ -12,11 +12,11 @@ from flask_login import current_user
 from app import sse
 from app.api.openapi import document
 from app.auth import bearer_token, current_actor
-from app.copilot import agent, events, runs
+from app.copilot import agent, conversations, events, runs
 from app.copilot.events import Event
 from app.copilot.text import check_message
 from app.copilot.tokens import Actor, may_answer, sign
-from app.errors import BadValues, NotFound
+from app.errors import BadValues
 from app.extensions import csrf, db, limit_per_person_and_address
 from app.json_body import json_object
 from app.models import Approval, Conversation, Message
@@ -28,14 +28,14 @@ csrf.exempt(bp)
 
 @bp.before_request
 def authenticate() -> None:
-    """Bearer token, or the browser session with its CSRF header on every POST."""
+    """Bearer token, or the browser session with its CSRF header on every write."""
     if request.endpoint == "api.openapi":
         return
     g.api_token = bearer_token()
     if g.api_token is None:
         if not current_user.is_authenticated:
             abort(401)
-        if request.method == "POST":
+        if request.method not in ("GET", "HEAD", "OPTIONS"):  # POST, PATCH, DELETE
             csrf.protect()
 
 
@@ -97,10 +97,12 @@ def pending_in(conversation_id: int, actor: Actor) -> list[dict[str, Any]]:
 
 
 def own_conversation(conversation_id: int, actor: Actor) -> Conversation:
-    conversation = db.session.get(Conversation, conversation_id)
-    if conversation is None or conversation.user_id != actor.user.id:
-        raise NotFound()
-    return conversation
+    """The person's own live conversation; 404 for anyone else's, another tenant's, a deleted one."""
+    return conversations.own(conversation_id, actor.user)
+
+
+def conversation_json(conversation: Conversation) -> dict[str, Any]:
+    return {"id": conversation.id, "title": conversation.title, "created_at": conversation.created_at.isoformat()}
 
 
 @bp.get("/openapi.json")
@@ -115,6 +117,32 @@ def create_conversation() -> Any:
     db.session.add(conversation)
     db.session.commit()
     return jsonify(id=conversation.id), 201
+
+
+@bp.get("/conversations")
+def list_conversations() -> Any:
+    """The person's conversations, newest first (at most 100); `q` keeps those whose title or
+    words hold it (literally: `%` and `_` are no wildcards)."""
+    actor = current_actor("api")
+    found = conversations.listed(actor.user, request.args.get("q", ""))
+    return jsonify(conversations=[conversation_json(c) for c in found])
+
+
+@bp.patch("/conversations/<id:conversation_id>")
+def rename_conversation(conversation_id: int) -> Any:
+    """Rename (`{"title"}`); the person's own credentials only, never an agent's (403)."""
+    actor = current_actor("api")
+    conversation = conversations.rename(own_conversation(conversation_id, actor), actor, body().get("title"))
+    return jsonify(conversation_json(conversation))
+
+
+@bp.delete("/conversations/<id:conversation_id>")
+def delete_conversation(conversation_id: int) -> Any:
+    """Delete: 404 from then on; its open cards end `cancelled`; 409 while a turn runs; 403 for an
+    agent credential (ending cards is answering them)."""
+    actor = current_actor("api")
+    ended = conversations.delete(own_conversation(conversation_id, actor), actor)
+    return jsonify(id=conversation_id, deleted=True, cancelled=[a.id for a in ended])
 
 
 @bp.get("/conversations/<id:conversation_id>")

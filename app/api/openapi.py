@@ -172,11 +172,12 @@ def _conversation_paths() -> dict[str, Any]:
     stopping = _object({"run": {"type": ["integer", "null"]}, "stopping": {"type": "boolean"}})
     return {
         "/api/conversations": {
+            "get": _list_conversations(),
             "post": _operation(
                 "Start a conversation",
                 "createConversation",
                 {"201": _ok("Created", _object({"id": {"type": "integer"}})), **_errors(401)},
-            )
+            ),
         },
         "/api/conversations/{id}": {
             "get": _operation(
@@ -184,7 +185,8 @@ def _conversation_paths() -> dict[str, Any]:
                 "getConversation",
                 {"200": _ok("The conversation", _ref("Turn")), **_errors(401, 404)},
                 parameters=[ID],
-            )
+            ),
+            **_manage_conversation(),
         },
         "/api/conversations/{id}/messages": {
             "post": _operation(
@@ -212,6 +214,54 @@ def _conversation_paths() -> dict[str, Any]:
             )
         },
         "/api/conversations/{id}/events": {"get": _events()},
+    }
+
+
+SUMMARY = _object(
+    {"id": {"type": "integer"}, "title": {"type": "string"}, "created_at": {"type": "string", "format": "date-time"}}
+)
+
+
+def _list_conversations() -> dict[str, Any]:
+    """GET /api/conversations: the person's own, searched with `q`."""
+    summaries = {"type": "array", "items": SUMMARY}
+    return _operation(
+        "The person's conversations, newest first (100 at most)",
+        "listConversations",
+        {"200": _ok("Their conversations", _object({"conversations": summaries})), **_errors(401)},
+        description="`q` keeps those whose title or messages hold it, case-insensitively and literally "
+        "(`%` and `_` are no wildcards). Another person's and deleted conversations are never listed.",
+        parameters=_query("q"),
+    )
+
+
+def _manage_conversation() -> dict[str, Any]:
+    """PATCH and DELETE /api/conversations/{id}: the person renames or deletes their own."""
+    deleted = _object(
+        {"id": {"type": "integer"}, "deleted": {"type": "boolean"}, "cancelled": {"type": "array", "items": {"type": "string"}}}
+    )
+    return {
+        "patch": _operation(
+            "Rename the conversation",
+            "renameConversation",
+            {"200": _ok("Renamed", SUMMARY), **_errors(400, 401, 403, 404)},
+            description="403 for an agent-scoped token: only the person names their conversations.",
+            parameters=[ID],
+            body=_body(_object({"title": {"type": "string", "minLength": 1, "maxLength": 200}}, ["title"])),
+        ),
+        "delete": _operation(
+            "Delete the conversation",
+            "deleteConversation",
+            {
+                "200": _ok("Deleted; the cards it ended", deleted),
+                **_errors(401, 403, 404),
+                "409": {"description": "A turn is still running: stop it, then delete", **_json(ERROR)},
+            },
+            description="From then on the conversation is 404 on every route. Its cards still waiting end "
+            "`cancelled` (audited; nothing runs) and its paused turn is stopped. 403 for an agent-scoped "
+            "token: ending a card is answering it, which only the person does.",
+            parameters=[ID],
+        ),
     }
 
 

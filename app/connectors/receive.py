@@ -133,13 +133,20 @@ def _thread(inbound: Inbound, identity: ConnectorIdentity) -> ConnectorThread:
             ConnectorThread.user_id == identity.user_id,
         )
     )
-    if thread is None:
+    deleted = thread is not None and db.session.scalar(
+        sa.select(Conversation.deleted_at.is_not(None)).where(Conversation.id == thread.conversation_id)
+    )
+    if thread is None or deleted:  # (the person deleted the thread's conversation: a new one from here)
         user = identity.user
         conversation = Conversation(
             tenant_id=user.tenant_id, user_id=user.id, title=f"{inbound.connector}: {inbound.text.strip()[:40] or 'thread'}"
         )
         db.session.add(conversation)
         db.session.flush()
+        if thread is not None:
+            thread.conversation_id = conversation.id
+            db.session.commit()
+            return thread
         thread = ConnectorThread(
             connector=inbound.connector,
             thread_key=inbound.thread_key,

@@ -242,7 +242,11 @@ def call_direct(actor: Actor, action_name: str, arguments: dict[str, Any]) -> tu
     if action is None or action.name not in allowed:
         return f"Unknown tool {action_name!r}.", None
     title = f"{channel} client"
-    conversation = db.session.scalar(sa.select(Conversation).where(Conversation.user_id == user.id, Conversation.title == title))
+    conversation = db.session.scalar(
+        sa.select(Conversation).where(
+            Conversation.user_id == user.id, Conversation.title == title, Conversation.deleted_at.is_(None)
+        )
+    )  # (a deleted one stays deleted: the next call starts a new one)
     if conversation is None:
         conversation = Conversation(tenant_id=user.tenant_id, user_id=user.id, title=title)
         db.session.add(conversation)

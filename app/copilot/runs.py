@@ -12,6 +12,7 @@ from redis.exceptions import RedisError
 
 from app.copilot import events, jobs
 from app.copilot.tokens import Actor
+from app.errors import NotFound
 from app.extensions import db, redis_client, won
 from app.models import Approval, Conversation, Message, Run, utcnow
 from app.status import FINAL, GOING, RETRYABLE, RunStatus
@@ -53,11 +54,24 @@ def _conversation_toolsets(conversation_id: int) -> tuple[str, ...] | None:
     return split_toolsets(stored)
 
 
+def hold_live(conversation_id: int) -> None:
+    """Lock the conversation's row until this transaction ends, and make sure it is not deleted:
+    a turn queued here and a deletion (app.copilot.conversations.delete) take the same lock, so
+    a deletion either sees this turn and is refused, or this turn sees the deletion (NotFound)."""
+    live = db.session.scalar(
+        sa.select(Conversation.id).where(Conversation.id == conversation_id, Conversation.deleted_at.is_(None)).with_for_update()
+    )
+    if live is None:
+        db.session.rollback()
+        raise NotFound()
+
+
 def start(conversation: Conversation, actor: Actor, text: str, submit: bool = True) -> tuple[Message, Run]:
     """The person says something: their message and its queued run are committed together (the
     words are kept whatever happens next), then the pass is handed to a worker. The run reaches
     what both the credential and the conversation's last run reach: a conversation an agent token
     started stays within that token's toolsets, also when the person writes in it."""
+    hold_live(conversation.id)
     said = Message(conversation_id=conversation.id, role="user", text=text)
     db.session.add(said)
     if conversation.title == "New conversation":
@@ -146,8 +160,10 @@ def retry(conversation: Conversation, actor: Actor) -> Run | None:
     """Queue again the conversation's last run if it failed or was interrupted: the same pass,
     from where it was (a continuation reports its cards' answers again; it never asks again).
     A second press finds it queued already and queues nothing (None)."""
+    hold_live(conversation.id)
     run = latest_run(conversation.id)
     if run is None or run.status not in RETRYABLE:
+        db.session.rollback()
         return None
     if not won(
         sa.update(Run)

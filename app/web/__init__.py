@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from flask import Blueprint, current_app, make_response, redirect, render_template, request, url_for
+from flask import Blueprint, current_app, flash, make_response, redirect, render_template, request, url_for
 from flask_login import login_required
 from markupsafe import Markup
 
 from app import sse
 from app.auth import current_actor
-from app.copilot import agent, events, runs
+from app.copilot import agent, conversations, events, runs
 from app.copilot.events import Event
 from app.copilot.text import check_message
 from app.copilot.tokens import Actor
@@ -32,10 +32,8 @@ def markdown(text: str) -> Markup:
 
 
 def own_conversation(conversation_id: int, user: User) -> Conversation:
-    conversation = db.session.get(Conversation, conversation_id)
-    if conversation is None or conversation.user_id != user.id:
-        raise NotFound()
-    return conversation
+    """The person's own live conversation; 404 for anyone else's, another tenant's, a deleted one."""
+    return conversations.own(conversation_id, user)
 
 
 def render_messages(messages: list[Message], actor: Actor, oob: bool = False) -> str:
@@ -77,12 +75,16 @@ def messages_after(conversation_id: int, after_id: int) -> list[Message]:
 @bp.get("/")
 @login_required
 def index() -> Any:
-    """The person's conversations, newest first."""
+    """The person's conversations, newest first; `q` finds those whose title or words hold it.
+    For htmx (the search box as the person types), the list alone."""
     actor = current_actor()
-    conversations = db.session.scalars(
-        sa.select(Conversation).where(Conversation.user_id == actor.user.id).order_by(Conversation.id.desc()).limit(100)
-    ).all()
-    return render_template("chat/index.html", conversations=conversations, actor=actor)
+    query = request.args.get("q", "")
+    found = conversations.listed(actor.user, query)
+    if request.htmx:  # type: ignore[attr-defined]
+        response = make_response(render_template("partials/_conversations.html", conversations=found, query=query))
+        response.headers["Vary"] = "HX-Request"
+        return response
+    return render_template("chat/index.html", conversations=found, query=query, actor=actor)
 
 
 @bp.post("/conversations")
@@ -105,19 +107,46 @@ def chat(conversation_id: int) -> Any:
     runs.sweep_dead(current_app.config["TURN_DEAD_AFTER"], conversation.id)
     cursor = events.last_id(conversation.id)  # before the messages: the stream goes on from here
     messages = messages_after(conversation.id, 0)
-    conversations = db.session.scalars(
-        sa.select(Conversation).where(Conversation.user_id == actor.user.id).order_by(Conversation.id.desc()).limit(50)
-    ).all()
     return render_template(
         "chat/page.html",
         conversation=conversation,
         groups=grouped(messages),
-        conversations=conversations,
+        conversations=conversations.listed(actor.user, limit=50),
         actor=actor,
         card_context=card_context,
         cursor=cursor,
         running=runs.active(conversation.id),
     )
+
+
+@bp.post("/c/<id:conversation_id>/title")
+@login_required
+def rename(conversation_id: int) -> Any:
+    """The person renames the conversation: for htmx, the title block in its new state (and the
+    sidebar's link, out of band); without it, back to the chat."""
+    actor = current_actor()
+    conversation = conversations.rename(own_conversation(conversation_id, actor.user), actor, request.form.get("title"))
+    if request.htmx:  # type: ignore[attr-defined]
+        response = make_response(render_template("partials/_title.html", conversation=conversation, oob=True))
+        response.headers["Vary"] = "HX-Request"
+        return response
+    return redirect(url_for("web.chat", conversation_id=conversation.id))
+
+
+@bp.post("/c/<id:conversation_id>/delete")
+@login_required
+def delete(conversation_id: int) -> Any:
+    """The person deletes the conversation (refused while a turn runs); its open cards end
+    `cancelled`. Back to the list, which says so."""
+    actor = current_actor()
+    ended = conversations.delete(own_conversation(conversation_id, actor.user), actor)
+    note = f" {len(ended)} waiting card(s) in it were set aside; nothing ran." if ended else ""
+    flash(f"Conversation deleted.{note}", "info")
+    if request.htmx:  # type: ignore[attr-defined]
+        response = make_response("", 204)
+        response.headers["HX-Redirect"] = url_for("web.index")
+        return response
+    return redirect(url_for("web.index"))
 
 
 @bp.post("/c/<id:conversation_id>/messages")
@@ -253,7 +282,11 @@ def approval_page(approval_id: str) -> Any:
     if approval.status == Status.PENDING and approval.expires_at <= utcnow():
         agent.expire_due(approval.conversation_id)
         db.session.refresh(approval)
-    return render_template("approvals/page.html", actor=actor, approval=approval, ctx=card_context(approval, actor))
+    conversation = db.session.get(Conversation, approval.conversation_id)
+    deleted = conversation is None or conversation.deleted_at is not None  # the card stays, as decided
+    return render_template(
+        "approvals/page.html", actor=actor, approval=approval, ctx=card_context(approval, actor), deleted=deleted
+    )
 
 
 def _own_approval(approval_id: str, actor: Actor) -> Approval:
