@@ -114,6 +114,7 @@ def actions(context: click.Context, as_json: bool) -> None:
             "source": a.source,
             "asks_for_secret": sorted(secret_fields(a.Input)) if a.ask_for_missing else [],
             "countersign": _countersign_of(a),
+            "editable": list(a.editable),
         }
         for a in registry.actions.values()
     ]

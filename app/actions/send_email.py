@@ -13,6 +13,7 @@ class SendEmail(Action):
     kind = Kind.EXTERNAL
     examples = ["/send_email to=dana@example.org subject=Hello body=Hi", "send an email", "email someone"]
     shows = ("to", "subject", "body")  # an email's text is what the person approves
+    editable = ("to", "subject", "body")  # the person may correct it on the card before it goes
 
     class Input(BaseModel):
         to: EmailStr = Field(description="The recipient's address")

@@ -60,6 +60,23 @@ def prompt(approval: Approval, actor: Actor) -> dict[str, Any]:
         "status": approval.status,
         "token": sign(approval, actor.binding) if pending else None,
         "expires_at": approval.expires_at.isoformat(),
+        **revisions(approval),
+    }
+
+
+def revisions(approval: Approval) -> dict[str, Any]:
+    """A card's second-signature fields: its Edit form (the action's `editable` fields, an
+    elicitation like a form's; null when it edits nothing), the card it replaces and the names of
+    the fields the person edited, and on a changed card the rows that differ."""
+    from app.copilot.revise import edit_form
+
+    action = agent.engine().registry.get(approval.action)
+    editable = action is not None and approval.type == "confirm" and approval.status == Status.PENDING
+    return {
+        "edit": edit_form(action, approval) if editable and action is not None else None,
+        "replaces": approval.replaces,
+        "edited": approval.edited,
+        "changes": approval.changes,
     }
 
 
@@ -261,7 +278,8 @@ def answer(approval_id: str, decision: str) -> Any:
     values = data.get("values") if decision == "submit" else None
     if decision == "submit" and not isinstance(values, dict):
         raise BadValues("`values` must be an object of field names to values.")
-    approval = agent.answer(approval_id, token, actor, decision, values)
+    reason = data.get("reason") if decision == "decline" else None
+    approval = agent.answer(approval_id, token, actor, decision, values, reason)
     # Read only after the answer (a bad token is refused before anything is looked up); the
     # continuation's end is after this cursor if runs.wait still finds it going.
     cursor = events.last_id(approval.conversation_id)
@@ -332,8 +350,23 @@ def countersign(approval_id: str, decision: str) -> Any:
     token = data.get("token")
     if not isinstance(token, str):
         raise BadValues("`token` must be a string.")
-    reason = data.get("reason", "")
-    if not isinstance(reason, str) or len(reason) > 1000:
-        raise BadValues("`reason` must be a string of at most 1000 characters.")
-    approval = agent.countersign(approval_id, token, actor, decision, reason.strip() or None)
+    approval = agent.countersign(approval_id, token, actor, decision, data.get("reason"))
     return jsonify(id=approval.id, status=approval.status, outcome=card_line(approval))
+
+
+@bp.post("/approvals/<approval_id>/<any(edit, refresh):decision>")
+@limit_per_person_and_address("ANSWERS")
+def revise(approval_id: str, decision: str) -> Any:
+    """Edit a pending card (`values`: the edited fields), or ask a changed card afresh: 201 with
+    the fresh card (a Prompt, with its token), which the person then confirms. The old card ends
+    `edited` (an edit) or stays `changed` (a refresh)."""
+    actor = current_actor("api")
+    data = body()
+    token = data.get("token")
+    if not isinstance(token, str):
+        raise BadValues("`token` must be a string.")
+    values = data.get("values") if decision == "edit" else None
+    if decision == "edit" and not isinstance(values, dict):
+        raise BadValues("`values` must be an object of field names to values.")
+    fresh = agent.answer(approval_id, token, actor, decision, values)
+    return jsonify(status=fresh.status, replaces=approval_id, approval=prompt(fresh, actor)), 201

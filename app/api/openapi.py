@@ -105,6 +105,17 @@ def _operation(
     }
 
 
+def _revisions() -> dict[str, Any]:
+    """A Prompt's second-signature fields (app/copilot/revise.py)."""
+    change = _object({k: {"type": "string"} for k in ("label", "before", "after")}, ["label", "before", "after"])
+    return {
+        "edit": {"type": ["object", "null"], "description": "The Edit form (an elicitation) of a pending card"},
+        "replaces": {"type": ["string", "null"], "description": "The card this fresh one replaces"},
+        "edited": {"type": ["array", "null"], "items": {"type": "string"}, "description": "Fields the person edited"},
+        "changes": {"type": ["array", "null"], "items": change, "description": "A changed card's rows: before, after"},
+    }
+
+
 def _schemas() -> dict[str, Any]:
     """components.schemas: the objects the operations send and answer with."""
     row = _object({"label": {"type": "string"}, "value": {"type": "string"}}, ["label", "value"])
@@ -129,6 +140,7 @@ def _schemas() -> dict[str, Any]:
                 "status": {"type": "string"},
                 "token": {"type": ["string", "null"]},
                 "expires_at": {"type": "string", "format": "date-time"},
+                **_revisions(),
             },
             ["id", "type", "action", "reason", "rows", "form", "token", "expires_at"],
         ),
@@ -272,7 +284,9 @@ def _events() -> dict[str, Any]:
 def _answer(decision: str) -> dict[str, Any]:
     """POST /api/approvals/{id}/<decision>: a person's answer to a card."""
     submit = decision == "submit"
-    fields = {"token": {"type": "string"}, **({"values": {"type": "object"}} if submit else {})}
+    fields: dict[str, Any] = {"token": {"type": "string"}, **({"values": {"type": "object"}} if submit else {})}
+    if decision == "decline":
+        fields["reason"] = {"type": "string", "maxLength": 1000, "description": "Why, for the assistant (optional)"}
     return {
         "post": _operation(
             f"{decision.capitalize()} a card",
@@ -322,6 +336,23 @@ def _approval_paths() -> dict[str, Any]:
             )
         },
         **{f"/api/approvals/{{id}}/{d}": _answer(d) for d in ("confirm", "decline", "cancel", "submit")},
+        **{f"/api/approvals/{{id}}/{d}": _revise(d) for d in ("edit", "refresh")},
+    }
+
+
+def _revise(decision: str) -> dict[str, Any]:
+    """POST /api/approvals/{id}/edit|refresh: a fresh card from an edit, or of a changed card."""
+    edit = decision == "edit"
+    fields = {"token": {"type": "string"}, **({"values": {"type": "object"}} if edit else {})}
+    fresh = _object({"status": {"type": "string"}, "replaces": {"type": "string"}, "approval": _ref("Prompt")})
+    return {
+        "post": _operation(
+            "Edit a pending card: a fresh card to confirm" if edit else "A fresh card for a changed one",
+            f"{decision}Approval",
+            {"201": _ok("The fresh card", fresh), **_errors(400, 401, 403, 404, 409, 410, 429)},
+            parameters=[APPROVAL_ID],
+            body=_body(_object(fields, ["token", "values"] if edit else ["token"])),
+        )
     }
 
 

@@ -13,6 +13,7 @@ from app.connectors import dedupe
 from app.connectors.base import KEEP_FOR, Connector, Inbound, keep_wait_key, text_of, wait_key, wait_ttl
 from app.copilot import agent, audit, jobs
 from app.copilot.cards import card_url
+from app.copilot.revise import REASON_MAX
 from app.copilot.text import check_message
 from app.copilot.tokens import Actor, ChannelProof
 from app.errors import CountersignError
@@ -53,6 +54,21 @@ def first_line(text: str) -> str:
         if stripped and not stripped.startswith(">"):
             return stripped
     return ""
+
+
+def decline_reason(text: str) -> str:
+    """A reply that declines, as the reason the model reads: its own lines, without quoted history
+    ("> " lines, and everything from an email client's "On … wrote:" line down), cut to the limit."""
+    lines = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(">"):
+            continue
+        if stripped.startswith("On ") and stripped.endswith("wrote:"):
+            break
+        lines.append(line.rstrip())
+    said = "\n".join(lines).strip()
+    return said if len(said) <= REASON_MAX else said[: REASON_MAX - 1] + "…"
 
 
 def _refuse_sender(inbound: Inbound) -> str:
@@ -148,7 +164,8 @@ def _reply(
     connector: Connector, inbound: Inbound, thread: ConnectorThread, approval: Approval, identity: ConnectorIdentity
 ) -> str | None:
     """The person's proven reply to their waiting card: a file alone keeps the wait open; "yes"
-    confirms through approvals, anything else declines."""
+    confirms through approvals, anything else declines, its words (quoted history left out) the
+    reason the model reads."""
     if approval.user_id != identity.user_id:
         return None  # (a wait key names its person; this is only a second look)
     if not first_line(inbound.text):
@@ -161,7 +178,9 @@ def _reply(
     actor = Actor(user=identity.user, binding=binding, channel=inbound.connector)
     approval_id = approval.id
     try:
-        status = agent.answer(approval_id, ChannelProof(f"{inbound.connector} verified sender"), actor, decision).status
+        reason = decline_reason(inbound.text) if decision == "decline" else None
+        proof = ChannelProof(f"{inbound.connector} verified sender")
+        status = agent.answer(approval_id, proof, actor, decision, reason=reason).status
     except CountersignError as error:
         db.session.rollback()
         current = db.session.get(Approval, approval_id)

@@ -99,6 +99,9 @@ class Action:
     shows: ClassVar[tuple[str, ...]] = ()
     # The two-person rule: who must countersign a confirmed card before handle() runs (None: nobody).
     countersign: ClassVar[CountersignRule] = None
+    # Input fields the person may edit on the card before confirming (never a secret): Edit opens
+    # a form of these, and the edited input becomes a fresh card (revise.py).
+    editable: ClassVar[tuple[str, ...]] = ()
     name: ClassVar[str] = ""
     source: ClassVar[str] = ""
 

@@ -193,12 +193,20 @@ def send_message(conversation: Conversation, actor: Actor, text: str, submit: bo
 
 
 def answer(
-    approval_id: str, proof: str | ChannelProof, actor: Actor, decision: str, values: Mapping[str, Any] | None = None
+    approval_id: str,
+    proof: str | ChannelProof,
+    actor: Actor,
+    decision: str,
+    values: Mapping[str, Any] | None = None,
+    reason: str | None = None,
 ) -> Approval:
     """The person answers a card or a form (every delivery comes here, see approvals.answer):
     decide — handle() runs here when confirmed or submitted — and queue the run's continuation;
-    the model's words follow on its events."""
+    the model's words follow on its events. An edit or a refresh returns the fresh card, which
+    keeps the run waiting."""
     try:
+        if decision == "decline":
+            values = {"reason": reason}  # the person's words for the model (revise.answer)
         approval = approvals.answer(approval_id, proof, actor, decision, engine().registry, values)
     except Expired:
         _tell_expired(approval_id, actor)
@@ -209,7 +217,7 @@ def answer(
     return approval
 
 
-def countersign(approval_id: str, token: object, actor: Actor, decision: str, reason: str | None = None) -> Approval:
+def countersign(approval_id: str, token: object, actor: Actor, decision: str, reason: object = None) -> Approval:
     """A second person countersigns (handle() runs here, as the person who asked) or declines a
     card waiting for its countersignature (countersigning.countersign); the run's continuation is queued."""
     try:

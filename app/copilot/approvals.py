@@ -17,10 +17,10 @@ from typing import Any
 import sqlalchemy as sa
 from pydantic import BaseModel, ValidationError
 
-from app.copilot import audit
+from app.copilot import audit, revise
 from app.copilot.actions import Action, ActionContext, Registry
 from app.copilot.caps import check_cap
-from app.copilot.cards import build_card
+from app.copilot.cards import Card, build_card
 from app.copilot.forms import form_for, validate_form
 from app.copilot.tokens import Actor, ChannelProof, refuse, ttl, verify
 from app.errors import (
@@ -43,10 +43,9 @@ log = logging.getLogger(__name__)
 # What each answer may be given to (None: either kind) and the status its claim moves to.
 ANSWERS = {
     "confirm": ("confirm", Status.RUNNING),
-    "decline": (None, Status.DECLINED),
     "cancel": ("form", Status.CANCELLED),
     "submit": ("form", Status.RUNNING),
-}
+}  # and revise.ANSWERS: decline (with the person's reason), edit, refresh
 WAITING = (Status.PENDING, Status.COUNTERSIGNING)  # still waiting for a signature: its person's, or a second one
 
 
@@ -83,12 +82,18 @@ def create(ctx: ActionContext, run: Run, action: type[Action], input: BaseModel,
     """A pending card for this call. Raises TooManyPending past the run's cap and
     NotFound when the card names a record outside the person's tenant."""
     check_cap(ctx, run, action)
-    card = build_card(action, ctx, input)
+    fields = card_fields(action, input, build_card(action, ctx, input))
+    return _new(ctx, run, action, tool_call_id=tool_call_id, step=step, type="confirm", **fields)
+
+
+def card_fields(action: type[Action], input: BaseModel, card: Card) -> dict[str, Any]:
+    """What a card stores of its call: every card, a fresh one too (revise.py), remembers who must
+    give the second signature when the action's two-person rule names someone for this input."""
     fields = {"arguments": input.model_dump(mode="json"), "reason": card.reason, "rows": card.rows, "digest": card.digest}
     rule = action.countersigner(input)
-    if rule is not None:  # the two-person rule: the card remembers who must give the second signature
+    if rule is not None:
         fields["countersign"] = rule.label
-    return _new(ctx, run, action, tool_call_id=tool_call_id, step=step, type="confirm", **fields)
+    return fields
 
 
 def create_form(
@@ -112,23 +117,26 @@ def answer(
     values: Mapping[str, Any] | None = None,
 ) -> Approval:
     """The one entry for every answer on every channel: 'confirm' (a card), 'decline' (either),
-    'cancel' (a form: Not now), 'submit' (a form, with `values`). `proof` is the card's token, or
+    'cancel' (a form: Not now), 'submit' (a form, with `values`); 'edit', 'refresh' and a
+    decline's reason in `values` are revise.answer's. `proof` is the card's token, or
     the channel's own proof of the sender. Returns the approval in its final state, or raises a
     CountersignError having changed nothing but the audit log."""
     approval = verify(approval_id, proof, actor)
+    if decision in revise.ANSWERS:
+        return revise.answer(approval, actor, decision, registry, values or {})
     only_for, target = ANSWERS[decision]
     if only_for is not None and approval.type != only_for:
         if decision == "submit":
             raise BadValues("This card has no form: confirm or decline it.")
         raise BadValues(f"This {approval.type} cannot be answered with {decision}.")
-    _open(approval, actor, withdrawing=decision == "decline")
+    _open(approval, actor)
     if decision == "submit":
         return _submit(approval, actor, registry, values or {})
     if decision == "confirm" and approval.countersign:  # the first of two signatures: nothing runs yet
         from app.copilot.countersigning import first_signature
 
         return first_signature(approval, proof, actor)
-    _claim(approval, target, actor, source=Status(approval.status))
+    _claim(approval, target, actor)
     return _confirmed(approval, actor, registry) if target is Status.RUNNING else approval
 
 
@@ -143,11 +151,14 @@ def _open(approval: Approval, actor: Actor, withdrawing: bool = False) -> None:
         raise refuse(AlreadyDecided(), f"already_{approval.status}", actor, approval, approval.id)
 
 
-def _claim(approval: Approval, status: Status, actor: Actor, source: Status = Status.PENDING, **values: Any) -> None:
+def _claim(
+    approval: Approval, status: Status, actor: Actor, detail: str = "", *, source: Status = Status.PENDING, **values: Any
+) -> None:
     """Move source -> status atomically (only one caller anywhere wins); AlreadyDecided else."""
     now = utcnow()
     stamps = {"claimed_at": now, "decided_by": actor.user.id, **values}
-    if not move(approval, status, actor.user.id, actor.channel, source=source, when=[Approval.expires_at > now], **stamps):
+    when = [Approval.expires_at > now]
+    if not move(approval, status, actor.user.id, actor.channel, detail, source=source, when=when, **stamps):
         raise refuse(AlreadyDecided(), "lost_claim", actor, approval, approval.id)
 
 
@@ -180,7 +191,7 @@ def _confirmed(approval: Approval, actor: Actor, registry: Registry, as_person: 
     except CountersignError:
         return _finish(approval, Status.CHANGED, actor, result="the record is gone")
     if card.digest != approval.digest:
-        return _finish(approval, Status.CHANGED, actor)
+        return revise.changed(approval, actor, card)
     return _handle(approval, actor, action, ctx, input)
 
 
@@ -231,7 +242,7 @@ def short(exc: Exception) -> str:
 
 
 def _finish(
-    approval: Approval, status: Status, actor: Actor, result: str | None = None, filled: list[str] | None = None
+    approval: Approval, status: Status, actor: Actor, result: str | None = None, filled: list[str] | None = None, **values: Any
 ) -> Approval:
     """Record the outcome of a claimed approval, with the handler's work, in one commit.
     If a sweep already ended it `interrupted` (a handle() slower than the grace), the work
@@ -239,7 +250,8 @@ def _finish(
     detail = filled_line(filled) if filled is not None else ""
     if approval.confirmed_by is not None:  # a countersigned card: both signatures, in the decided row
         detail = f"{detail} confirmed by user {approval.confirmed_by}, countersigned by user {actor.user.id}".strip()
-    if not move(approval, status, actor.user.id, actor.channel, detail, source=Status.RUNNING, result=result, filled=filled):
+    values.update(result=result, filled=filled)
+    if not move(approval, status, actor.user.id, actor.channel, detail, source=Status.RUNNING, **values):
         db.session.refresh(approval)
     return approval
 

@@ -144,6 +144,8 @@ def _check_first(kit: Any, name: str, person: str, other: str) -> list[str]:
     problems += _countersigned(kit, action, card)
     if card.decline() != Status.DECLINED or kit.calls(action):
         problems.append(f"{name}: declining did not end the card with nothing run")
+    if action.editable:
+        problems += _edit_contract(kit, action, arguments, other)
     return problems
 
 
@@ -164,6 +166,46 @@ def _countersigned(kit: Any, action: type[Action], card: Any) -> list[str]:
     if card.countersign() == Status.DONE or kit.calls(action):
         return [f"{name}: the person who asked could countersign their own card"]
     return []
+
+
+def _edit_contract(kit: Any, action: type[Action], arguments: dict[str, Any], other: str) -> list[str]:
+    """An `editable` action: an edit runs nothing and makes a fresh card in the old one's place,
+    which another person cannot confirm either."""
+    from app.copilot.testing import tool_call
+
+    kit.model.enqueue(tool_call(action.name, **arguments))
+    kit.chat(f"check editing {action.name}")
+    card = kit.pending()
+    for field in action.editable:
+        if not isinstance(arguments.get(field), str):
+            continue
+        try:
+            fresh = card.edit(**{field: f"{arguments[field]}{MARK}"})
+        except ValueError:
+            continue  # this field does not take the marker (an address, say): try the next one
+        problems = []
+        if kit.calls(action):
+            problems.append(f"{action.name}: handle() ran on an edit")
+        if card.confirm() != "already_decided" or kit.calls(action):
+            problems.append(f"{action.name}: the card an edit replaced could still be confirmed")
+        kit.as_person(other)
+        if fresh.confirm() != "wrong_person" or kit.calls(action):
+            problems.append(f"{action.name}: another person ({other}) could confirm an edited card")
+        kit.as_person(card_person(kit, card))
+        fresh.decline()
+        return problems
+    return [f"{action.name}: no editable field of its example could be edited (editable = {action.editable!r})"]
+
+
+def card_person(kit: Any, card: Any) -> str:
+    """The email of the person a card belongs to."""
+    from app.extensions import db
+    from app.models import Approval
+
+    with kit.app.app_context():
+        approval = db.session.get(Approval, card.id)
+        assert approval is not None
+        return str(approval.user.email)
 
 
 def _marked(action: Any, arguments: dict[str, Any]) -> dict[str, Any]:

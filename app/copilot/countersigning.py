@@ -8,6 +8,7 @@ import logging
 
 import sqlalchemy as sa
 
+from app.copilot import revise
 from app.copilot.actions import ActionContext, Registry
 from app.copilot.approvals import _claim, _confirmed, expire, move
 from app.copilot.tokens import Actor, ChannelProof, refuse, verify_second
@@ -35,7 +36,7 @@ def first_signature(approval: Approval, proof: str | ChannelProof, actor: Actor)
 
 
 def countersign(
-    approval_id: str, token: object, actor: Actor, decision: str, registry: Registry, reason: str | None = None
+    approval_id: str, token: object, actor: Actor, decision: str, registry: Registry, reason: object = None
 ) -> Approval:
     """The second signature: 'countersign' or 'decline', by a different person of the tenant whom
     the action's rule allows, with their own countersignature token (tokens.verify_second). A
@@ -56,8 +57,9 @@ def countersign(
         who = f"Only {approval.countersign} of this tenant may countersign this."
         raise refuse(WrongPerson(who), "countersign_not_allowed", actor, approval, approval.id)
     if decision == "decline":
-        values = {"feedback": reason} if reason else {}
-        _claim(approval, Status.DECLINED, actor, source=Status.COUNTERSIGNING, **values)
+        said = revise.reason(reason)  # the second person's words for the model, checked as the first's
+        detail = "a reason was given" if said else ""
+        _claim(approval, Status.DECLINED, actor, detail, source=Status.COUNTERSIGNING, feedback=said)
         return approval
     _claim(approval, Status.RUNNING, actor, source=Status.COUNTERSIGNING)
     return _confirmed(approval, actor, registry, as_person=_requester(approval, actor))

@@ -54,6 +54,8 @@ def register(registry: Registry, action: type[Action], module: ModuleType) -> No
         _check_form(action, fail, where)
     if action.countersign is not None:
         _check_countersign(action, fail)
+    if action.editable:
+        _check_editable(action, fail, where)
     if action.handle is Action.handle:
         fail("it has no handle()", "define handle(self, ctx, input)")
     if action.name in registry.actions:
@@ -98,6 +100,32 @@ def _check_form(action: type[Action], fail: Fail, where: str) -> None:
             "remove ask_for_missing",
             "ask_for_missing",
         )
+
+
+def _check_editable(action: type[Action], fail: Fail, where: str) -> None:
+    """editable: fields of Input, never a secret, on an action that has a card, each one a field a
+    form can show (the Edit form is an elicitation of exactly these)."""
+    from app.copilot.schema import elicitation, secret_fields
+
+    if isinstance(action.editable, str) or not all(isinstance(n, str) for n in action.editable):
+        fail("editable is not a tuple of field names", 'write editable = ("subject", "body")', "editable")
+    if not action.may_need_card():
+        fail("editable is set, but this action never shows a card to edit", "remove editable", "editable")
+    unknown = [n for n in action.editable if n not in action.Input.model_fields]
+    if unknown:
+        fail(
+            f"editable names {', '.join(unknown)}, which Input does not have (fields: {', '.join(action.Input.model_fields)})",
+            "use only Input's field names",
+            "editable",
+        )
+    secrets = [n for n in action.editable if n in secret_fields(action.Input)]
+    if secrets:
+        fail(
+            f"editable names {', '.join(secrets)}, a secret, which a form never shows or asks for",
+            f"remove {', '.join(secrets)} from editable",
+            "editable",
+        )
+    elicitation(action.Input, "", fields=list(action.editable), where=f"{where}:{_line_of(action, 'editable')}")
 
 
 def _check_operations(action: type[Action], fail: Fail) -> None:

@@ -19,9 +19,10 @@ from pydantic_ai.messages import (
 from pydantic_ai.tools import DeferredToolResults
 
 from app.copilot import runs
+from app.copilot.revise import told
 from app.extensions import db
 from app.models import Approval, Conversation, Message, Run, User
-from app.status import FINAL, model_line
+from app.status import FINAL, Status
 
 WAITING = "Waiting for the person's answer on a card. It has not run."
 NOT_RUN = "Not run: the person stopped the turn before this call ran."
@@ -83,8 +84,9 @@ def prepare(run: Run) -> Pass:
     work = Pass(run=run, user=user, history=history, step=run.step + 1)
     calls = unanswered(history)
     if run.next == "results":
-        step = runs.step_approvals(run)
-        lines = {a.tool_call_id: model_line(a) for a in step}
+        # An edited card's fresh one, in the same run and step, answers the model's call in its place.
+        step = [a for a in runs.step_approvals(run) if a.status != Status.EDITED]
+        lines = {a.tool_call_id: told(a) for a in step}
         if calls and {c.tool_call_id for c in calls} <= set(lines):
             work.results = DeferredToolResults(calls={c.tool_call_id: lines[c.tool_call_id] for c in calls})
         else:  # the conversation moved on while the cards waited: tell the model as news
@@ -107,7 +109,11 @@ def answers_for(conversation_id: int, calls: list[ToolCallPart]) -> list[ToolRet
         a.tool_call_id: a
         for a in db.session.scalars(
             sa.select(Approval)
-            .where(Approval.conversation_id == conversation_id, Approval.tool_call_id.in_(ids))
+            .where(
+                Approval.conversation_id == conversation_id,
+                Approval.tool_call_id.in_(ids),
+                Approval.status != Status.EDITED,  # its fresh card stands for it
+            )
             .order_by(Approval.created_at)
         )
     }
@@ -117,7 +123,7 @@ def answers_for(conversation_id: int, calls: list[ToolCallPart]) -> list[ToolRet
         if approval is None:
             line = NOT_RUN
         elif approval.status in FINAL:
-            line = model_line(approval)
+            line = told(approval)
         else:
             line = WAITING
         parts.append(ToolReturnPart(tool_name=call.tool_name, content=line, tool_call_id=call.tool_call_id))

@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from app.copilot.testing_revise import Revisions
 from app.errors import CountersignError
 from app.status import Status
 
@@ -94,9 +95,10 @@ ERRORS = {
 
 
 @dataclass
-class Card:
+class Card(Revisions):
     """A pending card or form as the person sees it, and its answers (each returns the outcome:
-    the approval's status, or why the answer was refused: wrong_person, already_decided, …)."""
+    the approval's status, or why the answer was refused: wrong_person, already_decided, …);
+    decline(reason=…) tells the assistant why; edit() and refresh(): testing_revise.py."""
 
     copilot: Copilot
     id: str
@@ -108,8 +110,8 @@ class Card:
     def confirm(self) -> str:
         return self.copilot._answer(self, "confirm")
 
-    def decline(self) -> str:
-        return self.copilot._answer(self, "decline")
+    def decline(self, reason: str | None = None) -> str:
+        return self.copilot._answer(self, "decline", reason=reason)
 
     def cancel(self) -> str:
         return self.copilot._answer(self, "cancel")
@@ -119,7 +121,7 @@ class Card:
 
     def countersign(self, decline: bool = False, reason: str | None = None) -> str:
         """The second signature, by the kit's current person (`decline`: refuse it instead, with a reason)."""
-        return self.copilot._answer(self, "decline" if decline else "countersign", {"reason": reason}, second=True)
+        return self.copilot._answer(self, "decline" if decline else "countersign", reason=reason, second=True)
 
 
 class Copilot:
@@ -194,7 +196,9 @@ class Copilot:
             a = waiting[0]
             return Card(self, a.id, a.reason, {r["label"]: r["value"] for r in a.rows}, a.form, sign(a, f"kit:{a.user.email}"))
 
-    def _answer(self, card: Card, decision: str, values: dict[str, Any] | None = None, second: bool = False) -> str:
+    def _answer(
+        self, card: Card, decision: str, values: dict[str, Any] | None = None, reason: str | None = None, second: bool = False
+    ) -> str:
         from app.copilot import agent
         from app.copilot.tokens import sign_second
 
@@ -203,9 +207,9 @@ class Copilot:
             try:
                 if second:  # with the person's own countersignature token, as their page would give it
                     token = sign_second(card.id, actor.user, actor.binding)
-                    approval = agent.countersign(card.id, token, actor, decision, (values or {}).get("reason"))
+                    approval = agent.countersign(card.id, token, actor, decision, reason)
                 else:
-                    approval = agent.answer(card.id, card.token, actor, decision, values)
+                    approval = agent.answer(card.id, card.token, actor, decision, values, reason)
             except CountersignError as error:
                 return ERRORS.get(type(error).__name__, type(error).__name__)
             return str(approval.status)

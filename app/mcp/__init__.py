@@ -294,17 +294,19 @@ def _answer(token_id: int, approval_id: str, answer: types.ElicitResult | None, 
     An agent token's answer is refused there (and audited): the approval keeps waiting."""
     from app.copilot import agent
     from app.copilot.cards import card_url
+    from app.copilot.revise import standing, told
     from app.copilot.text import value_problem
     from app.copilot.tokens import ChannelProof
     from app.errors import CountersignError
     from app.extensions import db
     from app.models import Approval
-    from app.status import Status, model_line
+    from app.status import Status
 
     actor = _actor(token_id)
     approval = db.session.get(Approval, approval_id)
     if approval is None or approval.user_id != actor.user.id:
         return _text("This request state is not valid.", error=True)
+    approval = standing(approval)  # edited on its page, or asked afresh: the fresh card answers the call
     problem = value_problem(answer.content) if answer is not None and answer.content else None
     if problem:  # a client's form values are stored by handle(): refused before, the form still waits
         return _text(f"Invalid values: {problem} Nothing was done.", error=True)
@@ -333,7 +335,7 @@ def _answer(token_id: int, approval_id: str, answer: types.ElicitResult | None, 
             return _text(f"Pending: the person confirms it in Countersign: {card_url(approval.id)}")
         # The person answers on the card's page; the client asks again until they have.
         return types.InputRequiredResult(request_state=json.dumps({"approval": approval.id}))
-    return _text(model_line(approval), error=approval.status != Status.DONE)
+    return _text(told(approval), error=approval.status != Status.DONE)
 
 
 def _decision(kind: str, answer: types.ElicitResult | None) -> str | None:

@@ -21,7 +21,7 @@ from app.extensions import db, limit_per_person_and_address
 from app.markdown import Live, to_html
 from app.models import Approval, Conversation, Message, Run, User, utcnow
 from app.status import Status
-from app.web.cards import card_context, render_partial, submitted_values
+from app.web.cards import card_context, edit_errors, render_partial, submitted_values
 
 bp = Blueprint("web", __name__)
 
@@ -348,7 +348,8 @@ def answer(approval_id: str, decision: str) -> Any:
     token = request.form.get("token", "")
     try:
         values = submitted_values(approval_id) if decision == "submit" else None
-        approval = agent.answer(approval_id, token, actor, decision, values)
+        reason = request.form.get("reason") if decision == "decline" else None
+        approval = agent.answer(approval_id, token, actor, decision, values, reason)
     except CountersignError as error:
         current = db.session.get(Approval, approval_id)
         if current is None or current.user_id != actor.user.id:
@@ -356,10 +357,10 @@ def answer(approval_id: str, decision: str) -> Any:
         approval = current
         db.session.refresh(approval)
         fields = error.fields if isinstance(error, FormInvalid) else None
-        body = render_partial(
-            approval,
-            card_context(approval, actor, error.message, typed=request.form if fields is not None else None, field_errors=fields),
-        )
+        typed = request.form if fields is not None else None
+        context = card_context(approval, actor, error.message, typed=typed, field_errors=fields)
+        context["reason"] = request.form.get("reason", "")  # kept for another try (too long, say)
+        body = render_partial(approval, context)
         added = []
         status = error.status
     else:
@@ -374,5 +375,38 @@ def answer(approval_id: str, decision: str) -> Any:
     if not request.htmx and status == 200:  # type: ignore[attr-defined]
         return redirect(url_for("web.chat", conversation_id=approval.conversation_id))
     response = make_response(body, status)
+    response.headers["Vary"] = "HX-Request"
+    return response
+
+
+@bp.post("/approvals/<approval_id>/<any(edit, refresh):decision>")
+@login_required
+@limit_per_person_and_address("ANSWERS")
+def revise(approval_id: str, decision: str) -> Any:
+    """Edit a pending card, or ask a changed card afresh: the card in its new state followed by
+    the fresh card (both replace the old card's fragment), which the person then confirms."""
+    actor = current_actor()
+    token = request.form.get("token", "")
+    values = {k: v for k, v in request.form.items() if k not in ("token", "csrf_token")} if decision == "edit" else None
+    try:
+        fresh = agent.answer(approval_id, token, actor, decision, values)
+    except CountersignError as error:
+        old = db.session.get(Approval, approval_id)
+        if old is None or old.user_id != actor.user.id:
+            raise
+        db.session.refresh(old)
+        context = card_context(old, actor, error.message)
+        if decision == "edit":
+            edit_errors(context, request.form, error.fields if isinstance(error, FormInvalid) else {})
+        response = make_response(render_partial(old, context), error.status)
+        response.headers["Vary"] = "HX-Request"
+        return response
+    if not request.htmx:  # type: ignore[attr-defined]
+        return redirect(url_for("web.chat", conversation_id=fresh.conversation_id))
+    old = db.session.get(Approval, approval_id)
+    assert old is not None
+    db.session.refresh(old)
+    body = render_partial(old, card_context(old, actor)) + render_partial(fresh, card_context(fresh, actor))
+    response = make_response(body, 200)
     response.headers["Vary"] = "HX-Request"
     return response

@@ -45,7 +45,7 @@ def card_context(
         for name, messages in (field_errors or {}).items():
             if name in form:
                 form[name].errors = list(messages)
-    return {
+    context = {
         "form": form,
         "approval": approval,
         "token": sign(approval, actor.binding) if answerable else None,
@@ -53,11 +53,13 @@ def card_context(
         "seconds_left": seconds_left,
         "outcome": None if pending else outcome_label(approval),
         "error": error,
-        **second_signature(approval, actor),
+        **countersigning_context(approval, actor),
     }
+    context.update(revise_context(approval, actor, answerable))
+    return context
 
 
-def second_signature(approval: Approval, actor: Actor) -> dict[str, Any]:
+def countersigning_context(approval: Approval, actor: Actor) -> dict[str, Any]:
     """A card waiting for its countersignature: who confirmed it, and a token for this session
     while it may still be answered here — its person's (to decline it) or an allowed second
     person's countersignature token (never for an agent credential, never the person's own)."""
@@ -73,6 +75,37 @@ def second_signature(approval: Approval, actor: Actor) -> dict[str, Any]:
         "second_token": sign_second(approval.id, actor.user, actor.binding) if allowed else None,
         "confirmed_by": confirmer.email if confirmer else None,
     }
+
+
+def revise_context(approval: Approval, actor: Actor, answerable: bool) -> dict[str, Any]:
+    """What a card offers beyond Confirm: the decline reason box's limit, the Edit form of the
+    action's `editable` fields (pre-filled, never a secret) while it may be answered, and on a
+    changed card the rows that differ with a token for its Fresh card (until one was made)."""
+    from app.copilot.revise import REASON_MAX, edit_form, fresh_id
+
+    found: dict[str, Any] = {"reason_max": REASON_MAX, "edit_form": None, "changes": approval.changes, "fresh_id": None}
+    action = agent.engine().registry.get(approval.action)
+    if answerable and approval.type == "confirm" and action is not None:
+        elicited = edit_form(action, approval)
+        if elicited is not None:
+            found["edit_form"] = wtform_class(elicited["requestedSchema"])(data=_defaults(elicited))
+    if approval.changes and approval.status == Status.CHANGED:
+        fresh = db.session.get(Approval, fresh_id(approval.id))
+        found["fresh_id"] = fresh.id if fresh is not None else None
+        mine = approval.user_id == actor.user.id and may_answer(actor, approval)
+        found["refresh_token"] = sign(approval, actor.binding) if mine and fresh is None else None
+    return found
+
+
+def edit_errors(context: dict[str, Any], typed: Any, errors: dict[str, list[str]]) -> dict[str, Any]:
+    """The card again after a refused Edit: its form open, refilled with what was typed."""
+    if context.get("edit_form") is not None:
+        form = type(context["edit_form"])(formdata=typed)
+        for name, messages in errors.items():
+            if name in form:
+                form[name].errors = list(messages)
+        context["edit_form"], context["edit_open"] = form, True
+    return context
 
 
 def _defaults(elicitation: dict[str, Any]) -> dict[str, Any]:
