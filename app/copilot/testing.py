@@ -98,7 +98,7 @@ ERRORS = {
 class Card(Revisions):
     """A pending card or form as the person sees it, and its answers (each returns the outcome:
     the approval's status, or why the answer was refused: wrong_person, already_decided, …);
-    decline(reason=…) tells the assistant why; edit() and refresh(): testing_revise.py."""
+    decline(reason=…) tells the assistant why; edit(), refresh() and countersign(): testing_revise.py."""
 
     copilot: Copilot
     id: str
@@ -118,10 +118,6 @@ class Card(Revisions):
 
     def submit(self, **values: Any) -> str:
         return self.copilot._answer(self, "submit", values)
-
-    def countersign(self, decline: bool = False, reason: str | None = None) -> str:
-        """The second signature, by the kit's current person (`decline`: refuse it instead, with a reason)."""
-        return self.copilot._answer(self, "decline" if decline else "countersign", reason=reason, second=True)
 
 
 class Copilot:

@@ -1,5 +1,6 @@
 """The test kit's second-signature answers, mixed into testing.Card: `card.edit(**values)` and
-`card.refresh()` return the fresh card to confirm; `card.changes` are a changed card's rows."""
+`card.refresh()` return the fresh card to confirm; `card.changes` are a changed card's rows;
+`card.countersign()` is the second person's signature (after `copilot.as_person(…)`)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,10 @@ class Revisions:
     def edit(self, **values: Any) -> Card:
         """Edit the card's editable fields: the fresh card to confirm (ValueError naming why not)."""
         return self._revise("edit", values)
+
+    def countersign(self, decline: bool = False, reason: str | None = None) -> str:
+        """The second signature, by the kit's current person (`decline`: refuse it instead, with a reason)."""
+        return self.copilot._answer(self, "decline" if decline else "countersign", reason=reason, second=True)  # type: ignore[arg-type]
 
     def refresh(self) -> Card:
         """A changed card's Fresh card: a new card of the same request, built again."""
