@@ -787,3 +787,22 @@ def test_the_kit_declines_as_the_second_person(copilot):
     copilot.as_person("admin@example.com")
     assert card.countersign(decline=True, reason="Not this week.") == "declined"
     assert copilot.calls(ManageFiles) == 0 and reports.exists()
+
+
+def test_a_fresh_card_of_a_countersigned_request_needs_the_countersignature_too(app, alice, admin, folder, handled):
+    """A changed card's Fresh card is the same request: the two-person rule comes with it (the
+    person's confirm of the fresh card waits again; it never runs on one signature)."""
+    approval_id = confirmed(alice)
+    (folder / "new.csv").write_text("added after the card")
+    response = admin.htmx_post(f"/approvals/{approval_id}/countersign", token=second_token(admin, approval_id))
+    assert "Changed — nothing ran" in response.get_data(as_text=True)
+    page = alice.client.get(f"/approvals/{approval_id}").get_data(as_text=True)
+    refresh_token = TOKEN.findall(page.split("card__changes", 1)[1])[0]
+    html = alice.htmx_post(f"/approvals/{approval_id}/refresh", token=refresh_token).get_data(as_text=True)
+    fresh, fresh_token = alice.card(html)
+    assert status_of(app, fresh).countersign == "admin" and status_of(app, fresh).replaces == approval_id
+    assert "Confirmed — waiting for a countersignature" in alice.answer(fresh, fresh_token).get_data(as_text=True)
+    assert handled == [] and (folder / "old.csv").exists()
+    response = admin.htmx_post(f"/approvals/{fresh}/countersign", token=second_token(admin, fresh))
+    assert "Deleted · done" in response.get_data(as_text=True)
+    assert handled == [("delete_folder", "alice@example.com")]
