@@ -806,3 +806,16 @@ def test_a_fresh_card_of_a_countersigned_request_needs_the_countersignature_too(
     response = admin.htmx_post(f"/approvals/{fresh}/countersign", token=second_token(admin, fresh))
     assert "Deleted · done" in response.get_data(as_text=True)
     assert handled == [("delete_folder", "alice@example.com")]
+
+
+def test_both_people_are_offered_a_reason_box_and_a_long_reason_is_refused_whole(app, alice, admin, folder, handled):
+    approval_id = confirmed(alice)
+    for person in (alice, admin):  # the person who asked (withdraw) and the second person
+        page = person.client.get(f"/approvals/{approval_id}").get_data(as_text=True)
+        assert 'name="reason"' in page and "Tell the assistant why" in page
+    response = admin.htmx_post(
+        f"/approvals/{approval_id}/countersign/decline", token=second_token(admin, approval_id), reason="x" * 1001
+    )
+    assert response.status_code == 400 and "too long" in response.get_data(as_text=True)
+    assert status_of(app, approval_id).status == "countersigning"  # nothing decided, nothing cut
+    assert handled == [] and folder.exists()

@@ -317,9 +317,8 @@ def countersign(approval_id: str, decision: str) -> Any:
     POST): the card in its new state; without htmx, its page."""
     actor = current_actor()
     token = request.form.get("token", "")
-    reason = (request.form.get("reason") or "").strip()[:1000] or None
-    try:
-        approval = agent.countersign(approval_id, token, actor, decision, reason)
+    try:  # a reason too long is refused whole (revise.reason), never cut
+        approval = agent.countersign(approval_id, token, actor, decision, request.form.get("reason"))
     except CountersignError as error:
         current = db.session.get(Approval, approval_id)
         if current is None or current.tenant_id != actor.user.tenant_id or isinstance(error, NotFound):
