@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from app.copilot.testing import tool_call
 from app.extensions import db
 from app.models import Approval, AuditEvent, Message
+from tests.conftest import TOKEN
 
 
 @pytest.fixture
@@ -86,19 +87,28 @@ def test_a_linked_folder_is_never_entered_to_read_list_or_delete(app, alice, mod
     assert (globex / "secret.txt").exists()
 
 
-def test_a_folder_delete_removes_links_inside_it_but_not_their_targets(app, alice, files):
+def both_signatures(alice, admin, html: str) -> str:
+    """A folder delete needs an admin's countersignature (the demo's two-person rule): alice
+    confirms, the admin countersigns on the card's page; the card as the admin's answer shows it."""
+    approval_id, token = alice.card(html)
+    assert "waiting for a countersignature" in alice.answer(approval_id, token).get_data(as_text=True)
+    second = TOKEN.findall(admin.client.get(f"/approvals/{approval_id}").get_data(as_text=True))[-1]
+    return admin.htmx_post(f"/approvals/{approval_id}/countersign", token=second).get_data(as_text=True)
+
+
+def test_a_folder_delete_removes_links_inside_it_but_not_their_targets(app, alice, files, sign_in):
     acme, globex = files
     (acme / "reports" / "elsewhere").symlink_to(globex)
     (acme / "reports" / "archive").symlink_to(acme / "archive")
     html = alice.say(alice.new_conversation(), "/manage_files operation=delete_folder path=reports")
     assert "Links inside" in html and "2 (only the links are removed)" in html
-    response = alice.answer(*alice.card(html)).get_data(as_text=True)
+    response = both_signatures(alice, sign_in("admin@example.com"), html)
     assert "Deleted · done" in response
     assert not (acme / "reports").exists()
     assert (globex / "secret.txt").exists() and (acme / "archive" / "2025.csv").exists()
 
 
-def test_a_folder_delete_that_stops_partway_says_what_was_and_was_not_deleted(app, alice, model, files, monkeypatch):
+def test_a_folder_delete_that_stops_partway_says_what_was_and_was_not_deleted(app, alice, model, files, monkeypatch, sign_in):
     acme, _ = files
     (acme / "reports" / "locked.csv").write_text("x")
     (acme / "reports" / "zeta.csv").write_text("z")
@@ -111,7 +121,7 @@ def test_a_folder_delete_that_stops_partway_says_what_was_and_was_not_deleted(ap
 
     monkeypatch.setattr(os, "unlink", unlink)
     html = alice.say(alice.new_conversation(), "/manage_files operation=delete_folder path=reports")
-    page = alice.answer(*alice.card(html)).get_data(as_text=True)
+    page = both_signatures(alice, sign_in("admin@example.com"), html)
     account = (
         "Partly done: deleted 2 of 4 items in reports; not deleted: reports/locked.csv (Permission denied), "
         "reports (Directory not empty)."
