@@ -25,6 +25,19 @@ HOST = re.compile(r"[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|[0-9a-f:.]+")
 MAILBOX = re.compile(r"[A-Za-z0-9.!#$%&'*+/=^_`{|}~-]+@[A-Za-z0-9.-]+")
 LANGUAGE = re.compile(r"[^A-Za-z0-9_+#.-]")
 REL = "noopener noreferrer nofollow"
+# Characters that change how the text around them reads without being seen: bidi overrides and
+# isolates (a host label "(gro.live)" shown reversed), zero-width ones, tag characters (hidden
+# ASCII), other controls. Shown as ⟨U+XXXX⟩, as on a card; the emoji joiner (U+200D) is left alone.
+HIDDEN = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b\u200c\u200e\u200f"
+    "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
+)
+
+
+def shown(text: str) -> str:
+    """The model's text with every HIDDEN character made visible (before any rendering)."""
+    return HIDDEN.sub(lambda m: f"⟨U+{ord(m.group()):04X}⟩", text)
+
 
 TAGS = {
     *("p", "br", "hr", "strong", "em", "del", "s", "code", "pre", "blockquote", "ul", "ol", "li", "a"),
@@ -83,7 +96,9 @@ def _link_open(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: 
     close = next(t for t in tokens[idx:] if t.type == "link_close")
     target = outbound(str(token.attrGet("href") or ""))
     auto = token.markup == "autolink"
-    close.meta = {"target": target, "auto": auto}
+    # An autolink whose text is not where it goes (`<http://bank.example@evil.example/>`) names its host too.
+    said = tokens[idx + 1].content if idx + 1 < len(tokens) and tokens[idx + 1].type == "text" else ""
+    close.meta = {"target": target, "auto": auto, "labelled": not auto or target is None or said != target.href}
     if target is None:
         return "&lt;" if auto else ""
     return f'<a href="{_escape(target.href)}">'
@@ -94,7 +109,7 @@ def _link_close(self: Any, tokens: Sequence[Token], idx: int, options: Any, env:
     target: Outbound | None = meta.get("target")
     if target is None:
         return "&gt;" if meta.get("auto") else ""
-    host = "" if meta.get("auto") else f' <span class="link-host">({_escape(target.host)})</span>'
+    host = f' <span class="link-host">({_escape(target.host)})</span>' if meta.get("labelled", True) else ""
     return f"</a>{host}"
 
 
@@ -190,7 +205,7 @@ def sanitize(html: str) -> str:
 def to_html(text: str) -> str:
     """The model's Markdown as safe HTML (also a partial text, mid-stream: always well-formed).
     Cached: a chat page renders every reply of the conversation each time it is shown."""
-    return sanitize(_md().render(text))
+    return sanitize(_md().render(shown(text)))
 
 
 FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
@@ -404,9 +419,9 @@ def _slack_url(href: str) -> str:
 
 def to_plain(text: str) -> str:
     """The model's Markdown as plain text (email, Telegram): readable, every link's URL in full."""
-    return _Chat().blocks(_md().parse(text))
+    return _Chat().blocks(_md().parse(shown(text)))
 
 
 def to_mrkdwn(text: str) -> str:
     """The model's Markdown as Slack mrkdwn, escaped."""
-    return _Slack().blocks(_md().parse(text))
+    return _Slack().blocks(_md().parse(shown(text)))

@@ -115,6 +115,10 @@ OUTCOMES: dict[Status, Outcome] = {
 }
 
 
+# The model's line for a card whose second signer declined it (after its person confirmed).
+SECOND_DECLINED = "The person confirmed it, but the second signer asked to countersign declined. Nothing was done."
+
+
 class Decided(Protocol):
     """What the lines below read of an approval."""
 

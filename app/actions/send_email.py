@@ -1,4 +1,4 @@
-from pydantic import BaseModel, EmailStr, Field
+from pydantic import BaseModel, EmailStr, Field, field_validator
 
 from app.copilot.actions import Action, Kind, expose
 from app.copilot.lookalike import email_shown
@@ -19,6 +19,14 @@ class SendEmail(Action):
         to: EmailStr = Field(description="The recipient's address")
         subject: str = Field(max_length=200, description="The subject line")
         body: str = Field(max_length=10000, description="The message")
+
+        @field_validator("subject")
+        @classmethod
+        def one_line(cls, subject: str) -> str:
+            """A subject is one line: a line break would read as a header of its own on the card."""
+            if any(ch in subject for ch in "\r\n\u2028\u2029\x85\x0b\x0c"):
+                raise ValueError("The subject is one line: no line breaks.")
+            return subject
 
     def approval_reason(self, ctx, input):
         return f"Send this email as {ctx.user.email}?"

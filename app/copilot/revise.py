@@ -26,7 +26,7 @@ from app.copilot.tokens import Actor, refuse
 from app.errors import AlreadyDecided, BadValues, CountersignError, TooManyPending, UnstorableText, WrongPerson
 from app.extensions import db
 from app.models import Approval, Message, Run
-from app.status import RunStatus, Status, model_line
+from app.status import SECOND_DECLINED, RunStatus, Status, model_line
 
 # What each of these answers may be given to (None: a card or a form).
 ANSWERS = {"decline": None, "edit": "confirm", "refresh": "confirm"}
@@ -267,13 +267,20 @@ def _fresh(
 
 def told(approval: Approval) -> str:
     """The line the model reads for a decided approval: its outcome (app/status.py), after it the
-    names of the fields the person edited, and with a decline the person's own reason, quoted as
-    a JSON string (it cannot end its quotes early) and marked as their words."""
+    names of the fields the person edited, and with a decline the decliner's own reason — the
+    person's, or the second signer's, each named as such — quoted as a JSON string (it cannot end
+    its quotes early; line and paragraph separators escaped too) and marked as their words."""
     line = model_line(approval)
+    second = approval.status == Status.DECLINED and approval.confirmed_by is not None and approval.decided_by != approval.user_id
+    if second:
+        line = SECOND_DECLINED
     if approval.edited and approval.replaces:
         line = f"{edited_line(approval.edited)} {line}"
     if approval.feedback and approval.status == Status.DECLINED:
-        line += f" The person's reason, in their own words: {json.dumps(approval.feedback, ensure_ascii=False)}"
+        words = json.dumps(approval.feedback, ensure_ascii=False)
+        for separator in ("\u2028", "\u2029", "\u0085"):
+            words = words.replace(separator, f"\\u{ord(separator):04x}")
+        line += f" {'The second signer' if second else 'The person'}'s reason, in their own words: {words}"
     return line
 
 
