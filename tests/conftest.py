@@ -251,6 +251,17 @@ def handle_calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return calls
 
 
+@pytest.fixture(scope="module")
+def smtp() -> Iterator[Any]:
+    """A local SMTP server (aiosmtpd) keeping every message, one per test module: point the app
+    at it with `app_config` returning {"SMTP_URL": smtp.url}."""
+    from tests.fake_chat import FakeSmtp
+
+    server = FakeSmtp()
+    yield server
+    server.close()
+
+
 @pytest.fixture
 def model(app: Flask) -> Any:
     """A QueuedModel in place of the app's model: enqueue its answers, read what it was sent."""

@@ -12,7 +12,6 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolRetu
 from app.copilot.testing import QueuedModel
 from app.extensions import db
 from app.models import Post
-from tests.fake_chat import FakeSmtp
 from tests.test_browser import ask, browser, page, server, shots, sign_in_and_open_chat  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.browser
@@ -35,13 +34,6 @@ class EchoModel(QueuedModel):
                     reason = json.loads(str(part.content).split(WORDS, 1)[1])
                     return ModelResponse(parts=[TextPart(f"Understood, I will not send it. You said: {reason}")])
         return super()._respond(messages, info)
-
-
-@pytest.fixture(scope="module")
-def smtp():
-    mail = FakeSmtp()
-    yield mail
-    mail.close()
 
 
 @pytest.fixture

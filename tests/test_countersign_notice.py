@@ -11,15 +11,7 @@ import sqlalchemy as sa
 from app.auth import create_token
 from app.extensions import db
 from app.models import ApiToken, Approval, User
-from tests.fake_chat import FakeSmtp
 from tests.test_countersign import FOLDER_DELETE, _card_for, confirmed, handled  # noqa: F401
-
-
-@pytest.fixture(scope="module")
-def smtp():
-    server = FakeSmtp()
-    yield server
-    server.close()
 
 
 @pytest.fixture

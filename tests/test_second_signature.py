@@ -14,17 +14,9 @@ from app.extensions import db
 from app.models import Approval, AuditEvent, Message, OutboxEmail, Post, User
 from app.status import Status
 from tests.conftest import api_headers
-from tests.fake_chat import FakeSmtp
 
 SECRET_SUBJECT = "Quarterly numbers, final"  # the person's edit: never the model's, never audited
 REASON = "Wrong recipient: send it to the team list instead"
-
-
-@pytest.fixture(scope="module")
-def smtp():
-    server = FakeSmtp()
-    yield server
-    server.close()
 
 
 @pytest.fixture

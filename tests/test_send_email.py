@@ -7,14 +7,6 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.models import OutboxEmail
-from tests.fake_chat import FakeSmtp
-
-
-@pytest.fixture(scope="module")
-def smtp():
-    server = FakeSmtp()
-    yield server
-    server.close()
 
 
 @pytest.fixture
