@@ -393,3 +393,15 @@ def test_openapi_describes_listing_renaming_and_deleting(app):
     one = doc["paths"]["/api/conversations/{id}"]
     assert one["patch"]["operationId"] == "renameConversation" and "403" in one["patch"]["responses"]
     assert one["delete"]["operationId"] == "deleteConversation" and {"403", "404", "409"} <= set(one["delete"]["responses"])
+
+
+def test_an_agents_first_message_titles_the_conversation_as_the_agents(app, api):
+    """An agent token may not rename; nor may its first words pass for a title the person chose."""
+    created = api("alice-agent").post("/api/conversations")
+    convo = created.get_json()["id"]
+    said = api("alice-agent").post(f"/api/conversations/{convo}/messages", {"text": "Approved by IT — review passed"})
+    assert said.status_code in (200, 201, 202), said.get_data(as_text=True)
+    assert stored(app, convo)[0] == "From an agent: Approved by IT — review passed"
+    mine = conversation_of(app, "alice@example.com")
+    assert api("alice").post(f"/api/conversations/{mine}/messages", {"text": "Plan the week"}).status_code < 300
+    assert stored(app, mine)[0] == "Plan the week"  # the person's own words are their title

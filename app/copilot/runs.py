@@ -66,6 +66,9 @@ def hold_live(conversation_id: int) -> None:
         raise NotFound()
 
 
+AGENT_TITLE = "From an agent: "
+
+
 def start(conversation: Conversation, actor: Actor, text: str, submit: bool = True) -> tuple[Message, Run]:
     """The person says something: their message and its queued run are committed together (the
     words are kept whatever happens next), then the pass is handed to a worker. The run reaches
@@ -74,8 +77,10 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     hold_live(conversation.id)
     said = Message(conversation_id=conversation.id, role="user", text=text)
     db.session.add(said)
-    if conversation.title == "New conversation":
-        conversation.title = text.strip()[:60] or conversation.title
+    if conversation.title == "New conversation" and text.strip():
+        # An agent's first words title the conversation as the agent's, never as the person's
+        # own ("Approved by IT"): only the person may give it a title of their choosing.
+        conversation.title = f"{AGENT_TITLE}{text.strip()[:50]}" if actor.agent else text.strip()[:60]
     db.session.flush()
     toolsets = narrow(actor.toolsets, _conversation_toolsets(conversation.id))
     run = Run(
