@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from app import startup  # first: the collector waits while the modules below import (P4)
+
+# isort: split
 import logging
 import math
 import time
@@ -21,10 +24,16 @@ from app.errors import CountersignError, CrossSite, ServiceUnavailable, TooManyA
 from app.extensions import csrf, db, htmx, init_migrate, limiter, login, redis_client
 
 log = logging.getLogger(__name__)
+startup.imported()
 
 
 def create_app(config: dict[str, Any] | None = None) -> Flask:
     """Build the app: settings, extensions, blueprints, actions, commands."""
+    with startup.held():
+        return _build(config)
+
+
+def _build(config: dict[str, Any] | None) -> Flask:
     app = Flask(
         __name__,
         instance_path=str(settings.INSTANCE),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -142,22 +143,33 @@ def init_migrate(app: Flask, directory: str) -> None:
 
 
 class RedisClient:
-    """redis-py bound to REDIS_URL, or fakeredis in-process when it is unset."""
+    """redis-py bound to REDIS_URL, or fakeredis in-process when it is unset (made on first use, so
+    that start-up does not import it: P4)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
 
     def init_app(self, app: Flask) -> None:
         url = app.config.get("REDIS_URL")
+        client = None
         if url:
             client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
         else:
-            import fakeredis
-
-            client = fakeredis.FakeRedis()
             log.warning("REDIS_URL is not set: using in-process fakeredis (one process only).")
         app.extensions["redis"] = client
 
     @property
     def client(self) -> redis.Redis:
-        return current_app.extensions["redis"]
+        client: redis.Redis | None = current_app.extensions["redis"]
+        return client if client is not None else self._embedded(current_app.extensions)
+
+    def _embedded(self, extensions: dict[str, Any]) -> redis.Redis:
+        with self._lock:  # two threads' first use make one server, not two
+            if extensions["redis"] is None:
+                import fakeredis
+
+                extensions["redis"] = fakeredis.FakeRedis()
+            return extensions["redis"]  # type: ignore[no-any-return]
 
 
 redis_client = RedisClient()

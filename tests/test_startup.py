@@ -17,22 +17,26 @@ from app.copilot.discovery import discover
 from app.errors import ActionDeclarationError
 from app.extensions import db
 from app.models import ApiToken, User
-from tests.conftest import CSRF
+from tests.conftest import CSRF, base_config
 
 ROOT = Path(__file__).resolve().parents[1]
 # A fresh interpreter: the app made, then (FIRST_TURN) the demo seeded and one message sent;
-# it prints which of the agent's libraries were loaded after each, and the reply.
+# it prints which of the libraries start-up defers were loaded after each, whether the garbage
+# collector runs after the import and after create_app(), and the reply.
 FRESH = """
-import json, sys
+import gc, json, sys
 from app import create_app
-AGENT_LIBRARIES = ("pydantic_ai", "openai", "anthropic", "httpx", "alembic", "flask_migrate")
+collecting = {"after_import": gc.isenabled()}
+DEFERRED = ("pydantic_ai", "openai", "anthropic", "httpx", "alembic", "flask_migrate", "fakeredis",
+            "sqlalchemy.dialects.postgresql")
 def loaded():
-    return [name for name in AGENT_LIBRARIES if name in sys.modules]
+    return [name for name in DEFERRED if name in sys.modules]
 app = create_app({
     "COUNTERSIGN_ENV": "testing", "SECRET_KEY": "fresh", "SWEEP_ON_START": False,
     "SQLALCHEMY_DATABASE_URI": "sqlite:///:memory:", "REDIS_URL": None, "TURNS_RUNNER": "inline",
 })
-out = {"after_create_app": loaded()}
+collecting["after_create_app"] = gc.isenabled()
+out = {"after_create_app": loaded(), "collecting": collecting}
 if FIRST_TURN:
     from app.cli import seed_demo
     from app.copilot import agent
@@ -96,8 +100,25 @@ def test_the_first_bad_number_in_the_environment_stops_the_start(monkeypatch):
 
 def test_the_app_starts_without_importing_the_agent_loop_or_model_sdks():
     """pydantic-ai and the providers' SDKs are most of start-up: a process imports them on its
-    first turn, never in create_app()."""
+    first turn, never in create_app(); nor the embedded Redis or PostgreSQL's dialect (a SQLite
+    app without REDIS_URL)."""
     assert fresh_process(first_turn=False)["after_create_app"] == []
+
+
+def test_the_garbage_collector_runs_again_once_the_app_is_made():
+    """Start-up holds the collector off (app/startup.py); it must never stay off."""
+    assert fresh_process(first_turn=False)["collecting"] == {"after_import": True, "after_create_app": True}
+
+
+def test_the_embedded_redis_is_made_once_on_first_use(database_url):
+    from app.extensions import redis_client
+
+    app = create_app(base_config(database_url, REDIS_URL=None))
+    with app.app_context():
+        assert app.extensions["redis"] is None
+        first = redis_client.client
+        first.set("k", "v")
+        assert redis_client.client is first and redis_client.client.get("k") == b"v"
 
 
 def test_a_fresh_processs_first_turn_imports_the_agent_loop_and_answers():

@@ -15,7 +15,6 @@ from typing import Any
 
 import sqlalchemy as sa
 from flask import current_app
-from sqlalchemy.dialects import postgresql, sqlite
 
 from app.extensions import db
 from app.models import Approval, AuditEvent, AuditHead, utcnow
@@ -213,7 +212,10 @@ def _chain_was_missing(chain: int, creating: str | None) -> str:
 
 
 def insert(model: Any) -> Any:
-    """An INSERT that can say ON CONFLICT, in the database's own dialect."""
+    """An INSERT that can say ON CONFLICT, in the database's own dialect (imported here: start-up
+    need not load PostgreSQL's dialect for a SQLite app)."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
     return (postgresql if db.session.get_bind().dialect.name == "postgresql" else sqlite).insert(model)
 
 
