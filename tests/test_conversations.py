@@ -405,3 +405,24 @@ def test_an_agents_first_message_titles_the_conversation_as_the_agents(app, api)
     mine = conversation_of(app, "alice@example.com")
     assert api("alice").post(f"/api/conversations/{mine}/messages", {"text": "Plan the week"}).status_code < 300
     assert stored(app, mine)[0] == "Plan the week"  # the person's own words are their title
+
+
+def test_an_agents_title_cannot_turn_its_words_around_on_the_page(app, api, alice):
+    """A bidi override in an agent's first message would show "From an agent: exe.txt" as
+    "…txt.exe" in the list, the heading and the tab; every place shows the character instead."""
+    created = api("alice-agent").post("/api/conversations")
+    convo = created.get_json()["id"]
+    said = api("alice-agent").post(f"/api/conversations/{convo}/messages", {"text": "Invoice \u202eexe.txt\u200b"})
+    assert said.status_code in (200, 201, 202), said.get_data(as_text=True)
+    page = alice.client.get(f"/c/{convo}").get_data(as_text=True)
+    listed = alice.client.get("/").get_data(as_text=True)
+    shown = "From an agent: Invoice ⟨U+202E⟩exe.txt⟨U+200B⟩"
+    assert shown in web_titles(listed)
+    assert f'id="conversation-title">{shown}</h1>' in page and f"<title>{shown} · Countersign</title>" in page
+    for html in (page, listed):
+        assert "\u202e" not in html.replace('value="From an agent: Invoice \u202eexe.txt\u200b"', "")
+
+
+def test_a_search_echo_shows_hidden_characters(app, alice):
+    html = alice.client.get("/", query_string={"q": "pay\u202eroll"}).get_data(as_text=True)
+    assert "No conversation of yours holds “pay⟨U+202E⟩roll”." in html

@@ -18,7 +18,7 @@ from app.copilot.text import check_message
 from app.copilot.tokens import Actor
 from app.errors import CountersignError, FormInvalid, NotFound, WrongPerson
 from app.extensions import db, limit_per_person_and_address
-from app.markdown import Live, to_html
+from app.markdown import Live, shown, to_html
 from app.models import Approval, Conversation, Message, Run, User, utcnow
 from app.status import Status
 from app.web.cards import card_context, edit_errors, render_partial, submitted_values
@@ -30,6 +30,13 @@ bp = Blueprint("web", __name__)
 def markdown(text: str) -> Markup:
     """The model's Markdown as sanitized HTML (app.markdown): for assistant messages only."""
     return Markup(to_html(text))  # noqa: S704  (sanitized by an allow-list)
+
+
+@bp.app_template_filter("visible")
+def visible(text: str) -> str:
+    """Words someone else may have written outside Markdown (a title an agent's first message made,
+    a search echoed) with their bidi and invisible characters shown as ⟨U+XXXX⟩ (still escaped)."""
+    return shown(text)
 
 
 def own_conversation(conversation_id: int, user: User) -> Conversation:
