@@ -6,7 +6,7 @@ words evenly over those seconds and stamps each chunk it sends on CLOCK_MONOTONI
 
     python bench/slow_model.py [--n 200] [--seconds 2] [--database-url URL | --pg URL]
                                [--redis redis://127.0.0.1:6379/13] [--worker-class gthread|gevent]
-                               [--workers 2] [--threads 256] [--worker-threads 256] [--worker-processes 1]
+                               [--workers 2] [--threads 256] [--worker-threads 256] [--worker-processes <cores>]
                                [--stream-after] [--limit 60] [--smoke] [--json]
 
 Each person does what the browser does: their conversation's event stream
@@ -36,6 +36,7 @@ import argparse
 import asyncio
 import http.client
 import json
+import os
 import re
 import subprocess
 import sys
@@ -537,7 +538,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
     parser.add_argument("--threads", type=int, default=256, help="threads per gthread worker (its connections too)")
     parser.add_argument("--worker-threads", type=int, default=256, help="turns each turn worker runs at once")
-    parser.add_argument("--worker-processes", type=int, default=1, help="turn worker processes")
+    parser.add_argument(
+        "--worker-processes",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="turn worker processes (default: one per core, the README's production shape)",
+    )
     parser.add_argument("--stream-after", action="store_true", help="open each stream right after its POST")
     parser.add_argument("--idle", type=float, default=5.0, help="seconds of idle /login samples")
     parser.add_argument("--limit", type=float, default=60.0, help="seconds the turns may take")
