@@ -14,6 +14,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import nh3
 
+from app.copilot.hidden import shown
+
 if TYPE_CHECKING:  # markdown-it is imported with the first rendering, not at the app's start (P4)
     from markdown_it import MarkdownIt
     from markdown_it.token import Token
@@ -25,18 +27,6 @@ HOST = re.compile(r"[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|[0-9a-f:.]+")
 MAILBOX = re.compile(r"[A-Za-z0-9.!#$%&'*+/=^_`{|}~-]+@[A-Za-z0-9.-]+")
 LANGUAGE = re.compile(r"[^A-Za-z0-9_+#.-]")
 REL = "noopener noreferrer nofollow"
-# Characters that change how the text around them reads without being seen: bidi overrides and
-# isolates (a host label "(gro.live)" shown reversed), zero-width ones, tag characters (hidden
-# ASCII), other controls. Shown as ⟨U+XXXX⟩, as on a card; the emoji joiner (U+200D) is left alone.
-HIDDEN = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b\u200c\u200e\u200f"
-    "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
-)
-
-
-def shown(text: str) -> str:
-    """The model's text with every HIDDEN character made visible (before any rendering)."""
-    return HIDDEN.sub(lambda m: f"⟨U+{ord(m.group()):04X}⟩", text)
 
 
 TAGS = {

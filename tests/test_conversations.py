@@ -426,3 +426,20 @@ def test_an_agents_title_cannot_turn_its_words_around_on_the_page(app, api, alic
 def test_a_search_echo_shows_hidden_characters(app, alice):
     html = alice.client.get("/", query_string={"q": "pay\u202eroll"}).get_data(as_text=True)
     assert "No conversation of yours holds “pay⟨U+202E⟩roll”." in html
+
+
+def test_the_rename_field_and_the_search_box_hold_the_words_without_hidden_characters(app, api, alice):
+    """A field holds text the person edits and sends back: a marker would be sent as text, and a
+    U+202E would turn the field around ("Invoice exe.pdf" read backwards), so they are left out."""
+    convo = api("alice-agent").post("/api/conversations").get_json()["id"]
+    api("alice-agent").post(f"/api/conversations/{convo}/messages", {"text": "Invoice \u202efdp.exe\u202c\ufe01"})
+    page = alice.client.get(f"/c/{convo}").get_data(as_text=True)
+    assert 'id="title" name="title" value="From an agent: Invoice fdp.exe"' in page
+    listed = alice.client.get("/", query_string={"q": "pay\u202eroll\u200b"}).get_data(as_text=True)
+    assert 'value="payroll"' in listed and "\u202e" not in listed
+
+
+def test_a_title_made_from_first_words_is_one_line(app, api):
+    convo = api("alice-agent").post("/api/conversations").get_json()["id"]
+    api("alice-agent").post(f"/api/conversations/{convo}/messages", {"text": "Line one\r\n\tline\x0btwo"})
+    assert stored(app, convo)[0] == "From an agent: Line one line two"

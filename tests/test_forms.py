@@ -57,6 +57,15 @@ def test_missing_fields_give_a_form_with_the_given_ones_filled(alice):
     assert 'rows="None"' not in html and re.search(r'<textarea[^>]*rows="5"', html)
 
 
+def test_a_field_the_model_filled_holds_what_the_person_reads(alice, model):
+    """The model's value, pre-filled: hidden characters (a U+202E shows "troper" as "report")
+    are left out of the field, so what the person reads there is what Submit sends."""
+    model.enqueue(tool_call("draft_post", title="Quarterly \u202etroper\u202c\u3164 notes\U000e0101"))
+    html = alice.say(alice.new_conversation(), "write a post")
+    assert re.search(r'name="title"[^>]*value="Quarterly troper notes"', html), html
+    assert "\u202e" not in html and "\u3164" not in html
+
+
 def test_submit_runs_handle_and_the_model_learns_only_field_names(app, alice, model, caplog):
     caplog.set_level(logging.DEBUG)
     model.enqueue(tool_call("draft_post", title="Launch notes"))

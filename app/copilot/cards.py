@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +12,7 @@ from pydantic import BaseModel
 
 from app.copilot import lookalike
 from app.copilot.actions import Action, ActionContext
+from app.copilot.hidden import shown
 
 WARNING = "Warning"  # the card row that says what on it could pass for something else
 
@@ -37,14 +37,8 @@ class Card:
 
 
 def visible(value: Any) -> str:
-    """Text for a card: control, bidi and zero-width characters shown as ⟨U+XXXX⟩."""
-    out = []
-    for ch in str(value):
-        if unicodedata.category(ch) in {"Cc", "Cf"} and ch not in "\n\t":
-            out.append(f"⟨U+{ord(ch):04X}⟩")
-        else:
-            out.append(ch)
-    return "".join(out)
+    """Text for a card: every hidden character (app/copilot/hidden.py, strictly) shown as ⟨U+XXXX⟩."""
+    return shown(str(value), strict=True)
 
 
 def build_card(action: type[Action], ctx: ActionContext, input: BaseModel) -> Card:

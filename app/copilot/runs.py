@@ -80,7 +80,8 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     if conversation.title == "New conversation" and text.strip():
         # An agent's first words title the conversation as the agent's, never as the person's
         # own ("Approved by IT"): only the person may give it a title of their choosing.
-        conversation.title = f"{AGENT_TITLE}{text.strip()[:50]}" if actor.agent else text.strip()[:60]
+        line = " ".join(text.split())  # a title is one line, as a rename makes it
+        conversation.title = f"{AGENT_TITLE}{line[:50]}" if actor.agent else line[:60]
     db.session.flush()
     toolsets = narrow(actor.toolsets, _conversation_toolsets(conversation.id))
     run = Run(

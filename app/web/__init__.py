@@ -14,11 +14,12 @@ from app.auth import current_actor
 from app.copilot import agent, conversations, events, runs
 from app.copilot.countersigning import may_countersign
 from app.copilot.events import Event
+from app.copilot.hidden import removed, shown
 from app.copilot.text import check_message
 from app.copilot.tokens import Actor
 from app.errors import CountersignError, FormInvalid, NotFound, WrongPerson
 from app.extensions import db, limit_per_person_and_address
-from app.markdown import Live, shown, to_html
+from app.markdown import Live, to_html
 from app.models import Approval, Conversation, Message, Run, User, utcnow
 from app.status import Status
 from app.web.cards import card_context, edit_errors, render_partial, submitted_values
@@ -35,8 +36,15 @@ def markdown(text: str) -> Markup:
 @bp.app_template_filter("visible")
 def visible(text: str) -> str:
     """Words someone else may have written outside Markdown (a title an agent's first message made,
-    a search echoed) with their bidi and invisible characters shown as ⟨U+XXXX⟩ (still escaped)."""
+    a message, a search echoed) with their hidden characters shown as ⟨U+XXXX⟩ (still escaped)."""
     return shown(text)
+
+
+@bp.app_template_filter("editable")
+def editable(text: str) -> str:
+    """Such words as the value of a field the person edits and sends back: without the hidden
+    characters (a marker would be sent back as text; the characters would turn the field around)."""
+    return removed(text)
 
 
 def own_conversation(conversation_id: int, user: User) -> Conversation:

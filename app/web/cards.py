@@ -9,6 +9,7 @@ from flask import render_template, request
 
 from app.copilot import agent
 from app.copilot.countersigning import may_countersign
+from app.copilot.hidden import removed
 from app.copilot.schema import wtform_class
 from app.copilot.tokens import Actor, may_answer, sign, sign_second
 from app.extensions import db
@@ -109,7 +110,10 @@ def edit_errors(context: dict[str, Any], typed: Any, errors: dict[str, list[str]
 
 
 def _defaults(elicitation: dict[str, Any]) -> dict[str, Any]:
-    return {k: p["default"] for k, p in elicitation["requestedSchema"]["properties"].items() if "default" in p}
+    """The values the model gave, to pre-fill the fields: text without its hidden characters, so
+    that what the person reads in a field is what it sends (a U+202E would turn it around)."""
+    given = {k: p["default"] for k, p in elicitation["requestedSchema"]["properties"].items() if "default" in p}
+    return {k: removed(v) if isinstance(v, str) else v for k, v in given.items()}
 
 
 def submitted_values(approval_id: str) -> dict[str, Any]:
