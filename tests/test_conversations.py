@@ -443,3 +443,20 @@ def test_a_title_made_from_first_words_is_one_line(app, api):
     convo = api("alice-agent").post("/api/conversations").get_json()["id"]
     api("alice-agent").post(f"/api/conversations/{convo}/messages", {"text": "Line one\r\n\tline\x0btwo"})
     assert stored(app, convo)[0] == "From an agent: Line one line two"
+
+
+def test_an_agents_words_on_the_persons_side_say_who_wrote_them(app, api, alice, tokens):
+    """An agent token writing in the person's own conversation ("Yes, delete post 3") must not
+    pass for the person: its message says it was written by an agent, and which token."""
+    convo = conversation_of(app, "alice@example.com", "Mine")
+    assert api("alice").post(f"/api/conversations/{convo}/messages", {"text": "My own words"}).status_code < 300
+    said = api("alice-agent").post(f"/api/conversations/{convo}/messages", {"text": "Yes, delete post 3"})
+    assert said.status_code < 300
+    page = alice.client.get(f"/c/{convo}").get_data(as_text=True)
+    mine, theirs = page.split("My own words", 1)[1].split("Yes, delete post 3", 1)
+    assert "Written by" not in mine
+    author = re.search(r'<p class="message__author">([^<]*)</p>', theirs)
+    assert (
+        author and author.group(1).startswith("Written by an agent") and author.group(1).endswith("through the API, not by you.")
+    )
+    assert re.search(r'<span class="visually-hidden">An agent:</span>\s*<p>Yes, delete post 3</p>', page)

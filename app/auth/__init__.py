@@ -205,16 +205,22 @@ CHANNEL_NAMES = {
 def asked_by(approval: Approval) -> str:
     """Who asked for a card, in plain words for the person and admins: "Asked by an agent
     (token 'laptop') over MCP". Names a token, never a secret or a session."""
-    channel, _, rest = (approval.requested_via or "").partition(":")
+    return credential_words("Asked", approval.requested_via, approval.requested_by_agent)
+
+
+def credential_words(verb: str, via: str | None, agent: bool) -> str:
+    """`verb` by whom and where, from a run's or card's credential ("api:pat:3"): "Written by an
+    agent (token 'laptop') through the API"; just `verb` and where for the person themselves."""
+    channel, _, rest = (via or "").partition(":")
     where = CHANNEL_NAMES.get(channel, f"via {channel}" if channel else "")
     if rest.startswith("pat:") and rest[4:].isdigit():
         token = db.session.get(ApiToken, int(rest[4:]))
-        who = "an agent" if approval.requested_by_agent else "the person's app"
+        who = "an agent" if agent else "the person's app"
         named = f" (token '{token.name}')" if token is not None and token.name else ""
-        return f"Asked by {who}{named} {where}".strip()
-    if approval.requested_by_agent:
-        return f"Asked by an agent {where}".strip()
-    return f"Asked {where}".strip() if where else ""
+        return f"{verb} by {who}{named} {where}".strip()
+    if agent:
+        return f"{verb} by an agent {where}".strip()
+    return f"{verb} {where}".strip() if where else ""
 
 
 def credential_check() -> Callable[[], bool]:

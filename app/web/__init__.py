@@ -10,7 +10,7 @@ from flask_login import login_required
 from markupsafe import Markup
 
 from app import sse
-from app.auth import current_actor
+from app.auth import credential_words, current_actor
 from app.copilot import agent, conversations, events, runs
 from app.copilot.countersigning import may_countersign
 from app.copilot.events import Event
@@ -69,6 +69,7 @@ def grouped(messages: list[Message]) -> list[tuple[str | None, list[Message], in
             sa.select(Run.id, Run.message_id).where(Run.id.in_({m.run_id for m in messages if m.run_id}))
         )
     }
+    _mark_agents_words(messages)
     groups: list[tuple[str | None, list[Message], int | None]] = []
     for message in messages:
         key = f"turn-{message.run_id}-{message.step}" if message.run_id is not None else None
@@ -78,6 +79,19 @@ def grouped(messages: list[Message]) -> list[tuple[str | None, list[Message], in
             answers = firsts.get(message.run_id) if message.step == 1 and message.run_id is not None else None
             groups.append((key, [message], answers))
     return groups
+
+
+def _mark_agents_words(messages: list[Message]) -> None:
+    """The person's side of the chat may hold an agent token's words ("Yes, delete post 3"): each
+    such message gets `written_by` ("Written by an agent (token 'laptop') through the API"), shown
+    under it, so that it never passes for the person's own."""
+    said = {m.id: m for m in messages if m.role == "user"}
+    if not said:
+        return
+    runs = sa.select(Run.message_id, Run.via).where(Run.message_id.in_(said), Run.agent.is_(True))
+    for message_id, via in db.session.execute(runs):
+        if message_id is not None:
+            said[message_id].written_by = credential_words("Written", via, agent=True)  # type: ignore[attr-defined]
 
 
 def messages_after(conversation_id: int, after_id: int) -> list[Message]:
