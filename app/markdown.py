@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # markdown-it is imported with the first rendering, not at th
 # percent-encoded): letters, digits, dots and dashes, or an IPv6 literal. Anything else (a "%",
 # a backslash) could be read one way here and another way by the browser: no link.
 HOST = re.compile(r"[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|[0-9a-f:.]+")
+_NUMBER = re.compile(r"0x[0-9a-f]*|[0-9]+")
 MAILBOX = re.compile(r"[A-Za-z0-9.!#$%&'*+/=^_`{|}~-]+@[A-Za-z0-9.-]+")
 LANGUAGE = re.compile(r"[^A-Za-z0-9_+#.-]")
 REL = "noopener noreferrer nofollow"
@@ -48,6 +49,26 @@ class Outbound:
     host: str
 
 
+def ipv4(host: str) -> str | None:
+    """The address a browser goes to for a host that ends in a number, as WHATWG's URL parser reads
+    it ("2130706433", "0x7f.1" and "0177.0.0.1" are all 127.0.0.1); None for a name. ValueError
+    for a number a browser refuses ("1.2.3.256")."""
+    labels = host.split(".")
+    if len(labels) > 1 and labels[-1] == "":
+        labels.pop()
+    if not _NUMBER.fullmatch(labels[-1]):
+        return None
+    if len(labels) > 4 or not all(_NUMBER.fullmatch(label) for label in labels):
+        raise ValueError(host)
+    *head, last = [
+        int(x[2:] or "0", 16) if x.startswith("0x") else int(x, 8 if len(x) > 1 and x[0] == "0" else 10) for x in labels
+    ]
+    if any(n > 255 for n in head) or last >= 256 ** (4 - len(head)):
+        raise ValueError(host)
+    value = sum(n << (8 * (3 - i)) for i, n in enumerate(head)) + last
+    return ".".join(str(value >> shift & 255) for shift in (24, 16, 8, 0))
+
+
 def outbound(url: str) -> Outbound | None:
     """The link as it may be shown, or None: only http(s) with a plain host, and mailto. The URL is
     rebuilt from the parts read here, so the host shown is the host the browser goes to."""
@@ -61,6 +82,11 @@ def outbound(url: str) -> Outbound | None:
         return None
     if scheme not in ("http", "https") or not host or not HOST.fullmatch(host):
         return None
+    if ":" not in host:
+        try:
+            host = ipv4(host) or host
+        except ValueError:  # a number no browser takes for an address: no link
+            return None
     shown = (f"[{host}]" if ":" in host else host) + (f":{port}" if port is not None else "")
     return Outbound(urlunsplit((scheme, shown, parts.path, parts.query, parts.fragment)), shown)
 

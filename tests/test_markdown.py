@@ -338,3 +338,20 @@ def test_a_long_last_paragraph_is_rendered_again_only_once_it_has_grown_a_quarte
     assert live.html("word " * 510) is None  # a little more: not yet
     assert live.html("word " * 630) is not None  # a quarter more: rendered
     assert live.html("word " * 630 + "\n\nnext") is not None  # a new paragraph shows at once
+
+
+@pytest.mark.parametrize("host", ["2130706433", "0x7f.0.0.1", "127.1", "0177.0.0.1", "0x7f000001", "127.0.0.1."])
+def test_a_numeric_host_is_shown_and_linked_as_the_address_the_browser_goes_to(host):
+    """Red team (2026-12-01): "(2130706433)" did not say the link goes to 127.0.0.1."""
+    html = to_html(f"[docs.python.org](http://{host}/x)")
+    assert 'href="http://127.0.0.1/x"' in html and '<span class="link-host">(127.0.0.1)</span>' in html
+
+
+@pytest.mark.parametrize("host", ["1.2.3.256", "09.1.1.1", "1.2.3.4.5", "256.1"])
+def test_a_number_no_browser_takes_for_an_address_is_no_link(host):
+    html = to_html(f"[docs](http://{host}/)")
+    assert "<a" not in html and "docs" in html
+
+
+def test_names_that_end_in_letters_are_names():
+    assert outbound("http://1e100.net/").host == "1e100.net"
