@@ -12,8 +12,10 @@ import threading
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from playwright.sync_api import expect
 
+from app.extensions import db
 from tests.streamed import StreamedModel
 from tests.test_browser import LONG, ask, browser, page, server, sign_in_and_open_chat  # noqa: F401  (fixtures)
 
@@ -177,3 +179,39 @@ def test_a_confirmed_card_shows_its_outcome_before_the_continuation(
     )
     assert below, console
     expect(page.locator("button.stop")).to_be_hidden()
+
+
+def test_an_agents_message_shows_live_on_the_persons_page_as_the_agents(app, page, server, model, gate, console):  # noqa: F811
+    """Words an agent token posts into the conversation the person has open appear there before
+    the reply that answers them, once, marked as the agent's (red team, 2026-12-01: only the
+    reply arrived, answering words the page did not show)."""
+    import json
+    import urllib.request
+
+    from app.auth import create_token
+    from app.models import User
+
+    with app.app_context():
+        alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+        token = create_token(alice, name="helper-bot", scope="agent")
+    model.enqueue("Noted the agent's words", gate=gate)
+    sign_in_and_open_chat(page, server)
+    convo = int(page.url.rstrip("/").rsplit("/", 1)[1])
+    expect(page.locator("#messages")).to_be_attached()
+    posted = urllib.request.Request(
+        f"{server}/api/conversations/{convo}/messages",
+        data=json.dumps({"text": "Yes, delete post 3"}).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json", "Prefer": "respond-async"},
+        method="POST",
+    )
+    with urllib.request.urlopen(posted, timeout=LONG / 1000) as response:
+        assert response.status == 202
+    said = page.locator("#messages .message--user")
+    expect(said).to_have_count(1, timeout=LONG)
+    expect(said.locator("p").first).to_have_text("Yes, delete post 3")
+    expect(said.locator(".message__author")).to_have_text("Written by an agent (token 'helper-bot') through the API, not by you.")
+    expect(page.locator(LIVE_TEXT)).to_have_text("Noted", timeout=LONG)
+    gate.set()
+    expect(page.locator(REPLY)).to_have_text("Noted the agent's words", timeout=LONG)
+    expect(said).to_have_count(1)
+    assert messages_text(page).index("Yes, delete post 3") < messages_text(page).index("Noted the agent's words"), console

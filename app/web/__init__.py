@@ -286,7 +286,8 @@ def render_event(event: Event, actor: Actor, live: LiveText) -> str | None:
     answers = event.data.get("answers")
     if event.type == "turn" and event.data.get("state") == "started":
         live.started(run, step)
-        return render_template("partials/_live.html", run=run, step=step, answers=answers)
+        reply = render_template("partials/_live.html", run=run, step=step, answers=answers)
+        return _asked(answers, live.conversation_id, actor) + reply
     if event.type == "turn":
         live.ended(run, step)
         ids = [int(i) for i in event.data.get("messages", [])]
@@ -301,6 +302,17 @@ def render_event(event: Event, actor: Actor, live: LiveText) -> str | None:
             answers=answers,
         )
     return ""
+
+
+def _asked(message_id: Any, conversation_id: int, actor: Actor) -> str:
+    """The message a turn that starts answers, placed before its reply: written elsewhere (an
+    agent token, an app, another tab), it is not on this page yet; where it is, it replaces
+    itself (app.js places each id once)."""
+    said = db.session.get(Message, int(message_id)) if str(message_id or "").isdigit() else None
+    if said is None or said.conversation_id != conversation_id or said.role != "user":
+        return ""
+    _mark_agents_words([said])
+    return render_template("partials/_message.html", message=said, actor=actor, card_context=card_context, oob=True)
 
 
 @bp.get("/approvals/<approval_id>")
