@@ -69,12 +69,26 @@ def test_a_payload_in_variation_selectors_is_shown_on_a_card_and_in_text():
 
 
 def test_emoji_keep_their_presentation_selector_and_joiner_but_a_run_of_selectors_is_shown():
-    assert shown("⚠️ ❤️ 👩‍💻") == "⚠️ ❤️ 👩‍💻"
+    assert shown("⚠️ ❤️ 👩‍💻 🏳️‍🌈 1️⃣ 👍🏽") == "⚠️ ❤️ 👩‍💻 🏳️‍🌈 1️⃣ 👍🏽"
     assert shown("❤\ufe0f\ufe0f") == "❤\ufe0f⟨U+FE0F⟩"
     assert shown("\ufe0fa") == "⟨U+FE0F⟩a" and shown("a\n\ufe0f") == "a\n⟨U+FE0F⟩"
     assert shown("a\u200b\ufe0f") == "a⟨U+200B⟩⟨U+FE0F⟩"
 
 
-def test_a_card_is_stricter_the_joiner_and_carriage_returns_are_shown_there():
+def test_a_bit_per_letter_in_presentation_selectors_or_joiners_is_shown():
+    """Red team, second look: U+FE0E/U+FE0F after each letter (a bit each: "hunter2" in 56
+    letters of an email subject) and joiners between letters drew nothing and were kept."""
+    bits = "L\ufe0eu\ufe0fn\ufe0fc\ufe0eh. \ufe0f7\ufe0f"
+    assert shown(bits) == "L⟨U+FE0E⟩u⟨U+FE0F⟩n⟨U+FE0F⟩c⟨U+FE0E⟩h. ⟨U+FE0F⟩7⟨U+FE0F⟩"
+    assert shown("a\u200db") == "a⟨U+200D⟩b" and shown("👩\u200db") == "👩⟨U+200D⟩b"
+    assert removed(bits) == "Lunch. 7" and visible(bits).count("⟨U+") == 6
+
+
+def test_default_ignorable_code_points_unassigned_here_are_shown_too():
+    assert shown("a\u2065b") == "a⟨U+2065⟩b"
+
+
+def test_a_card_is_stricter_every_selector_joiner_and_carriage_return_is_shown():
     assert visible("a\u200db\r\nc\td") == "a⟨U+200D⟩b⟨U+000D⟩\nc\td"
-    assert shown("a\u200db\r\nc") == "a\u200db\r\nc"
+    assert visible("⚠️ 👩‍💻") == "⚠⟨U+FE0F⟩ 👩⟨U+200D⟩💻"
+    assert shown("👩‍💻 b\r\nc") == "👩‍💻 b\r\nc"

@@ -9,31 +9,39 @@ carry a byte: U+FE00–FE0F, U+E0100–E01EF), the combining grapheme joiner, Ha
 Khmer's inherent vowels, Mongolian selectors, and the unassigned U+FFF0–FFF8 and the rest of
 plane 14. They are shown as ⟨U+XXXX⟩.
 
-Two are kept where text needs them: the emoji joiner (U+200D: 👩‍💻), and U+FE0E/U+FE0F right
-after a character that is itself seen (❤️ is U+2764 U+FE0F); a selector anywhere else (after
-another one, after a hidden character, first) is shown. Cards are stricter (`strict`): there the
-joiner and carriage returns are shown too.
+Emoji keep what they are made of, outside cards: U+FE0E/U+FE0F right after an emoji (❤️ is
+U+2764 U+FE0F) or inside a keycap (1️⃣), and the joiner U+200D between two emoji (👩‍💻). Anywhere
+else — after a letter, another selector, first — they could carry a bit each, and are shown. On a
+card (`strict`) every variation selector, every joiner and every carriage return is shown.
 """
 
 from __future__ import annotations
 
 import re
 
-# Cc (but tab, line feed and carriage return), Cf, Zl, Zp (Unicode 15), and the invisible marks,
-# letters and unassigned code points named above, but U+FE0E/U+FE0F and the joiner U+200D.
+# Cc (but tab, line feed and carriage return), Cf, Zl, Zp (Unicode 15), every default-ignorable
+# code point (U+2065, unassigned, included), and the invisible marks and letters named above; but
+# U+FE0E/U+FE0F and the joiner U+200D, which emoji use.
 _ALWAYS = (
     "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
     "\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f"
-    "\u200b\u200c\u200e\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\u3164"
+    "\u200b\u200c\u200e\u200f\u2028-\u202e\u2060-\u206f\u3164"
     "\ufe00-\ufe0d\ufeff\uffa0\ufff0-\ufffb"
     "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
     "\U000e0000-\U000e0fff"
 )
-_SELECTORS = "\ufe0e\ufe0f"
-# A selector after a line break, another selector or a hidden character is not part of an emoji.
-_LONE_SELECTOR = f"(?:^|(?<=[\\t\\n\\r{_SELECTORS}{_ALWAYS}]))[{_SELECTORS}]"
-HIDDEN = re.compile(f"[{_ALWAYS}]|{_LONE_SELECTOR}")
-HIDDEN_STRICT = re.compile(f"[{_ALWAYS}\\r\u200d]|{_LONE_SELECTOR}")
+# Characters an emoji presentation selector or joiner may follow (Unicode's emoji, by block).
+_EMOJI = (
+    "\u00a9\u00ae\u203c\u2049\u2122\u2139\u2194-\u21aa\u231a-\u23ff\u24c2\u25aa-\u27bf"
+    "\u2934\u2935\u2b05-\u2b55\u3030\u303d\u3297\u3299\U0001f000-\U0001faff"
+)
+_EMOJI_PARTS = (
+    f"(?<![{_EMOJI}#*0-9])[\ufe0e\ufe0f]"  # a selector after no emoji (or keycap digit)
+    "|(?<=[#*0-9])[\ufe0e\ufe0f](?!\u20e3)"  # a digit's selector that makes no keycap
+    f"|(?<![{_EMOJI}\ufe0f])\u200d|\u200d(?![{_EMOJI}])"  # a joiner not between two emoji
+)
+HIDDEN = re.compile(f"[{_ALWAYS}]|{_EMOJI_PARTS}")
+HIDDEN_STRICT = re.compile(f"[{_ALWAYS}\ufe0e\ufe0f\r\u200d]")
 
 
 def _mark(match: re.Match[str]) -> str:
