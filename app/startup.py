@@ -2,10 +2,11 @@
 
 Importing Flask, SQLAlchemy, our models and the actions makes several hundred thousand objects
 that live as long as the process. While they are made, CPython's collector runs full passes over
-all of them again and again (about a sixth of `create_app()`'s time), and finds nothing to free.
-Importing this module holds the collector off; `app/__init__.py` imports it first and lets the
-collector run again once its own imports are done, and `create_app()` holds it off for its own
-time with `held()`. Nothing is frozen: a test process that makes many apps collects them as usual.
+all of them again and again (about a seventh of `create_app()`'s time), and finds nothing to free.
+Importing this module holds the collector off; `app/__init__.py` imports it first and, once its
+own imports are done, freezes what they made (`gc.freeze`, once a process) and lets the collector
+run again. `create_app()` holds it off for its own time with `held()` and freezes nothing: a test
+process that makes many apps collects them as usual.
 """
 
 from __future__ import annotations

@@ -144,7 +144,7 @@
     var message = button && button.closest(".message");
     if (!message) return;
     var words = message.cloneNode(true);
-    words.querySelectorAll(".visually-hidden, .message__meta, button").forEach(function (el) { el.remove(); });
+    words.querySelectorAll(".visually-hidden, .message__meta, .message__author, button").forEach(function (el) { el.remove(); });
     copyText(words.textContent.trim()).then(
       function () { button.textContent = "Copied"; },
       function () { button.textContent = "Copy failed"; }
