@@ -336,7 +336,7 @@ def test_the_browser_stream_sends_the_live_reply_as_fragments(app, alice, stream
     body = ""
     while "&lt;b&gt;not" not in body:  # the first word, while the model holds the rest
         body += next(chunks).decode()
-    assert 'id="text-' in body and "words" not in body
+    assert 'id="text-' in body and "bold" not in body  # the rest of the reply is still held back
     gate.set()
     while 'class="message message--assistant" id="message-' not in body:  # the turn's end
         body += next(chunks).decode()
