@@ -419,8 +419,8 @@ def test_an_agents_title_cannot_turn_its_words_around_on_the_page(app, api, alic
     shown = "From an agent: Invoice ⟨U+202E⟩exe.txt⟨U+200B⟩"
     assert shown in web_titles(listed)
     assert f'id="conversation-title">{shown}</h1>' in page and f"<title>{shown} · Countersign</title>" in page
-    for html in (page, listed):
-        assert "\u202e" not in html.replace('value="From an agent: Invoice \u202eexe.txt\u200b"', "")
+    for html in (page, listed):  # the rename field too holds no U+202E (it holds the text without it)
+        assert "\u202e" not in html
 
 
 def test_a_search_echo_shows_hidden_characters(app, alice):
@@ -445,7 +445,7 @@ def test_a_title_made_from_first_words_is_one_line(app, api):
     assert stored(app, convo)[0] == "From an agent: Line one line two"
 
 
-def test_an_agents_words_on_the_persons_side_say_who_wrote_them(app, api, alice, tokens):
+def test_an_agents_words_on_the_persons_side_say_who_wrote_them(app, api, alice):
     """An agent token writing in the person's own conversation ("Yes, delete post 3") must not
     pass for the person: its message says it was written by an agent, and which token."""
     convo = conversation_of(app, "alice@example.com", "Mine")

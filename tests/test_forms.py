@@ -66,6 +66,29 @@ def test_a_field_the_model_filled_holds_what_the_person_reads(alice, model):
     assert "\u202e" not in html and "\u3164" not in html
 
 
+def test_through_the_api_the_form_shows_and_keeps_the_text_without_hidden_characters(app, model):
+    """The same on the API (and MCP, which sends the same elicitation): the default shown is the
+    text without hidden characters, and an answer that keeps it stores what was shown."""
+    from app.auth import create_token
+    from app.models import User
+    from tests.conftest import api_headers
+
+    with app.app_context():
+        alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+        headers = api_headers(create_token(alice, scope="client"))
+    client = app.test_client()
+    convo = client.post("/api/conversations", headers=headers).get_json()["id"]
+    model.enqueue(tool_call("draft_post", title="Quarterly \u202etroper\u202c notes"))
+    answer = client.post(f"/api/conversations/{convo}/messages", json={"text": "write a post"}, headers=headers).get_json()
+    [form] = answer["pending"]
+    assert form["form"]["requestedSchema"]["properties"]["title"]["default"] == "Quarterly troper notes"
+    model.enqueue(text_part("Saved."))
+    kept = {"token": form["token"], "values": {"body": "b", "status": "draft"}}  # the title as shown
+    assert client.post(f"/api/approvals/{form['id']}/submit", json=kept, headers=headers).status_code == 200
+    with app.app_context():
+        assert db.session.scalar(sa.select(Post.title).order_by(Post.id.desc()).limit(1)) == "Quarterly troper notes"
+
+
 def test_submit_runs_handle_and_the_model_learns_only_field_names(app, alice, model, caplog):
     caplog.set_level(logging.DEBUG)
     model.enqueue(tool_call("draft_post", title="Launch notes"))

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 from werkzeug.datastructures import MultiDict
 
 from app.copilot.actions import Action, ActionContext, needs_card_with
+from app.copilot.hidden import removed
 from app.copilot.schema import elicitation, wtform_class
 from app.errors import FormInvalid, FormNeedsCard
 
@@ -85,7 +86,7 @@ def _formdata(
     for name in schema["properties"]:
         if name not in values:
             if given.get(name) not in (None, ""):
-                formdata.add(name, str(given[name]))  # the pre-filled value the person kept
+                formdata.add(name, removed(str(given[name])))  # the pre-filled value the person kept
             continue
         value = values[name]
         if isinstance(value, bool):

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from app.copilot.hidden import removed
 from app.errors import ActionDeclarationError
 
 STRING_FORMATS = {"email", "uri", "date", "date-time"}
@@ -124,7 +125,8 @@ def form_property(name: str, prop: dict[str, Any], where: str) -> dict[str, Any]
 def elicitation(
     model: type[BaseModel], message: str, fields: list[str] | None = None, defaults: dict[str, Any] | None = None, where: str = ""
 ) -> dict[str, Any]:
-    """MCP's form elicitation: {"message", "requestedSchema": {type, properties, required}}."""
+    """MCP's form elicitation: {"message", "requestedSchema": {type, properties, required}}, each
+    field pre-filled from `defaults`."""
     schema = model.model_json_schema()
     defs = schema.get("$defs", {})
     required = set(schema.get("required", []))
@@ -134,7 +136,10 @@ def elicitation(
         prop = _unwrap(schema["properties"][name], model, name, defs)
         properties[name] = form_property(name, prop, where or model.__qualname__)
         if defaults and defaults.get(name) not in (None, ""):
-            properties[name]["default"] = defaults[name]
+            # What pre-fills a field is what its Submit sends: text without hidden characters
+            # (a U+202E would show "troper" as "report"), on every channel that shows the form.
+            value = defaults[name]
+            properties[name]["default"] = removed(value) if isinstance(value, str) else value
     return {
         "message": message,
         "requestedSchema": {

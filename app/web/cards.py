@@ -9,7 +9,6 @@ from flask import render_template, request
 
 from app.copilot import agent
 from app.copilot.countersigning import may_countersign
-from app.copilot.hidden import removed
 from app.copilot.schema import wtform_class
 from app.copilot.tokens import Actor, may_answer, sign, sign_second
 from app.extensions import db
@@ -110,10 +109,7 @@ def edit_errors(context: dict[str, Any], typed: Any, errors: dict[str, list[str]
 
 
 def _defaults(elicitation: dict[str, Any]) -> dict[str, Any]:
-    """The values the model gave, to pre-fill the fields: text without its hidden characters, so
-    that what the person reads in a field is what it sends (a U+202E would turn it around)."""
-    given = {k: p["default"] for k, p in elicitation["requestedSchema"]["properties"].items() if "default" in p}
-    return {k: removed(v) if isinstance(v, str) else v for k, v in given.items()}
+    return {k: p["default"] for k, p in elicitation["requestedSchema"]["properties"].items() if "default" in p}
 
 
 def submitted_values(approval_id: str) -> dict[str, Any]:
