@@ -146,8 +146,9 @@ class Conversation(Model):
     tenant_id: Mapped[int] = mapped_column(sa.ForeignKey("tenants.id"), index=True)
     user_id: Mapped[int] = mapped_column(sa.ForeignKey("users.id"), index=True)
     title: Mapped[str] = mapped_column(sa.String(200), default="New conversation")
-    # The model's memory after the last finished turn (pydantic-ai messages JSON).
-    history: Mapped[str] = mapped_column(sa.Text, default="[]")
+    # The model's memory after the last finished turn (pydantic-ai messages JSON). It grows with
+    # the conversation: loaded only where it is read (a turn's pass), not with every request's row.
+    history: Mapped[str] = mapped_column(sa.Text, default="[]", deferred=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
@@ -187,7 +188,7 @@ class Run(Model):
     channel: Mapped[str] = mapped_column(sa.String(40), default="", server_default="")
     # Passes of one conversation run one at a time, in the order they were queued.
     queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    history: Mapped[str] = mapped_column(sa.Text, default="[]")
+    history: Mapped[str] = mapped_column(sa.Text, default="[]", deferred=True)  # (kept, not read by a pass)
     step: Mapped[int] = mapped_column(default=0)
     error: Mapped[str | None] = mapped_column(sa.Text)
     # What the turn cost: model requests, tokens and our wall time (model included).
@@ -205,6 +206,9 @@ class Run(Model):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
     conversation: Mapped[Conversation] = relationship()
+    # The person's message the run answers (message_id, no constraint of its own): given with a new
+    # run, the message is written first and its id set on the run in the same flush.
+    message: Mapped[Message | None] = relationship(primaryjoin="foreign(Run.message_id) == Message.id")
 
 
 class Approval(Model):

@@ -380,6 +380,13 @@ def redis_figures(url: str) -> dict[str, Any]:
     return {"used_memory_mb": info["used_memory"] / 2**20, "clients": info["connected_clients"], **process}
 
 
+def redis_pid(url: str) -> int:
+    """The Redis server's process id (0 when it does not say)."""
+    import redis
+
+    return int(redis.Redis.from_url(url).info("server").get("process_id") or 0)
+
+
 def database_figures(database_url: str) -> dict[str, Any]:
     """PostgreSQL: the RSS/PSS of the server processes serving this database (its backends);
     SQLite: the size of the file and its WAL."""

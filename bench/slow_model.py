@@ -60,6 +60,7 @@ from _harness import (
     memory_of,
     percentiles,
     redis_figures,
+    redis_pid,
     seed_people,
     stop,
     temp_sqlite,
@@ -131,7 +132,12 @@ class Processes:
         return out
 
     def cpu(self) -> dict[str, float]:
-        return {role: cpu_seconds(pids) for role, pids in self.roles().items()}
+        """CPU seconds used so far by each role, by the Redis server (when it runs here) and by
+        this benchmark's own clients (the people, their streams; the machine's third user of CPU)."""
+        out = {role: cpu_seconds(pids) for role, pids in self.roles().items()}
+        out["redis"] = cpu_seconds([redis_pid(self.redis_url)])
+        out["clients"] = cpu_seconds([os.getpid()])
+        return out
 
 
 class Peak:

@@ -499,3 +499,46 @@ def test_no_connection_is_held_while_the_model_thinks(app, api, streamed):
     gate.set()
     settle(app)
     assert held == 0
+
+
+@pytest.mark.parametrize("embedded", [False, True], ids=["redis", "embedded"])
+def test_once_a_stop_is_asked_for_no_words_are_appended(app, embedded):
+    """The words' append and the stop's check are one step on Redis (a script): nothing lands in
+    the stream after the stop key is set. The embedded fakeredis runs the same steps one by one."""
+    from app.copilot import events, runs
+    from app.extensions import redis_client
+
+    if embedded:
+        app.config["REDIS_URL"] = None
+        app.extensions["redis"] = None
+    with app.app_context():
+        first = events.publish(7001, "text", unless=runs.stop_key(55), run=55, step=1, text="India")
+        redis_client.client.set(runs.stop_key(55), "1")
+        with pytest.raises(events.Refused):
+            events.publish(7001, "text", unless=runs.stop_key(55), run=55, step=1, text=" wins")
+        assert events.publish(7001, "turn", run=55, step=1, state="stopped") is not None  # the end still goes out
+        shown = [(e.type, e.data.get("text")) for e in events.read(7001, "0-0", None)]
+        assert first is not None and shown == [("text", "India"), ("turn", None)]
+        assert redis_client.client.ttl(events.key(7001)) > 0
+
+
+def test_a_follower_joining_a_long_reply_starts_from_its_first_part_pages_back(app):
+    """A turn whose start is hundreds of events back (a long reply) is still found and replayed
+    from its start; one that ended is not replayed; past the limit the stream starts from now."""
+    from app.copilot import events
+
+    with app.app_context():
+        events.publish(7002, "turn", run=1, step=1, state="started")
+        events.publish(7002, "turn", run=1, step=1, state="done")
+        started = events.publish(7002, "turn", run=2, step=1, state="started")
+        for i in range(180):
+            events.publish(7002, "text", run=2, step=1, text=f"w{i} ")
+        now = events.last_id(7002)
+        replayed = events.replay_from(7002, now)
+        assert [e.id for e in events.read(7002, replayed, None)][0] == started  # from the turn's start
+        events.publish(7002, "turn", run=2, step=1, state="done")
+        assert events.replay_from(7002, events.last_id(7002)) == events.last_id(7002)  # ended: nothing to replay
+        events.publish(7003, "turn", run=3, step=1, state="started")
+        for _ in range(events.REPLAY_PAGE * events.REPLAY_PAGES):
+            events.publish(7003, "text", run=3, step=1, text=".")
+        assert events.replay_from(7003, events.last_id(7003)) == events.last_id(7003)  # too far back: from now

@@ -122,3 +122,18 @@ def test_a_worker_killed_mid_turn_leaves_it_interrupted_and_retry_runs_nothing_t
     assert [m["role"] for m in last][-2:] == ["assistant", "tool"]  # it goes on from draft_post's result
     assert last[-2]["tool_calls"][0]["function"]["name"] == "draft_post" and "saved" in last[-1]["content"]
     assert roles == ["user", "notice", "assistant"]  # the interruption's note stays, without its Retry
+
+
+def test_idle_job_threads_wake_once_a_second_while_the_consumers_poll_every_100_ms(app):
+    """The hundreds of job threads of a worker wait on its in-process queue (a job wakes one at
+    once); only the consumers' interval decides how soon a queued turn is picked up."""
+    from app.copilot import jobs
+
+    worker = jobs._worker(app.extensions["turns"].broker, threads=3)
+    worker.start()
+    try:
+        assert [thread.timeout for thread in worker.workers] == [jobs.THREAD_WAKE_MS / 1000] * 3
+        assert {consumer.worker_timeout for consumer in worker.consumers.values()} == {jobs.CONSUMER_WAKE_MS}
+        assert set(worker.consumers) >= {jobs.QUEUE, jobs.TASKS}
+    finally:
+        worker.stop()

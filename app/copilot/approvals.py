@@ -34,7 +34,7 @@ from app.errors import (
     PartlyDone,
     WrongPerson,
 )
-from app.extensions import db, won
+from app.extensions import commit_kept, db, won
 from app.models import Approval, Run, User, utcnow
 from app.status import Status
 
@@ -286,8 +286,7 @@ def move(
             detail=f"{approval.action} {detail}".strip(),
             channel=channel,
         )
-    db.session.commit()
-    db.session.refresh(approval)
+    commit_kept(approval, status=status, **values)  # (no reads again: the approval as just written)
     return True
 
 

@@ -49,14 +49,19 @@ def still_running(run_id: int) -> bool:
     return status == RunStatus.RUNNING
 
 
-def end(work: Pass, status: str, added: list[Message], **values: Any) -> None:
-    """Write the pass's end and its messages in one transaction, if it is still this worker's;
-    then publish the turn's end."""
+def end(work: Pass, status: str, added: list[Message], conversation_history: str | None = None, **values: Any) -> None:
+    """Write the pass's end (the run's `values`), the conversation's history when given, and the
+    pass's messages in one transaction, if the pass is still this worker's (the run's conditional
+    UPDATE decides, first); then publish the turn's end."""
     run = work.run
     if not won(sa.update(Run).where(Run.id == run.id, Run.status == RunStatus.RUNNING).values(status=status, **values)):
         db.session.rollback()
         log.warning("run %s ended elsewhere (interrupted?); its pass's end is dropped", run.id)
         return
+    if conversation_history is not None:
+        db.session.execute(
+            sa.update(Conversation).where(Conversation.id == run.conversation_id).values(history=conversation_history)
+        )
     for message in added:
         message.run_id, message.step = run.id, work.step
     db.session.add_all(added)
@@ -90,11 +95,8 @@ def end_finished(work: Pass, turn: Turn, result: Any, started: float) -> None:
         added += [Message(conversation_id=conversation_id, role="card", approval_id=a.id) for a in turn.created]
     else:
         status = RunStatus.DONE
-    if not still_running(run.id):
-        db.session.rollback()
-        return
-    db.session.execute(sa.update(Conversation).where(Conversation.id == conversation_id).values(history=history))
-    end(work, status, added, history=history, step=work.step, next="results", **usage_after(run, result.usage, started))
+    values = {"history": history, "step": work.step, "next": "results", **usage_after(run, result.usage, started)}
+    end(work, status, added, conversation_history=history, **values)
 
 
 def end_stopped(work: Pass, messages: list[ModelMessage], text: Shown, started: float) -> None:
@@ -119,15 +121,12 @@ def end_stopped(work: Pass, messages: list[ModelMessage], text: Shown, started: 
             text="Stopped. " + (f"Before it stopped: {'; '.join(ran)}." if ran else "Nothing ran."),
         )
     )
-    if not still_running(work.run.id):
-        db.session.rollback()
-        return
-    if len(history) > len(work.history) or work.progressed:
-        db.session.execute(sa.update(Conversation).where(Conversation.id == conversation_id).values(history=dump(history)))
+    moved = len(history) > len(work.history) or work.progressed
     end(
         work,
         RunStatus.STOPPED,
         added,
+        conversation_history=dump(history) if moved else None,
         step=work.step,
         next="continue",
         duration_ms=(work.run.duration_ms or 0) + int((time.perf_counter() - started) * 1000),

@@ -8,13 +8,14 @@ import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import redis
 from flask import current_app
 from redis.exceptions import RedisError
 
-from app.extensions import redis_client
+from app.extensions import redis_client, redis_from_url
 from app.status import PASS_ENDS
 
 log = logging.getLogger(__name__)
@@ -44,21 +45,57 @@ def key(conversation_id: int) -> str:
     return f"events:{conversation_id}"
 
 
-def publish(conversation_id: int, type: str, **data: Any) -> str | None:
+class Refused(Exception):
+    """The event was not appended: the key it was to be held back by exists (a stop asked for)."""
+
+
+# One round trip: append, keep the stream EVENTS_TTL seconds more; with KEYS[2], only while that
+# key does not exist (checked by Redis in the same step, so nothing is appended after it is set).
+_APPEND = """
+if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then return false end
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[2], 'data', ARGV[3])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+return id
+"""
+
+
+def publish(conversation_id: int, type: str, unless: str | None = None, **data: Any) -> str | None:
     """Append an event (trimmed to EVENTS_MAXLEN, kept EVENTS_TTL seconds after the last one); its
-    id, or None when Redis is away (the turn goes on: the database is the truth)."""
+    id, or None when Redis is away (the turn goes on: the database is the truth). With `unless`, a
+    Redis key: Refused when it exists, and then nothing was appended."""
     config = current_app.config
+    keys = [key(conversation_id), *([unless] if unless else [])]
+    args = [config["EVENTS_MAXLEN"], type, json.dumps(data), config["EVENTS_TTL"]]
     try:
-        pipe = redis_client.client.pipeline(transaction=False)
-        pipe.xadd(
-            key(conversation_id), {"type": type, "data": json.dumps(data)}, maxlen=config["EVENTS_MAXLEN"], approximate=True
-        )
-        pipe.expire(key(conversation_id), config["EVENTS_TTL"])
-        event_id, _ = pipe.execute()
+        event_id = _appender()(keys=keys, args=args)
     except RedisError as error:
         log.warning("event %s of conversation %s not published: %s", type, conversation_id, error)
         return None
+    if event_id is None:
+        raise Refused(unless)
     return _text(event_id)
+
+
+def _appender() -> Any:
+    """The append script on this app's Redis (a server's: one EVALSHA an event); the embedded
+    fakeredis runs no Lua, so there the same steps go one by one (one process, no race that
+    matters: it is the demo's)."""
+    extensions = current_app.extensions
+    if "events_append" not in extensions:
+        client = redis_client.client
+        extensions["events_append"] = (
+            client.register_script(_APPEND) if current_app.config.get("REDIS_URL") else partial(_append_steps, client)
+        )
+    return extensions["events_append"]
+
+
+def _append_steps(client: Any, keys: list[str], args: list[Any]) -> Any:
+    if len(keys) > 1 and client.exists(keys[1]):
+        return None
+    maxlen, type, data, ttl = args
+    event_id = client.xadd(keys[0], {"type": type, "data": data}, maxlen=maxlen, approximate=True)
+    client.expire(keys[0], ttl)
+    return event_id
 
 
 def last_id(conversation_id: int) -> str:
@@ -73,21 +110,30 @@ def last_id(conversation_id: int) -> str:
 def replay_from(conversation_id: int, cursor: str) -> str:
     """Where a new follower starts, given the last event its page reflects: from the start of a
     turn still running at `cursor` (its parts so far are not in the database), else from cursor.
-    A started turn's events replace its live bubble, so replaying them shows nothing twice."""
+    A started turn's events replace its live bubble, so replaying them shows nothing twice. Reads
+    back from cursor a page at a time (the newest turn event is usually among the last few)."""
     ended: set[int] = set()
-    try:
-        before: list[tuple[Any, dict[Any, Any]]] = redis_client.client.xrevrange(key(conversation_id), max=cursor, count=500)  # type: ignore[assignment]
-    except RedisError:
-        return cursor
-    for raw_id, fields in before:
-        event = _event(raw_id, fields)
-        if event.ends_turn() and event.run is not None:
-            ended.add(event.run)
-        elif event.type == "turn" and event.data.get("state") == "started":
-            if event.run not in ended:
-                return _before(event.id)
+    newest = cursor
+    for _ in range(REPLAY_PAGES):
+        try:
+            page: list[tuple[Any, dict[Any, Any]]] = redis_client.client.xrevrange(
+                key(conversation_id), max=newest, count=REPLAY_PAGE
+            )  # type: ignore[assignment]
+        except RedisError:
             return cursor
+        for raw_id, fields in page:
+            event = _event(raw_id, fields)
+            if event.ends_turn() and event.run is not None:
+                ended.add(event.run)
+            elif event.type == "turn" and event.data.get("state") == "started":
+                return _before(event.id) if event.run not in ended else cursor
+        if len(page) < REPLAY_PAGE:
+            return cursor
+        newest = _before(_text(page[-1][0]))
     return cursor
+
+
+REPLAY_PAGE, REPLAY_PAGES = 50, 10  # at most 500 events back, as a stream holds a turn's parts
 
 
 def text_before(conversation_id: int, run: object, step: object, before: str) -> str:
@@ -155,7 +201,7 @@ def _blocking_client() -> redis.Redis:
         url = current_app.config.get("REDIS_URL")
         extensions["redis_blocking"] = (
             # One connection per open stream (redis-py's default pool stops at 100).
-            redis.Redis.from_url(
+            redis_from_url(
                 url,
                 socket_timeout=current_app.config["EVENTS_HEARTBEAT"] + 10,
                 socket_connect_timeout=2,

@@ -17,6 +17,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.tools import DeferredToolResults
+from sqlalchemy.orm import joinedload, undefer
 
 from app.copilot import runs
 from app.copilot.revise import told
@@ -76,8 +77,13 @@ def answer_open_calls(history: list[ModelMessage], parts: list[ToolReturnPart]) 
 
 
 def prepare(run: Run) -> Pass:
-    """Read what the pass needs, in one short transaction, and end it."""
-    conversation = db.session.get(Conversation, run.conversation_id)
+    """Read what the pass needs, in one short transaction, and end it (the person and their tenant
+    come with the conversation: the actions' context reads both later)."""
+    conversation = db.session.get(
+        Conversation,
+        run.conversation_id,
+        options=[joinedload(Conversation.user).joinedload(User.tenant), undefer(Conversation.history)],
+    )
     assert conversation is not None
     user = conversation.user
     history = load(conversation.history)
@@ -96,7 +102,6 @@ def prepare(run: Run) -> Pass:
         work.prompt = said.text if said is not None else ""
     if work.prompt is not None and calls:
         answer_open_calls(work.history, answers_for(run.conversation_id, calls))
-    _ = user.tenant  # loaded now, used by the actions' context later
     db.session.commit()
     return work
 

@@ -188,8 +188,10 @@ def _dramatiq(app: Flask) -> tuple[Any, Any, Any]:
             thread.start(timeout=60.0)
             set_event_loop_thread(thread)
 
+    from app.extensions import redis_from_url
+
     broker = RedisBroker(  # type: ignore[no-untyped-call]
-        url=app.config["REDIS_URL"],
+        client=redis_from_url(app.config["REDIS_URL"]),
         namespace="countersign",
         middleware=[AgeLimit(), TimeLimit(), ShutdownNotifications(), Callbacks(), Pipelines(), PatientAsyncIO()],
     )
@@ -222,14 +224,11 @@ def drain(app: Flask, threads: int = 4, timeout: float = 300) -> None:
     `flask --app wsgi worker --burst`)."""
     import time
 
-    from dramatiq import Worker
-
     runner = app.extensions["turns"]
     if not isinstance(runner, Dramatiq):
         return
     broker = runner.broker
-    # A short idle wake-up: stopping waits for it (it is a polling interval, not a limit).
-    worker = Worker(broker, worker_threads=threads, queues={QUEUE, TASKS}, worker_timeout=100)
+    worker = _worker(broker, threads, thread_wake_ms=CONSUMER_WAKE_MS)  # (it stops soon: stopping waits one)
     worker.start()
     deadline = time.monotonic() + timeout
     try:
@@ -242,6 +241,30 @@ def drain(app: Flask, threads: int = 4, timeout: float = 300) -> None:
         raise TimeoutError(f"jobs still queued after {timeout} s")
     finally:
         worker.stop()
+
+
+CONSUMER_WAKE_MS = 100  # an idle consumer asks Redis for new jobs this often: a turn waits no longer
+THREAD_WAKE_MS = 1000  # an idle job thread looks up this often (a job handed to it wakes it at once)
+
+
+def _worker(broker: Any, threads: int, thread_wake_ms: int = THREAD_WAKE_MS) -> Any:
+    """Dramatiq's worker for the turn and task queues. Dramatiq gives its consumers and its job
+    threads one wake-up interval; here they differ: the consumers poll Redis every
+    CONSUMER_WAKE_MS, while the hundreds of idle job threads (each waiting on the in-process work
+    queue) wake every THREAD_WAKE_MS, not ten times a second each (that cost 4 % of a core per
+    process, idle; `test_worker.py` checks the intervals)."""
+    from dramatiq import Worker
+    from dramatiq.worker import WorkerThread
+
+    class TurnWorker(Worker):
+        def _add_worker(self) -> None:  # (dramatiq 2.2's, with the threads' own interval)
+            thread = WorkerThread(
+                broker=self.broker, consumers=self.consumers, work_queue=self.work_queue, worker_timeout=thread_wake_ms
+            )
+            thread.start()
+            self.workers.append(thread)
+
+    return TurnWorker(broker, worker_threads=threads, queues={QUEUE, TASKS}, worker_timeout=CONSUMER_WAKE_MS)
 
 
 def _idle(broker: Any) -> bool:
@@ -258,8 +281,6 @@ def worker(app: Flask, threads: int) -> None:
     worker's one event loop while its model thinks."""
     import signal
 
-    from dramatiq import Worker
-
     runner = app.extensions["turns"]
     if not isinstance(runner, Dramatiq):
         raise RuntimeError("The worker needs REDIS_URL (and TURNS_RUNNER unset or dramatiq).")
@@ -269,8 +290,7 @@ def worker(app: Flask, threads: int) -> None:
     # The turn executor, and pydantic-ai with it, loaded before the first job (not on it).
     from app.copilot.turns import keep_alive
 
-    # Pick a new turn up within 100 ms of idling (Dramatiq's default idle wake-up is a second).
-    worker = Worker(runner.broker, worker_threads=threads, queues={QUEUE, TASKS}, worker_timeout=100)
+    worker = _worker(runner.broker, threads)
     worker.start()
     log.info("worker: %d passes at once", threads)
     try:

@@ -9,11 +9,12 @@ from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
 from redis.exceptions import RedisError
+from sqlalchemy.orm import aliased
 
 from app.copilot import events, jobs
 from app.copilot.tokens import Actor
 from app.errors import NotFound
-from app.extensions import db, redis_client, won
+from app.extensions import commit_kept, db, redis_client, won
 from app.models import Approval, Conversation, Message, Run, utcnow
 from app.status import FINAL, GOING, RETRYABLE, RunStatus
 
@@ -46,24 +47,24 @@ def joined(toolsets: tuple[str, ...] | None) -> str | None:
     return None if toolsets is None else ",".join(toolsets)
 
 
-def _conversation_toolsets(conversation_id: int) -> tuple[str, ...] | None:
-    """The toolsets the conversation's latest run was limited to (None: none of its own)."""
-    stored = db.session.scalar(
-        sa.select(Run.toolsets).where(Run.conversation_id == conversation_id).order_by(Run.id.desc()).limit(1)
-    )
-    return split_toolsets(stored)
-
-
-def hold_live(conversation_id: int) -> None:
+def hold_live(conversation_id: int) -> tuple[str, ...] | None:
     """Lock the conversation's row until this transaction ends, and make sure it is not deleted:
     a turn queued here and a deletion (app.copilot.conversations.delete) take the same lock, so
-    a deletion either sees this turn and is refused, or this turn sees the deletion (NotFound)."""
-    live = db.session.scalar(
-        sa.select(Conversation.id).where(Conversation.id == conversation_id, Conversation.deleted_at.is_(None)).with_for_update()
+    a deletion either sees this turn and is refused, or this turn sees the deletion (NotFound).
+    Returns, from the same statement, the toolsets the conversation's latest run was limited to
+    (None: none of its own)."""
+    latest = (
+        sa.select(Run.toolsets).where(Run.conversation_id == Conversation.id).order_by(Run.id.desc()).limit(1).scalar_subquery()
     )
+    live = db.session.execute(
+        sa.select(Conversation.id, latest)
+        .where(Conversation.id == conversation_id, Conversation.deleted_at.is_(None))
+        .with_for_update(of=Conversation)
+    ).first()
     if live is None:
         db.session.rollback()
         raise NotFound()
+    return split_toolsets(live[1])
 
 
 AGENT_TITLE = "From an agent: "
@@ -74,7 +75,7 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     words are kept whatever happens next), then the pass is handed to a worker. The run reaches
     what both the credential and the conversation's last run reach: a conversation an agent token
     started stays within that token's toolsets, also when the person writes in it."""
-    hold_live(conversation.id)
+    conversation_toolsets = hold_live(conversation.id)
     said = Message(conversation_id=conversation.id, role="user", text=text)
     db.session.add(said)
     if conversation.title == "New conversation" and text.strip():
@@ -82,13 +83,12 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
         # own ("Approved by IT"): only the person may give it a title of their choosing.
         line = " ".join(text.split())  # a title is one line, as a rename makes it
         conversation.title = f"{AGENT_TITLE}{line[:50]}" if actor.agent else line[:60]
-    db.session.flush()
-    toolsets = narrow(actor.toolsets, _conversation_toolsets(conversation.id))
+    toolsets = narrow(actor.toolsets, conversation_toolsets)
     run = Run(
         conversation_id=conversation.id,
         status=RunStatus.QUEUED,
         next="prompt",
-        message_id=said.id,
+        message=said,  # (its id is given to the run as both are written, in one flush)
         channel=actor.channel,
         via=actor.credential,
         agent=actor.agent,
@@ -96,7 +96,7 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
         queued_at=utcnow(),
     )
     db.session.add(run)
-    db.session.commit()
+    commit_kept()  # (the reply reads the message and the run as written)
     if submit:  # (a caller that must note something first submits it itself)
         jobs.submit(run.id)
     return said, run
@@ -130,16 +130,14 @@ def resume_if_ready(run_id: int) -> Run | None:
         return None
     if any(a.status not in FINAL for a in step_approvals(run)):
         return None
-    queued = won(
-        sa.update(Run)
-        .where(Run.id == run.id, Run.status == RunStatus.PAUSED, Run.step == run.step)
-        .values(status=RunStatus.QUEUED, next="results", queued_at=utcnow())
-    )
-    db.session.commit()
+    now = utcnow()
+    values = {"status": RunStatus.QUEUED, "next": "results", "queued_at": now, "updated_at": now}
+    queued = won(sa.update(Run).where(Run.id == run.id, Run.status == RunStatus.PAUSED, Run.step == run.step).values(**values))
     if not queued:
+        db.session.rollback()
         return None
+    commit_kept(run, **values)  # (the run as just written, without reading it again)
     jobs.submit(run.id)
-    db.session.refresh(run)
     return run
 
 
@@ -223,35 +221,29 @@ def stop_requested(run_id: int) -> bool:
 def claim(run_id: int) -> Run | None:
     """Take the run's pass for this worker: only if it is queued, first in its conversation's line,
     and no other pass of the conversation is running (the running pass queues the next one when it
-    ends). One worker wins."""
+    ends). One conditional UPDATE decides; one worker wins."""
     run = db.session.get(Run, run_id)
     if run is None or run.status != RunStatus.QUEUED:
         db.session.rollback()
         return None
-    first = db.session.scalar(
-        sa.select(Run.id)
-        .where(Run.conversation_id == run.conversation_id, Run.status == RunStatus.QUEUED)
-        .order_by(Run.queued_at, Run.id)
+    line = aliased(Run)
+    first = (
+        sa.select(line.id)
+        .where(line.conversation_id == run.conversation_id, line.status == RunStatus.QUEUED)
+        .order_by(line.queued_at, line.id)
         .limit(1)
+        .scalar_subquery()
     )
-    busy = db.session.scalar(
-        sa.select(sa.func.count())
-        .select_from(Run)
-        .where(Run.conversation_id == run.conversation_id, Run.status == RunStatus.RUNNING)
-    )
-    if first != run.id or busy:
-        db.session.rollback()
-        return None
+    busy = sa.select(line.id).where(line.conversation_id == run.conversation_id, line.status == RunStatus.RUNNING).exists()
+    now = utcnow()
     if not won(
         sa.update(Run)
-        .where(Run.id == run.id, Run.status == RunStatus.QUEUED)
-        .values(status=RunStatus.RUNNING, updated_at=utcnow())
+        .where(Run.id == run.id, Run.status == RunStatus.QUEUED, Run.id == first, ~busy)
+        .values(status=RunStatus.RUNNING, updated_at=now)
     ):
         db.session.rollback()
         return None
-    db.session.commit()
-    db.session.refresh(run)
-    db.session.commit()  # the refresh's read ends here too
+    commit_kept(run, status=RunStatus.RUNNING, updated_at=now)  # (what the UPDATE wrote, not read again)
     return run
 
 

@@ -113,7 +113,7 @@ async def _iterate(eng: Engine, work: Pass, turn: Turn, text: _Words, held: list
                 if any(isinstance(p, ToolReturnPart) for p in node.request.parts):
                     save_progress(work, [*agent_run.all_messages(), node.request])
                 if streams:
-                    await _stream(node, agent_run, text, work.run.id)
+                    await _stream(node, agent_run, text)
             elif Agent.is_call_tools_node(node):
                 said = _text_of(node.model_response)
                 if said:
@@ -125,9 +125,9 @@ async def _iterate(eng: Engine, work: Pass, turn: Turn, text: _Words, held: list
         return agent_run.result
 
 
-async def _stream(node: Any, agent_run: Any, text: _Words, run_id: int) -> None:
-    """The model's words as they are generated; a stop asked for meanwhile cuts the stream at
-    the next words (one EXISTS on Redis per piece)."""
+async def _stream(node: Any, agent_run: Any, text: _Words) -> None:
+    """The model's words as they are generated. Each append to the stream is refused once a stop
+    is asked for (Redis checks it in the same step), and the stream is cut at the next words."""
     text.new_response()
     async with node.stream(agent_run.ctx) as stream:
         async for event in stream:
@@ -137,10 +137,12 @@ async def _stream(node: Any, agent_run: Any, text: _Words, run_id: int) -> None:
             elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
                 piece = event.delta.content_delta
             if piece:
-                if runs.stop_requested(run_id):  # no word after the stop
-                    text.flush()
+                if text.stopped:
                     raise Stopped
                 text.add(piece)
+    text.flush()
+    if text.stopped:
+        raise Stopped
 
 
 class _Words:
@@ -153,6 +155,7 @@ class _Words:
         self.sent_at = 0.0
         self.shown = ""
         self.fresh = False
+        self.stopped = False  # an append was refused: a stop was asked for, nothing more goes out
         self.later: asyncio.TimerHandle | None = None
 
     def new_response(self) -> None:
@@ -174,13 +177,19 @@ class _Words:
         if self.later is not None:
             self.later.cancel()
             self.later = None
-        if not self.buffer:
+        if not self.buffer or self.stopped:
             return
         piece = "".join(self.buffer)
         self.buffer.clear()
-        self.shown += piece
         self.sent_at = time.monotonic()
-        events.publish(self.conversation_id, "text", run=self.run_id, step=self.step, text=piece)
+        try:
+            events.publish(
+                self.conversation_id, "text", unless=runs.stop_key(self.run_id), run=self.run_id, step=self.step, text=piece
+            )
+        except events.Refused:
+            self.stopped = True
+            return
+        self.shown += piece
 
 
 def _text_of(response: ModelResponse) -> str:
