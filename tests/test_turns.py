@@ -542,3 +542,34 @@ def test_a_follower_joining_a_long_reply_starts_from_its_first_part_pages_back(a
         for _ in range(events.REPLAY_PAGE * events.REPLAY_PAGES):
             events.publish(7003, "text", run=3, step=1, text=".")
         assert events.replay_from(7003, events.last_id(7003)) == events.last_id(7003)  # too far back: from now
+
+
+def test_words_held_back_by_a_stop_are_not_what_the_model_remembers_saying(app, api, streamed):
+    """The stop lands before the reply's last words: they are not shown, and the model's history
+    does not say them either (it remembers what the person saw)."""
+    gate = threading.Event()
+    streamed.enqueue("India unseenword", gate=gate)
+    convo = new_conversation(api)
+    posted = say(api, convo, "who won?", prefer="respond-async").get_json()
+    stream = Events(api, posted["events"])
+    stream.until(lambda e: e[1] == "text" and "India" in e[2]["text"])
+    client, headers = api
+    assert client.post(f"/api/conversations/{convo}/stop", headers=headers).get_json()["stopping"] is True
+    gate.set()
+    end = stream.until(ended)[-1][2]
+    stream.close()
+    assert end["state"] == "stopped" and [m["text"] for m in end["messages"]][0] == "India"
+    say(api, convo, "thanks")
+    assert "unseenword" not in streamed.seen().splitlines()[-1]
+
+
+def test_a_cut_response_keeps_the_words_shown_and_its_calls_or_nothing():
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+
+    from app.copilot.endings import _as_shown
+
+    call = ToolCallPart(tool_name="list_posts", args={}, tool_call_id="c1")
+    cut = _as_shown(ModelResponse(parts=[TextPart("India wins"), call]), "India")
+    assert [type(p).__name__ for p in cut[0].parts] == ["TextPart", "ToolCallPart"]
+    assert cut[0].parts[0].content == "India" and cut[0].parts[1] is call
+    assert _as_shown(ModelResponse(parts=[TextPart("never seen")]), "") == []  # no empty reply for the model

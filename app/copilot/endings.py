@@ -4,13 +4,14 @@ saves after each step that ran tools."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Any, Protocol
 
 import sqlalchemy as sa
 from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError, UnexpectedModelBehavior, UsageLimitExceeded
-from pydantic_ai.messages import ModelMessage, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolReturnPart
 from pydantic_ai.tools import DeferredToolRequests
 from redis.exceptions import RedisError
 
@@ -28,6 +29,9 @@ class Shown(Protocol):
     """The streamed words of a pass (turns._Words): what was shown, and a flush of the rest."""
 
     shown: str
+
+    @property
+    def response_shown(self) -> str: ...
 
     def flush(self) -> None: ...
 
@@ -104,6 +108,8 @@ def end_stopped(work: Pass, messages: list[ModelMessage], text: Shown, started: 
     run), the words shown so far are kept, and a notice says what ran."""
     text.flush()
     history = list(messages)
+    if len(history) > len(work.history) and isinstance(history[-1], ModelResponse):
+        history[-1:] = _as_shown(history[-1], text.response_shown)
     calls = unanswered(history)
     if calls:
         answer_open_calls(
@@ -150,6 +156,14 @@ def end_failed(work: Pass, exc: Exception, started: float) -> None:
         error=f"{type(exc).__name__}: {exc}"[:1000],
         duration_ms=(work.run.duration_ms or 0) + int((time.perf_counter() - started) * 1000),
     )
+
+
+def _as_shown(response: ModelResponse, shown: str) -> list[ModelMessage]:
+    """The response the stop cut, as the person saw it: its words up to the stop, its calls kept
+    (answered as not run); none at all when nothing of it remains. The model remembers saying
+    what was shown, no more."""
+    parts = [*([TextPart(shown)] if shown else []), *(p for p in response.parts if not isinstance(p, TextPart))]
+    return [dataclasses.replace(response, parts=parts)] if parts else []
 
 
 def failure_message(exc: Exception) -> str:

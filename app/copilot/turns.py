@@ -140,9 +140,9 @@ async def _stream(node: Any, agent_run: Any, text: _Words) -> None:
                 if text.stopped:
                     raise Stopped
                 text.add(piece)
-    text.flush()
-    if text.stopped:
-        raise Stopped
+        text.flush()
+        if text.stopped:  # (raised inside the stream: its reply, with words never shown, is not kept)
+            raise Stopped
 
 
 class _Words:
@@ -156,11 +156,18 @@ class _Words:
         self.shown = ""
         self.fresh = False
         self.stopped = False  # an append was refused: a stop was asked for, nothing more goes out
+        self.started_at = 0  # where the latest response's words begin in `shown`
         self.later: asyncio.TimerHandle | None = None
 
     def new_response(self) -> None:
         """The model starts another response in this pass: it reads as a new paragraph."""
         self.fresh = bool(self.shown or self.buffer)
+        self.started_at = len(self.shown) + sum(map(len, self.buffer)) + (2 if self.fresh else 0)
+
+    @property
+    def response_shown(self) -> str:
+        """The latest response's words that went out (a stop may have held back the rest)."""
+        return self.shown[self.started_at :]
 
     def add(self, piece: str) -> None:
         if self.fresh:
