@@ -126,6 +126,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("EVENTS_TTL", "int", 86400),
     Setting("EVENTS_HEARTBEAT", "int", 15),
     Setting("EVENTS_STREAM_SECONDS", "int", 300),  # then the client reconnects
+    # A reply's words go out at most this often (ms) while it streams: its first words at once,
+    # the words that come sooner together with the next (each event costs every open stream).
+    Setting("EVENTS_TEXT_EVERY_MS", "int", 200),
     # Open event streams one person may hold (each holds a web thread), and how often an open
     # stream checks that its session or token is still live.
     Setting("EVENTS_MAX_STREAMS_PER_PERSON", "int", 8),

@@ -6,6 +6,7 @@ gates the tests open, so nothing depends on how fast this machine is."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from typing import Any
@@ -573,3 +574,44 @@ def test_a_cut_response_keeps_the_words_shown_and_its_calls_or_nothing():
     assert [type(p).__name__ for p in cut[0].parts] == ["TextPart", "ToolCallPart"]
     assert cut[0].parts[0].content == "India" and cut[0].parts[1] is call
     assert _as_shown(ModelResponse(parts=[TextPart("never seen")]), "") == []  # no empty reply for the model
+
+
+def test_a_replys_first_words_go_out_at_once_and_faster_ones_together(app):
+    """Words the model sends within EVENTS_TEXT_EVERY_MS of the last that went out wait for the
+    next (each event costs every open stream a wake-up); the first go out at once, and the end
+    of the stream sends what is held."""
+    from app.copilot import events
+    from app.copilot.turns import _Words
+
+    async def speak() -> list[str | None]:
+        words = _Words(7004, 61, 1, every=3600)  # nothing goes out by its timer in this test
+        words.add("The ")
+        sent = [e.data.get("text") for e in events.read(7004, "0-0", None)]
+        words.add("answer ")
+        words.add("is ")
+        held = [e.data.get("text") for e in events.read(7004, "0-0", None)]
+        words.flush()  # the stream's end
+        return [*sent, "|", *held, "|", *(e.data.get("text") for e in events.read(7004, "0-0", None))]
+
+    with app.app_context():
+        seen = asyncio.run(speak())
+    assert seen == ["The ", "|", "The ", "|", "The ", "answer is "]
+
+
+def test_words_held_for_the_next_event_go_out_by_themselves_when_their_time_is_up(app):
+    from app.copilot import events
+    from app.copilot.turns import _Words
+
+    async def speak() -> list[str | None]:
+        words = _Words(7005, 62, 1, every=0.05)
+        words.add("first ")
+        words.add("second")  # held: it came at once after the first
+        for _ in range(600):  # the timer sends it (no flush is called); waits up to 60 s
+            sent = [e.data.get("text") for e in events.read(7005, "0-0", None)]
+            if len(sent) == 2:
+                return sent
+            await asyncio.sleep(0.1)
+        return sent
+
+    with app.app_context():
+        assert asyncio.run(speak()) == ["first ", "second"]

@@ -10,7 +10,7 @@ import logging
 import time
 from typing import Any
 
-from flask import Flask
+from flask import Flask, current_app
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import ModelAPIError, UnexpectedModelBehavior, UsageLimitExceeded
 from pydantic_ai.messages import (
@@ -33,8 +33,6 @@ from app.extensions import db, redis_client
 from app.models import Run
 
 log = logging.getLogger(__name__)
-
-TEXT_EVERY = 0.05  # seconds: words arriving faster than this go out together
 
 
 class Stopped(Exception):
@@ -78,7 +76,7 @@ async def _run(run: Run) -> None:
     answers = runs.answers(run, work.step)
     events.publish(run.conversation_id, "turn", run=run.id, step=work.step, state="started", answers=answers)
     started = time.perf_counter()
-    text = _Words(run.conversation_id, run.id, work.step)
+    text = _Words(run.conversation_id, run.id, work.step, current_app.config["EVENTS_TEXT_EVERY_MS"] / 1000)
     held: list[Any] = []  # the agent's run, once it started
     try:
         result = await _iterate(eng, work, turn, text, held)
@@ -147,12 +145,12 @@ async def _stream(node: Any, agent_run: Any, text: _Words) -> None:
 
 class _Words:
     """The streamed text of one pass: a piece goes out at once unless one went out less than
-    TEXT_EVERY ago; then it goes with the others when that time is up (never held longer)."""
+    `every` seconds ago; then it goes with the others when that time is up (never held longer)."""
 
-    def __init__(self, conversation_id: int, run_id: int, step: int) -> None:
-        self.conversation_id, self.run_id, self.step = conversation_id, run_id, step
+    def __init__(self, conversation_id: int, run_id: int, step: int, every: float) -> None:
+        self.conversation_id, self.run_id, self.step, self.every = conversation_id, run_id, step, every
         self.buffer: list[str] = []
-        self.sent_at = 0.0
+        self.sent_at = float("-inf")  # the first words go out at once
         self.shown = ""
         self.fresh = False
         self.stopped = False  # an append was refused: a stop was asked for, nothing more goes out
@@ -174,7 +172,7 @@ class _Words:
             self.buffer.append("\n\n")
             self.fresh = False
         self.buffer.append(piece)
-        wait = self.sent_at + TEXT_EVERY - time.monotonic()
+        wait = self.sent_at + self.every - time.monotonic()
         if wait <= 0:
             self.flush()
         elif self.later is None:
