@@ -129,6 +129,9 @@ SETTINGS: tuple[Setting, ...] = (
     # A reply's words go out at most this often (ms) while it streams: its first words at once,
     # the words that come sooner together with the next (each event costs every open stream).
     Setting("EVENTS_TEXT_EVERY_MS", "int", 200),
+    # ... and a process streaming many replies sends about this many text events a second in all:
+    # each reply's words then go out less often, in larger parts (the first words still at once).
+    Setting("EVENTS_TEXT_PER_SECOND", "int", 100),
     # Open event streams one person may hold (each holds a web thread), and how often an open
     # stream checks that its session or token is still live.
     Setting("EVENTS_MAX_STREAMS_PER_PERSON", "int", 8),

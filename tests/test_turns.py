@@ -584,7 +584,7 @@ def test_a_replys_first_words_go_out_at_once_and_faster_ones_together(app):
     from app.copilot.turns import _Words
 
     async def speak() -> list[str | None]:
-        words = _Words(7004, 61, 1, every=3600)  # nothing goes out by its timer in this test
+        words = _Words(7004, 61, 1, every=3600, per_second=100)  # nothing goes out by its timer here
         words.add("The ")
         sent = [e.data.get("text") for e in events.read(7004, "0-0", None)]
         words.add("answer ")
@@ -603,7 +603,7 @@ def test_words_held_for_the_next_event_go_out_by_themselves_when_their_time_is_u
     from app.copilot.turns import _Words
 
     async def speak() -> list[str | None]:
-        words = _Words(7005, 62, 1, every=0.05)
+        words = _Words(7005, 62, 1, every=0.05, per_second=100)
         words.add("first ")
         words.add("second")  # held: it came at once after the first
         for _ in range(600):  # the timer sends it (no flush is called); waits up to 60 s
@@ -615,3 +615,26 @@ def test_words_held_for_the_next_event_go_out_by_themselves_when_their_time_is_u
 
     with app.app_context():
         assert asyncio.run(speak()) == ["first ", "second"]
+
+
+def test_a_process_streaming_many_replies_sends_each_ones_words_less_often(app):
+    """n replies streaming in one process share EVENTS_TEXT_PER_SECOND: each one's words wait
+    n / per_second (here 2 / 0.001 s: held) where one reply alone would send them at once."""
+    from app.copilot import events
+    from app.copilot.turns import _Words, streaming
+
+    async def speak(conversation: int) -> int:
+        words = _Words(conversation, 63, 1, every=0, per_second=0.001)
+        words.add("one ")
+        words.add("two ")
+        words.add("three ")
+        count = len(events.read(conversation, "0-0", None))
+        words.flush()
+        return count
+
+    with app.app_context():
+        alone = asyncio.run(speak(7006))
+        with streaming(), streaming():
+            busy = asyncio.run(speak(7007))
+        assert [e.data["text"] for e in events.read(7007, "0-0", None)] == ["one ", "two three "]
+    assert (alone, busy) == (3, 1)

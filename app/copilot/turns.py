@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from flask import Flask, current_app
@@ -76,10 +79,12 @@ async def _run(run: Run) -> None:
     answers = runs.answers(run, work.step)
     events.publish(run.conversation_id, "turn", run=run.id, step=work.step, state="started", answers=answers)
     started = time.perf_counter()
-    text = _Words(run.conversation_id, run.id, work.step, current_app.config["EVENTS_TEXT_EVERY_MS"] / 1000)
+    config = current_app.config
+    text = _Words(run.conversation_id, run.id, work.step, config["EVENTS_TEXT_EVERY_MS"] / 1000, config["EVENTS_TEXT_PER_SECOND"])
     held: list[Any] = []  # the agent's run, once it started
     try:
-        result = await _iterate(eng, work, turn, text, held)
+        with streaming():
+            result = await _iterate(eng, work, turn, text, held)
     except Stopped:
         end_stopped(work, held[0].all_messages() if held else list(work.history), text, started)
         return
@@ -143,12 +148,33 @@ async def _stream(node: Any, agent_run: Any, text: _Words) -> None:
             raise Stopped
 
 
-class _Words:
-    """The streamed text of one pass: a piece goes out at once unless one went out less than
-    `every` seconds ago; then it goes with the others when that time is up (never held longer)."""
+_streaming = [0]  # passes of this process whose words are streaming now
+_streaming_lock = threading.Lock()
 
-    def __init__(self, conversation_id: int, run_id: int, step: int, every: float) -> None:
-        self.conversation_id, self.run_id, self.step, self.every = conversation_id, run_id, step, every
+
+@contextmanager
+def streaming() -> Iterator[None]:
+    """Counts a pass among this process's streaming ones while it runs."""
+    with _streaming_lock:
+        _streaming[0] += 1
+    try:
+        yield
+    finally:
+        with _streaming_lock:
+            _streaming[0] -= 1
+
+
+class _Words:
+    """The streamed text of one pass: a piece goes out at once unless one went out less than a
+    window ago; then it goes with the others when the window is up (never held longer). The window
+    is `every` seconds, or longer when this process streams more replies than `per_second` events
+    a second allow: n replies share them, so each waits n / per_second (each event costs the
+    worker a Redis step and wakes every open stream of the conversation). Under load, a reply's
+    words come less often and in larger parts instead of slowing every turn down."""
+
+    def __init__(self, conversation_id: int, run_id: int, step: int, every: float, per_second: float) -> None:
+        self.conversation_id, self.run_id, self.step = conversation_id, run_id, step
+        self.every, self.per_second = every, per_second
         self.buffer: list[str] = []
         self.sent_at = float("-inf")  # the first words go out at once
         self.shown = ""
@@ -172,7 +198,7 @@ class _Words:
             self.buffer.append("\n\n")
             self.fresh = False
         self.buffer.append(piece)
-        wait = self.sent_at + self.every - time.monotonic()
+        wait = self.sent_at + max(self.every, _streaming[0] / self.per_second) - time.monotonic()
         if wait <= 0:
             self.flush()
         elif self.later is None:
