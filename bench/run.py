@@ -219,6 +219,23 @@ def plan(smoke: bool, pg: str | None) -> list[tuple[str, list[str], list[Figure]
                 ],
             )
         )
+    for label, db in databases:
+        rows.append(
+            (
+                "pass_floor.py",
+                [*(["--smoke"] if small else []), *db],
+                [
+                    Figure(f"L1 floor: a pass's CPU ÷ the agent's alone ({label})", "", "×", lambda r: r["ratio"], lambda v: True),
+                    Figure(
+                        f"L1 floor: CPU of 200 passes of the agent alone ÷ (cores × 3.5 s) ({label})",
+                        "",
+                        "%",
+                        lambda r: r["l1_agent_alone_share"] * 100,
+                        lambda v: True,
+                    ),
+                ],
+            )
+        )
     streams = "100" if small else "1000"
     for worker_class in L2_CLASSES[:1] if small else L2_CLASSES:
         rows.append(
