@@ -225,7 +225,7 @@ def plan(smoke: bool, pg: str | None) -> list[tuple[str, list[str], list[Figure]
                 "pass_floor.py",
                 [*(["--smoke"] if small else []), *db],
                 [
-                    Figure(f"L1 floor: a pass's CPU ÷ the agent's alone ({label})", "", "×", lambda r: r["ratio"], lambda v: True),
+                    Figure(f"L1 floor: a pass's CPU ÷ the agent alone ({label})", "", "×", lambda r: r["ratio"], lambda v: True),
                     Figure(
                         f"L1 floor: CPU of 200 passes of the agent alone ÷ (cores × 3.5 s) ({label})",
                         "",
