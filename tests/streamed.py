@@ -26,6 +26,7 @@ class Reply:
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     gate: threading.Event | None = None
     fail: Exception | None = None  # raised after the first word (the provider broke mid-stream)
+    fail_after: int = 1  # ... or after this many words
 
 
 class StreamedModel(FunctionModel):
@@ -45,8 +46,9 @@ class StreamedModel(FunctionModel):
         calls: list[tuple[str, dict[str, Any]]] | None = None,
         gate: threading.Event | None = None,
         fail: Exception | None = None,
+        fail_after: int = 1,
     ) -> StreamedModel:
-        self.queue.append(Reply(words.split(" ") if isinstance(words, str) else words, calls or [], gate, fail))
+        self.queue.append(Reply(words.split(" ") if isinstance(words, str) else words, calls or [], gate, fail, fail_after))
         return self
 
     async def _stream(self, messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
@@ -58,7 +60,7 @@ class StreamedModel(FunctionModel):
             if i == 0 and reply.gate is not None:
                 opened = await asyncio.to_thread(reply.gate.wait, OPEN_WITHIN)
                 assert opened, "the test never opened the model's gate"
-            if i == 0 and reply.fail is not None:
+            if i == reply.fail_after - 1 and reply.fail is not None:
                 raise reply.fail
         for n, (name, arguments) in enumerate(reply.calls):
             yield {n: DeltaToolCall(name=name, json_args=json.dumps(arguments), tool_call_id=f"call_{uuid.uuid4().hex[:12]}")}

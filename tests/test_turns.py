@@ -638,3 +638,25 @@ def test_a_process_streaming_many_replies_sends_each_ones_words_less_often(app):
             busy = asyncio.run(speak(7007))
         assert [e.data["text"] for e in events.read(7007, "0-0", None)] == ["one ", "two three "]
     assert (alone, busy) == (3, 1)
+
+
+def test_words_held_when_the_model_breaks_never_follow_the_turns_end(app, api, streamed):
+    """The provider breaks with a word held for the next event: the pass ends failed, and the
+    held word's timer is gone with it (on the pool's loop, which lives on, a timer due before a
+    later sleep's wake-up runs first)."""
+    from pydantic_ai.exceptions import ModelAPIError
+
+    app.config["EVENTS_TEXT_EVERY_MS"] = 200
+    streamed.enqueue("one two three", fail=ModelAPIError("fake", "the provider broke"), fail_after=2)
+    convo = new_conversation(api)
+    posted = say(api, convo, "count", prefer="respond-async").get_json()
+    settle(app)
+    loop = app.extensions["turns"]._start()
+    asyncio.run_coroutine_threadsafe(asyncio.sleep(1), loop).result(WAIT)  # (any timer due sooner ran)
+    with app.app_context():
+        from app.copilot import events
+
+        seen = [(e.type, e.data.get("text") or e.data.get("state")) for e in events.read(convo, "0-0", None)]
+    assert seen[-1] == ("turn", "failed") and seen.count(("turn", "failed")) == 1
+    assert ("text", "one ") in seen and not any(kind == "text" and "two" in str(v) for kind, v in seen)
+    assert run_status(app, posted["run"]) == "failed"

@@ -91,8 +91,11 @@ async def _run(run: Run) -> None:
     except Exception as exc:  # the model or an action broke mid-pass: end it failed, say so
         if not isinstance(exc, UsageLimitExceeded | ModelAPIError | UnexpectedModelBehavior):
             log.exception("pass of run %s raised", run.id)
+        text.drop()  # words held for the next event never follow the end
         end_failed(work, exc, started)
         return
+    finally:
+        text.drop()  # (a cancelled pass too: nothing held goes out after it)
     end_finished(work, turn, result, started)
 
 
@@ -203,6 +206,13 @@ class _Words:
             self.flush()
         elif self.later is None:
             self.later = asyncio.get_running_loop().call_later(wait, self.flush)
+
+    def drop(self) -> None:
+        """Forget the words held for the next event (the pass failed: its end comes next)."""
+        if self.later is not None:
+            self.later.cancel()
+            self.later = None
+        self.buffer.clear()
 
     def flush(self) -> None:
         if self.later is not None:
