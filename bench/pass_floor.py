@@ -28,8 +28,8 @@ import sys
 import time
 from typing import Any
 
-from _harness import env_for, flush_redis, seed_people, temp_sqlite
-from slow_model import fake_model
+from _harness import flush_redis, seed_people, temp_sqlite
+from slow_model import env_with_fake, fake_model
 
 L1_TURNS, L1_SECONDS = 200, 3.5
 
@@ -65,13 +65,7 @@ async def bare_passes(eng: Any, n: int) -> float:
 def run(n: int, rounds: int, seconds: float, database_url: str, redis_url: str) -> dict[str, Any]:
     flush_redis(redis_url)
     with fake_model(seconds, 20) as (base_url, _):
-        env = env_for(
-            database_url,
-            REDIS_URL=redis_url,
-            COUNTERSIGN_MODEL="openai:fake",
-            COUNTERSIGN_MODEL_BASE_URL=f"{base_url}/v1",
-            COUNTERSIGN_MODEL_API_KEY="bench",
-        )
+        env = env_with_fake(database_url, redis_url, base_url)
         people = seed_people(env, n * rounds + 1, "bench-floor", fresh=True)
         os.environ.update(env)
         from app import create_app

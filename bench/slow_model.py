@@ -100,6 +100,17 @@ def fake_model(seconds: float, words: int) -> Iterator[tuple[str, subprocess.Pop
         proc.wait(timeout=10)
 
 
+def env_with_fake(database_url: str, redis_url: str, base_url: str) -> dict[str, str]:
+    """The app's environment with the fake as its model."""
+    return env_for(
+        database_url,
+        REDIS_URL=redis_url,
+        COUNTERSIGN_MODEL="openai:fake",
+        COUNTERSIGN_MODEL_BASE_URL=f"{base_url}/v1",
+        COUNTERSIGN_MODEL_API_KEY="bench",
+    )
+
+
 def fake_stats(base_url: str) -> dict[str, Any]:
     conn = http.client.HTTPConnection(base_url.removeprefix("http://"), timeout=30)
     conn.request("GET", "/_stats")
@@ -403,13 +414,7 @@ def run(
     clock = Phases()
     flush_redis(redis_url)
     with fake_model(seconds, words) as (base_url, fake):
-        env = env_for(
-            database_url,
-            REDIS_URL=redis_url,
-            COUNTERSIGN_MODEL="openai:fake",
-            COUNTERSIGN_MODEL_BASE_URL=f"{base_url}/v1",
-            COUNTERSIGN_MODEL_API_KEY="bench",
-        )
+        env = env_with_fake(database_url, redis_url, base_url)
         people = seed_people(env, n + 1, "bench-l1", fresh=True)
         warm_token = people.pop()[0]  # a person of their own for the warm-up turns
         clock.mark("prepare")
