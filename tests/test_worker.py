@@ -137,3 +137,33 @@ def test_idle_job_threads_wake_once_a_second_while_the_consumers_poll_every_100_
         assert set(worker.consumers) >= {jobs.QUEUE, jobs.TASKS}
     finally:
         worker.stop()
+
+
+PRELOAD = """
+import json, sys
+from app import create_app
+from app.copilot import jobs
+app = create_app({
+    "COUNTERSIGN_ENV": "testing", "SECRET_KEY": "fresh", "SWEEP_ON_START": False,
+    "SQLALCHEMY_DATABASE_URI": "sqlite:///:memory:", "REDIS_URL": sys.argv[1], "TURNS_RUNNER": "dramatiq",
+    "COUNTERSIGN_MODEL": "openai:fake-gpt", "COUNTERSIGN_MODEL_BASE_URL": "http://127.0.0.1:9/v1",
+})
+SDK = ("openai", "pydantic_ai.models.openai")
+before = [name for name in SDK if name in sys.modules]
+def taking_jobs(*args, **kwargs):  # where the worker would start taking jobs: stop there
+    print(json.dumps({"before": before, "taking_jobs": [name for name in SDK if name in sys.modules]}))
+    raise SystemExit(0)
+jobs._worker = taking_jobs
+jobs.worker(app, 1)
+"""
+
+
+def test_a_worker_imports_its_models_sdk_before_its_first_job_not_on_it():
+    """A worker's passes share one event loop: a first pass importing the OpenAI SDK (about 1.5 s
+    on these machines) held up every pass the worker had taken. jobs.worker() loads it first."""
+    import json
+
+    out = subprocess.run([sys.executable, "-c", PRELOAD, REDIS_URL], cwd=ROOT, capture_output=True, text=True, timeout=WAIT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert loaded == {"before": [], "taking_jobs": ["openai", "pydantic_ai.models.openai"]}

@@ -276,6 +276,15 @@ def _idle(broker: Any) -> bool:
     return not any(client.scard(key) for key in client.scan_iter(match=f"{broker.namespace}:__acks__.*"))
 
 
+def preload(app: Flask) -> None:
+    """What a worker's passes import and make once: the agent and its model's modules."""
+    from app.copilot import loop
+    from app.copilot.agent import engine
+
+    with app.app_context():
+        loop.preload(engine())
+
+
 def worker(app: Flask, threads: int) -> None:
     """Run passes from Redis until SIGTERM/SIGINT: `threads` passes at once, each waiting on the
     worker's one event loop while its model thinks."""
@@ -287,9 +296,10 @@ def worker(app: Flask, threads: int) -> None:
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
-    # The turn executor, and pydantic-ai with it, loaded before the first job (not on it).
+    # The turn executor, pydantic-ai and the model's SDK, loaded before the first job (not on it).
     from app.copilot.turns import keep_alive
 
+    preload(app)
     worker = _worker(runner.broker, threads)
     worker.start()
     log.info("worker: %d passes at once", threads)

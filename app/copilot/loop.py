@@ -62,6 +62,15 @@ def model(eng: Engine) -> Model:
     return made
 
 
+def preload(eng: Engine) -> None:
+    """Make the engine's agent and import its model's modules now (a worker, before its first
+    job). On a first pass instead, the model SDK's import (about 1.5 s on a 2-core machine) would
+    hold up every pass on the worker's one event loop. The model itself is made per loop, later."""
+    agent(eng)
+    if eng.fixed is None:
+        make_model(eng.model_spec, eng.base_url, eng.api_key, eng.timeout)
+
+
 def _tool(action: type[Action]) -> Tool[Turn]:
     async def call(ctx: RunContext[Turn], **arguments: Any) -> str:
         # async on purpose: it runs on the pass's own thread and session. Each call is a short
