@@ -130,7 +130,8 @@ SETTINGS: tuple[Setting, ...] = (
     # the words that come sooner together with the next (each event costs every open stream).
     Setting("EVENTS_TEXT_EVERY_MS", "int", 200),
     # ... and a process streaming many replies sends about this many text events a second in all:
-    # each reply's words then go out less often, in larger parts (the first words still at once).
+    # each reply's words then go out less often, in larger parts (the first words still at once;
+    # 0: not shared).
     Setting("EVENTS_TEXT_PER_SECOND", "int", 100),
     # Open event streams one person may hold (each holds a web thread), and how often an open
     # stream checks that its session or token is still live.

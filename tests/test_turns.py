@@ -632,12 +632,19 @@ def test_a_process_streaming_many_replies_sends_each_ones_words_less_often(app):
         words.flush()
         return count
 
+    async def unshared(conversation: int) -> int:
+        words = _Words(conversation, 64, 1, every=0, per_second=0)  # 0: not shared
+        words.add("one ")
+        words.add("two ")
+        return len(events.read(conversation, "0-0", None))
+
     with app.app_context():
         alone = asyncio.run(speak(7006))
         with streaming(), streaming():
             busy = asyncio.run(speak(7007))
+            off = asyncio.run(unshared(7008))
         assert [e.data["text"] for e in events.read(7007, "0-0", None)] == ["one ", "two three "]
-    assert (alone, busy) == (3, 1)
+    assert (alone, busy, off) == (3, 1, 2)
 
 
 def test_words_held_when_the_model_breaks_never_follow_the_turns_end(app, api, streamed):

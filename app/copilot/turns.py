@@ -201,14 +201,16 @@ class _Words:
             self.buffer.append("\n\n")
             self.fresh = False
         self.buffer.append(piece)
-        wait = self.sent_at + max(self.every, _streaming[0] / self.per_second) - time.monotonic()
+        shared = _streaming[0] / self.per_second if self.per_second > 0 else 0.0  # (0: not shared)
+        wait = self.sent_at + max(self.every, shared) - time.monotonic()
         if wait <= 0:
             self.flush()
         elif self.later is None:
             self.later = asyncio.get_running_loop().call_later(wait, self.flush)
 
     def drop(self) -> None:
-        """Forget the words held for the next event (the pass failed: its end comes next)."""
+        """Forget the words held for the next event: the pass ended (failed, or was cancelled),
+        and nothing goes out after its end."""
         if self.later is not None:
             self.later.cancel()
             self.later = None
