@@ -650,16 +650,17 @@ def test_a_process_streaming_many_replies_sends_each_ones_words_less_often(app):
 def test_words_held_when_the_model_breaks_never_follow_the_turns_end(app, api, streamed):
     """The provider breaks with a word held for the next event: the pass ends failed, and the
     held word's timer is gone with it (on the pool's loop, which lives on, a timer due before a
-    later sleep's wake-up runs first)."""
+    later sleep's wake-up runs first). The window is 3 s, so "two" is held however slow the
+    machine is between the model's two words."""
     from pydantic_ai.exceptions import ModelAPIError
 
-    app.config["EVENTS_TEXT_EVERY_MS"] = 200
+    app.config["EVENTS_TEXT_EVERY_MS"] = 3000
     streamed.enqueue("one two three", fail=ModelAPIError("fake", "the provider broke"), fail_after=2)
     convo = new_conversation(api)
     posted = say(api, convo, "count", prefer="respond-async").get_json()
     settle(app)
     loop = app.extensions["turns"]._start()
-    asyncio.run_coroutine_threadsafe(asyncio.sleep(1), loop).result(WAIT)  # (any timer due sooner ran)
+    asyncio.run_coroutine_threadsafe(asyncio.sleep(4), loop).result(WAIT)  # (any timer due sooner ran)
     with app.app_context():
         from app.copilot import events
 

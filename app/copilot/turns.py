@@ -83,7 +83,7 @@ async def _run(run: Run) -> None:
     text = _Words(run.conversation_id, run.id, work.step, config["EVENTS_TEXT_EVERY_MS"] / 1000, config["EVENTS_TEXT_PER_SECOND"])
     held: list[Any] = []  # the agent's run, once it started
     try:
-        with streaming():
+        with streaming(), text:  # (leaving, it drops what it still holds: nothing follows the end)
             result = await _iterate(eng, work, turn, text, held)
     except Stopped:
         end_stopped(work, held[0].all_messages() if held else list(work.history), text, started)
@@ -91,11 +91,8 @@ async def _run(run: Run) -> None:
     except Exception as exc:  # the model or an action broke mid-pass: end it failed, say so
         if not isinstance(exc, UsageLimitExceeded | ModelAPIError | UnexpectedModelBehavior):
             log.exception("pass of run %s raised", run.id)
-        text.drop()  # words held for the next event never follow the end
         end_failed(work, exc, started)
         return
-    finally:
-        text.drop()  # (a cancelled pass too: nothing held goes out after it)
     end_finished(work, turn, result, started)
 
 
@@ -208,9 +205,13 @@ class _Words:
         elif self.later is None:
             self.later = asyncio.get_running_loop().call_later(wait, self.flush)
 
-    def drop(self) -> None:
-        """Forget the words held for the next event: the pass ended (failed, or was cancelled),
-        and nothing goes out after its end."""
+    def __enter__(self) -> _Words:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """The pass's steps are over (done, stopped, failed or cancelled): words still held for the
+        next event, and their timer, are dropped, so none goes out after the pass's end. (A step
+        that ends flushes its words first; a stop's were refused by Redis already.)"""
         if self.later is not None:
             self.later.cancel()
             self.later = None
