@@ -15,12 +15,13 @@ from flask import Request, current_app, jsonify
 from flask.typing import ResponseReturnValue
 from redis.exceptions import RedisError
 
+from app.auth import asked_by, credential_words
 from app.copilot import agent
 from app.copilot.cards import card_url
 from app.copilot.text import scrub
 from app.extensions import db, redis_client
 from app.markdown import to_plain
-from app.models import Approval, ConnectorThread, Message, utcnow
+from app.models import Approval, ConnectorThread, Message, Run, utcnow
 
 LINK = "Please answer this in Countersign: {url}"
 WINDOW = 300  # seconds a signed webhook timestamp is good for (Slack's, and the email provider's)
@@ -149,29 +150,48 @@ def wait_ttl(approval: Approval) -> int:
 
 
 def post_messages(connector: Connector, thread: ConnectorThread, message_ids: list[int]) -> None:
-    """Post a turn's messages into the thread: text as text, cards as cards (or links)."""
+    """Post a turn's messages into the thread: text as text, cards as cards (or links). The words
+    of a turn an agent's credential started say so first: the person's thread is hers, and what an
+    agent made the model say there must not pass for her own conversation's."""
     messages = list(db.session.scalars(sa.select(Message).where(Message.id.in_(message_ids)).order_by(Message.id)))
     run_ids = {m.run_id for m in messages if m.run_id is not None}
     try:
         keep = any(redis_client.client.exists(keep_wait_key(r)) for r in run_ids)
     except RedisError:
         keep = True
+    agents = {r.id: r for r in db.session.scalars(sa.select(Run).where(Run.id.in_(run_ids), Run.agent.is_(True)))}
     for message in messages:
         if message.approval is not None:
             post_card(connector, thread, message.approval, supersede=not keep)
-        elif message.text and message.role == "assistant":
-            connector.send_reply(thread, message.text)
+            continue
+        run = agents.get(message.run_id or 0)
+        said = f"{credential_words('Written', run.via, agent=True)}:\n{message.text}" if run else message.text
+        if message.text and message.role == "assistant":
+            connector.send_reply(thread, said)
         elif message.text:
-            connector.send(thread, message.text)
+            connector.send(thread, said)
 
 
 def card_text(approval: Approval) -> str:
     """The card as one chat message. A chat message has no table, so a value's own line breaks
     could pass for rows of their own ("To: boss@…"): the sentence is kept on one line, and every
     further line of a value is marked as belonging to the row above."""
-    reason = " ⏎ ".join(line for line in approval.reason.splitlines() if line.strip())
-    rows = "".join(f"\n{row['label']}: " + "\n    │ ".join(row["value"].splitlines() or [""]) for row in approval.rows)
-    return f"⚠️ {reason} Reply 'Yes' to confirm.{rows}"
+    return f"⚠️ {_one_line(approval.reason)} Reply 'Yes' to confirm.{_rows(approval)}"
+
+
+def agent_card_text(approval: Approval, link: str) -> str:
+    """An agent's card in the thread: who asked first, what it would do, and the link: a reply here
+    answers only the cards the person's own requests made, so this one is answered on the web."""
+    card = f"\n⚠️ {_one_line(approval.reason)}{_rows(approval)}" if approval.type == "confirm" else ""
+    return f"{asked_by(approval)}: a reply here cannot answer it.{card}\n{link}"
+
+
+def _one_line(reason: str) -> str:
+    return " ⏎ ".join(line for line in reason.splitlines() if line.strip())
+
+
+def _rows(approval: Approval) -> str:
+    return "".join(f"\n{row['label']}: " + "\n    │ ".join(row["value"].splitlines() or [""]) for row in approval.rows)
 
 
 def post_card(connector: Connector, thread: ConnectorThread, approval: Approval, supersede: bool = True) -> None:
@@ -179,8 +199,13 @@ def post_card(connector: Connector, thread: ConnectorThread, approval: Approval,
     that needs a countersignature: neither signature is given in a chat), link to the card in the
     web app: nothing risky runs unasked (fail closed). The card is posted before its wait opens,
     so nothing unseen can be confirmed. Without `supersede` (a message that did not prove it
-    answers the person's waiting card), an open wait stays and the new card gets a link."""
+    answers the person's waiting card), an open wait stays and the new card gets a link. A card an
+    agent's credential asked for never opens a wait, so it never replaces the person's: the "yes"
+    in her thread answers only what she asked for herself (DESIGN §6.8)."""
     link = LINK.format(url=card_url(approval.id))
+    if approval.requested_by_agent:
+        connector.send(thread, agent_card_text(approval, link))
+        return
     if approval.type != "confirm" or not connector.confirms_by_reply or approval.countersign:  # two signatures: web only
         connector.send(thread, link)
         return
