@@ -44,8 +44,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("REDIS_URL", "text"),
     Setting("APPROVALS_TTL", "int", 1800),
     Setting("APPROVALS_MAX_PENDING_PER_RUN", "int", 5),
-    # Across all of a person's runs, so an agent starting run after run cannot flood them.
+    # The person's own requests across all her runs (her agents' are capped apart, below).
     Setting("APPROVALS_MAX_PENDING_PER_PERSON", "int", 20),
+    # Cards the person's agents (agent tokens, MCP) may hold pending for her, all together; they
+    # do not count toward her own cap above, so an agent cannot use it up.
+    Setting("APPROVALS_MAX_PENDING_FROM_AGENTS", "int", 10),
     # A claimed approval still "running" after this long belongs to a dead process.
     Setting("APPROVALS_INTERRUPTED_AFTER", "int", 600),
     Setting("COUNTERSIGN_MODEL", "text", "offline"),

@@ -21,9 +21,15 @@ def ask(app, token, text):
     return client.post(f"/api/conversations/{convo}/messages", json={"text": text}, headers=api_headers(token)).get_json()
 
 
-def agent_token(app, email="alice@example.com"):
+def agent_token(app, email="alice@example.com", name="agent"):
     with app.app_context():
-        return create_token(db.session.scalar(sa.select(User).where(User.email == email)), name="agent")
+        return create_token(db.session.scalar(sa.select(User).where(User.email == email)), name=name)
+
+
+def client_token(app, email="alice@example.com"):
+    """The person's own app: her own hand (DESIGN §3.1)."""
+    with app.app_context():
+        return create_token(db.session.scalar(sa.select(User).where(User.email == email)), scope="client")
 
 
 def test_two_posts_an_agent_made_look_alike_get_different_cards(app, posts):
@@ -69,11 +75,51 @@ def test_a_file_name_in_an_unusual_unicode_form_is_flagged(app, alice, tmp_path)
     assert "not NFC" in odd  # the look-alike says so on its card
 
 
+def pending(app, by_agent=None):
+    query = sa.select(sa.func.count()).select_from(Approval).where(Approval.status == "pending")
+    if by_agent is not None:
+        query = query.where(Approval.requested_by_agent.is_(by_agent))
+    with app.app_context():
+        return db.session.scalar(query)
+
+
 def test_an_agent_cannot_flood_the_person_with_cards_across_runs(app, posts):
-    app.config["APPROVALS_MAX_PENDING_PER_PERSON"] = 7
+    app.config["APPROVALS_MAX_PENDING_FROM_AGENTS"] = 7
     token = agent_token(app)
     said = [ask(app, token, f"/delete_post post={posts['Spring meetup']}") for _ in range(10)]
-    with app.app_context():
-        pending = db.session.scalar(sa.select(sa.func.count()).select_from(Approval).where(Approval.status == "pending"))
-    assert pending == 7
+    assert pending(app) == 7
     assert "too many requests already wait" in said[-1]["messages"][-1]["text"]
+
+
+def test_an_agent_filling_its_cap_leaves_the_persons_own_requests_working(app, posts):
+    app.config.update(APPROVALS_MAX_PENDING_FROM_AGENTS=3, APPROVALS_MAX_PENDING_PER_PERSON=2)
+    token = agent_token(app)
+    for _ in range(5):
+        ask(app, token, f"/delete_post post={posts['Spring meetup']}")
+    own = client_token(app)
+    said = [ask(app, own, f"/delete_post post={posts['Launch notes']}") for _ in range(2)]
+    assert [len(s["pending"]) for s in said] == [1, 1]  # her own cap, whole
+    assert (pending(app, by_agent=True), pending(app, by_agent=False)) == (3, 2)
+
+
+def test_two_agent_tokens_share_one_cap(app, posts):
+    app.config["APPROVALS_MAX_PENDING_FROM_AGENTS"] = 3
+    laptop, ci = agent_token(app, name="laptop"), agent_token(app, name="ci")
+    for token in (laptop, ci, laptop, ci, laptop):
+        ask(app, token, f"/delete_post post={posts['Spring meetup']}")
+    assert pending(app) == 3
+
+
+def test_an_mcp_agents_cards_count_against_the_agents_cap_not_the_persons(app, posts):
+    from app.copilot.agent import call_direct
+    from app.copilot.tokens import Actor
+
+    app.config.update(APPROVALS_MAX_PENDING_FROM_AGENTS=2, APPROVALS_MAX_PENDING_PER_PERSON=1)
+    with app.app_context():
+        alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+        mcp = Actor(user=alice, binding="pat:1", channel="mcp", agent=True)  # what app.mcp acts as for an agent token
+        for _ in range(3):
+            call_direct(mcp, "delete_post", {"post": posts["Spring meetup"]})
+    said = ask(app, client_token(app), f"/delete_post post={posts['Launch notes']}")
+    assert len(said["pending"]) == 1
+    assert (pending(app, by_agent=True), pending(app, by_agent=False)) == (2, 1)
