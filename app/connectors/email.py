@@ -16,9 +16,11 @@ import re
 from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import getaddresses, make_msgid, parseaddr
+from functools import cache
 from typing import Any
 
 from flask import Request, current_app
+from publicsuffixlist import PublicSuffixList
 
 from app.connectors.base import Connector, Inbound, check_signature
 from app.mail import smtp_send
@@ -153,7 +155,9 @@ def _judge_one(found: list[Verdict], domain: str) -> str:
     be a pass, and where it names its domain, name the From's (another means the provider read
     another From). Without one, every SPF and DKIM verdict must pass, and one must name the From's
     domain or a parent of it: a pass that names no domain vouches for nothing (it may be for the
-    forger's own domain), so the "auth" form, which names none, proves a sender only by dmarc=pass."""
+    forger's own domain), so the "auth" form, which names none, proves a sender only by dmarc=pass.
+    The domain an SPF or DKIM pass names must be a registrable one (registrable()): anyone may
+    send from under a public suffix, so a pass for `com` aligns with nobody."""
     if UNREADABLE in found:
         return "unreadable authentication verdict"
     dmarc = [v for v in found if v.method == "dmarc"]
@@ -162,9 +166,22 @@ def _judge_one(found: list[Verdict], domain: str) -> str:
             return f"{verdict.method}={verdict.result}"
         if verdict.method == "dmarc" and verdict.domain and verdict.domain != domain:
             return f"dmarc=pass for {verdict.domain}, not {domain}"
-    if dmarc or any(v.domain and _aligned(v.domain, domain) for v in found):
+    if dmarc or any(v.domain and registrable(v.domain) and _aligned(v.domain, domain) for v in found):
         return ""
     return f"no passing verdict for {domain}"
+
+
+@cache
+def _suffixes() -> PublicSuffixList:
+    """The Public Suffix List the package ships (read from its own file: nothing is fetched)."""
+    return PublicSuffixList()
+
+
+def registrable(domain: str) -> bool:
+    """Whether a domain is one somebody can register (or under one): a public suffix (`com`,
+    `co.uk`, `github.io`) is everyone's, so a pass for it vouches for no sender under it. A
+    name the list does not know is taken as a suffix of its own (the list's "*" rule)."""
+    return _suffixes().privatesuffix(domain) is not None
 
 
 def _aligned(vouched: str, domain: str) -> bool:

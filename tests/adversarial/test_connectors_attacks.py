@@ -607,6 +607,40 @@ def test_a_verdict_vouches_for_its_domain_and_the_domains_under_it(results, send
     assert (judge(verdicts({"authentication_results": results}), sender_domain) == "") is proven
 
 
+@pytest.mark.parametrize(
+    ("results", "sender_domain", "proven"),
+    [
+        ("mx; dkim=pass header.d=com", "example.com", False),
+        ("mx; spf=pass smtp.mailfrom=bounce@com", "example.com", False),
+        ("mx; dkim=pass header.d=co.uk", "example.co.uk", False),
+        ("mx; spf=pass smtp.helo=co.uk", "example.co.uk", False),
+        ("mx; dkim=pass header.d=github.io", "alice.github.io", False),  # the list's private part: anyone's subdomain
+        ("mx; dkim=pass header.d=COM.", "example.com", False),
+        ("mx; dkim=pass header.d=com; dkim=pass header.d=evil.example", "example.com", False),
+        ("mx; dkim=pass header.d=example.com", "example.com", True),
+        ("mx; spf=pass smtp.mailfrom=bounce@example.com", "example.com", True),
+        ("mx; dkim=pass header.d=example.co.uk", "mail.example.co.uk", True),
+    ],
+)
+def test_a_dkim_or_spf_pass_must_name_a_registrable_domain(results, sender_domain, proven):
+    """A public suffix is nobody's domain: a pass that names one vouches for no sender under it."""
+    from app.connectors.email import judge, verdicts
+
+    assert (judge(verdicts({"authentication_results": results}), sender_domain) == "") is proven
+
+
+def test_a_pass_for_a_public_suffix_does_not_prove_alice(app, email, services, posts, handle_calls):
+    email.say(f"/delete_post post={posts['Spring meetup']}", authentication_results="mx; dkim=pass header.d=com")
+    assert handle_calls["n"] == 0 and statuses(app) == [] and len(refusals(app)) == 1
+
+
+def test_the_public_suffix_list_loads_offline():
+    """The list ships in the package (no download at runtime; the tests' sockets reach loopback only)."""
+    from app.connectors.email import registrable
+
+    assert (registrable("com"), registrable("co.uk"), registrable("example.co.uk")) == (False, False, True)
+
+
 # --- 8. No backscatter: only a proven sender is ever mailed back --------------------------------------
 
 
