@@ -141,16 +141,19 @@ def audit_csv() -> Response:
     return Response(out.getvalue(), mimetype="text/csv", headers={"Content-Disposition": "attachment; filename=audit.csv"})
 
 
-FORMULA_STARTS = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20")  # and their full-width forms
+# A spreadsheet may fold a look-alike sign to the one it reads as a formula: the full-width and small
+# forms of = + - @ (U+FF1D, U+FF0B, U+FF0D, U+FF20, U+FE66, U+FE62, U+FE63, U+FE6B) are these after
+# NFKC, and the minus sign (U+2212), which NFKC keeps, starts a formula in some spreadsheets too.
+FORMULA_STARTS = ("=", "+", "-", "@", "\u2212")
 
 
 def _csv_safe(value: object) -> str:
     """Keep a spreadsheet from reading a cell as a formula (OWASP's CSV-injection rule, on every
-    cell): a cell that starts with = + - @, a tab or a CR, or with one of = + - @ after leading
-    whitespace and invisible format characters (a BOM, zero-width spaces and joiners, which a
-    spreadsheet may drop), gets a leading apostrophe."""
+    cell): a cell that starts with = + - @ or a look-alike of one (FORMULA_STARTS), a tab or a CR,
+    or with one of those signs after leading whitespace and invisible format characters (a BOM,
+    zero-width spaces and joiners, which a spreadsheet may drop), gets a leading apostrophe."""
     text = str(value)
-    if text[:1] in ("\t", "\r") or _visible_start(text) in FORMULA_STARTS:
+    if text[:1] in ("\t", "\r") or unicodedata.normalize("NFKC", _visible_start(text))[:1] in FORMULA_STARTS:
         return "'" + text
     return text
 

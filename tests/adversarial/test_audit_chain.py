@@ -733,6 +733,29 @@ def test_csv_cells_are_escaped_by_the_owasp_rule(cell, safe):
     assert _csv_safe(cell) == safe
 
 
+LOOK_ALIKES = {
+    "\ufe62": "small plus",
+    "\ufe63": "small hyphen-minus",
+    "\ufe66": "small equals",
+    "\ufe6b": "small at",
+    "\uff0b": "full-width plus",
+    "\uff0d": "full-width hyphen-minus",
+    "\uff1d": "full-width equals",
+    "\uff20": "full-width at",
+    "\u2212": "minus sign",
+}
+
+
+@pytest.mark.parametrize("sign", list(LOOK_ALIKES), ids=list(LOOK_ALIKES.values()))
+def test_a_cell_starting_with_a_look_alike_formula_sign_is_escaped_in_the_csv(app, admin, sign):
+    with app.app_context():
+        acme = db.session.scalar(sa.select(Tenant).where(Tenant.slug == "acme"))
+        audit.record("approval.attempt", "refused_attempt", tenant_id=acme.id, user_id=None, detail=f"{sign}SUM(A1)")
+        db.session.commit()
+    rows = list(csv.reader(io.StringIO(admin.client.get("/admin/audit.csv").get_data(as_text=True))))
+    assert [row[6] for row in rows[1:] if row[3] == "approval.attempt"] == [f"'{sign}SUM(A1)"]
+
+
 def test_a_person_whose_email_starts_a_formula_is_escaped_in_the_csv(app, admin):
     from app.models import User
 
