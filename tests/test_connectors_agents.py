@@ -145,3 +145,11 @@ def test_what_an_agents_turn_says_in_the_thread_is_marked_as_the_agents(app, cha
     chat.say("hello")
     agent_says(app, chat, agent_token(app), "what can you do?")
     assert posted(chat)[-1].startswith("Written by an agent (token 'laptop') through the API:\n")
+
+
+def test_an_agents_form_in_the_thread_is_marked_as_an_agents(app, chat):
+    chat.say("hello")
+    agent_says(app, chat, agent_token(app), "/draft_post")
+    said = posted(chat)[-1]
+    assert said.startswith("Asked by an agent (token 'laptop') through the API")
+    assert "Please answer this in Countersign: https://countersign.example/approvals/" in said
