@@ -144,7 +144,7 @@ def test_the_persons_own_app_token_still_asks_as_the_person(app, chat, posts, ha
 def test_what_an_agents_turn_says_in_the_thread_is_marked_as_the_agents(app, chat, posts):
     chat.say("hello")
     agent_says(app, chat, agent_token(app), "what can you do?")
-    assert posted(chat)[-1].startswith("Written by an agent (token 'laptop') through the API:\n")
+    assert posted(chat)[-1].startswith("Asked by an agent (token 'laptop') through the API:\n")
 
 
 def test_an_agents_form_in_the_thread_is_marked_as_an_agents(app, chat):

@@ -151,8 +151,8 @@ def wait_ttl(approval: Approval) -> int:
 
 def post_messages(connector: Connector, thread: ConnectorThread, message_ids: list[int]) -> None:
     """Post a turn's messages into the thread: text as text, cards as cards (or links). The words
-    of a turn an agent's credential started say so first: the person's thread is hers, and what an
-    agent made the model say there must not pass for her own conversation's."""
+    of a turn an agent's credential started say who asked first, as its cards do: the person's thread
+    is hers, and what an agent made the model say there must not pass for an answer to her."""
     messages = list(db.session.scalars(sa.select(Message).where(Message.id.in_(message_ids)).order_by(Message.id)))
     run_ids = {m.run_id for m in messages if m.run_id is not None}
     try:
@@ -165,7 +165,7 @@ def post_messages(connector: Connector, thread: ConnectorThread, message_ids: li
             post_card(connector, thread, message.approval, supersede=not keep)
             continue
         run = agents.get(message.run_id or 0)
-        said = f"{credential_words('Written', run.via, agent=True)}:\n{message.text}" if run else message.text
+        said = f"{credential_words('Asked', run.via, agent=True)}:\n{message.text}" if run else message.text
         if message.text and message.role == "assistant":
             connector.send_reply(thread, said)
         elif message.text:
