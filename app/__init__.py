@@ -171,6 +171,7 @@ def register_engine(app: Flask) -> None:
         base_url=app.config["COUNTERSIGN_MODEL_BASE_URL"],
         api_key=app.config["COUNTERSIGN_MODEL_API_KEY"],
         timeout=app.config["COUNTERSIGN_MODEL_TIMEOUT"],
+        word_pause=app.config["OFFLINE_WORD_PAUSE_MS"] / 1000,
         toolsets=app.config["COUNTERSIGN_TOOLSETS"],
         max_steps=app.config["COUNTERSIGN_MAX_STEPS"],
     )

@@ -56,6 +56,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("COUNTERSIGN_MODEL_API_KEY", "derived"),
     Setting("COUNTERSIGN_MODEL_TIMEOUT", "float", 60, "MODEL_TIMEOUT"),
     Setting("COUNTERSIGN_MAX_STEPS", "int", 8),
+    # The offline model writes its answer a word at a time, this many ms apart, so the demo shows
+    # a reply streaming as a real model's does (0: at once).
+    Setting("OFFLINE_WORD_PAUSE_MS", "int", 30),
     Setting("COUNTERSIGN_TOOLSETS", "list", "blog,mail,files"),
     Setting("FILES_ROOT", "text", str(INSTANCE / "files")),
     Setting("SMTP_URL", "text"),

@@ -1,17 +1,54 @@
 // Small behaviours the markup cannot say: clear the composer, keep the newest message
-// in view, and count down a card's time left. No inline script (CSP).
+// in view, move focus to a decided card's outcome, and count down a card's time left. No inline script (CSP).
 (function () {
   "use strict";
 
+  // The chat follows what is written (a streaming reply, a card, a notice) while the person is at
+  // its end; once they scroll up to read, it stays where they are and offers "New words below".
+  var following = true;
+  function atEnd(log) { return log.scrollHeight - log.scrollTop - log.clientHeight < 40; }
+  function below() { return document.getElementById("new-words"); }
   function scrollToEnd() {
     var log = document.getElementById("messages");
-    if (log) log.scrollTop = log.scrollHeight;
+    if (!log) return;
+    log.scrollTop = log.scrollHeight;
+    following = true;
+    shown(false);
   }
+  function shown(yes) {
+    var button = below();
+    if (!button || button.classList.contains("new-words--quiet") !== yes) return;
+    button.classList.toggle("new-words--quiet", !yes);
+    button.textContent = yes ? "New words below ↓" : "Jump to the latest message";
+  }
+  function grown() {
+    var log = document.getElementById("messages");
+    if (!log) return;
+    if (following) scrollToEnd();
+    else if (!atEnd(log)) shown(true);
+  }
+  function watch() {
+    var log = document.getElementById("messages");
+    if (!log) return;
+    log.addEventListener("scroll", function () {
+      following = atEnd(log);
+      if (following) shown(false);
+    });
+    new MutationObserver(grown).observe(log, { childList: true, subtree: true, characterData: true });
+    scrollToEnd();
+  }
+  document.addEventListener("DOMContentLoaded", watch);
+  document.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest("#new-words")) scrollToEnd();
+  });
 
   var sent = null;
   document.addEventListener("htmx:beforeRequest", function (event) {
     var form = event.detail.elt;
-    if (form && form.id === "composer") sent = form.querySelector("textarea").value;
+    if (form && form.id === "composer") {
+      sent = form.querySelector("textarea").value;
+      scrollToEnd();  // the person's own message: back to the end, to see it and its reply
+    }
   });
   document.addEventListener("htmx:afterRequest", function (event) {
     var form = event.detail.elt;
@@ -23,8 +60,6 @@
       box.focus();
     }
   });
-  document.addEventListener("htmx:afterSettle", scrollToEnd);
-  document.addEventListener("htmx:sseMessage", scrollToEnd);
 
   // Turns and lines arrive as out-of-band fragments that replace the element with their id, from
   // the event stream and from the POST that sent a message, in either order. One not on the page
@@ -55,6 +90,21 @@
   document.addEventListener("htmx:sseBeforeMessage", function (event) { makeRoom(event.detail.data); });
   document.addEventListener("htmx:beforeSwap", function (event) { makeRoom(event.detail.serverResponse); });
 
+  // A turn's live bubble sent with the accepted message (data-waiting) only takes an empty place:
+  // the turn's own bubble, its words or its messages may have come first over the events. And a
+  // live bubble never replaces one already there (it would drop the words shown so far).
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    var target = event.detail.target, fragment = event.detail.fragment;
+    if (!target || !fragment || !target.classList) return;
+    var copy = document.createElement("div");
+    copy.appendChild(fragment.cloneNode(true));
+    var incoming = copy.firstElementChild;
+    if (!incoming || !incoming.classList.contains("turn--live")) return;
+    if (target.classList.contains("turn--live") || (incoming.hasAttribute("data-waiting") && target.classList.contains("turn"))) {
+      event.detail.shouldSwap = false;
+    }
+  });
+
   // The same turn can arrive twice (the POST's answer and the event stream). A card or form still
   // waiting on the page is the person's work in progress (what they typed, where their focus is):
   // a second copy of it, still waiting, never replaces it. A decided one does.
@@ -78,6 +128,24 @@
       var again = fragment.querySelector("#" + CSS.escape(card.id));
       if (again && again.matches(".card--pending")) again.replaceWith(card);
     });
+  });
+
+  // After the person answers a card, focus goes to what happened (its outcome, or the error), and
+  // a screen reader hears it: the card is replaced whole, so the page's own live region says it.
+  var answering = null;
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var card = event.detail.elt && event.detail.elt.closest && event.detail.elt.closest(".card[data-approval]");
+    if (card) answering = card.id;
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    var card = answering && document.getElementById(answering);
+    var outcome = card && card.querySelector(".card__outcome, .card__error");
+    if (!outcome) return;
+    answering = null;
+    outcome.setAttribute("tabindex", "-1");
+    outcome.focus();
+    var said = document.getElementById("card-said");
+    if (said) said.textContent = outcome.textContent.trim();
   });
 
   // Enter sends, Shift+Enter is a new line; an Enter that ends an IME composition (Japanese,

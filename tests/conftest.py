@@ -94,6 +94,7 @@ def base_config(url: str, **extra: Any) -> dict[str, Any]:
         # With a queue (pool, dramatiq), a request that waits for its turn answers 202 after
         # TURN_WAIT: a test expecting the turn's messages must not get 202 from a slow machine.
         "TURN_WAIT": 60,
+        "OFFLINE_WORD_PAUSE_MS": 0,  # the demo's pause between the offline model's words
         # The platforms' APIs at a closed local port, never their real hosts: a test that posts to
         # Telegram or Slack without the fakes (tests/fake_chat.py) fails the same way everywhere.
         "TELEGRAM_API_BASE": "http://127.0.0.1:9",

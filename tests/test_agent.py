@@ -39,6 +39,20 @@ def test_offline_model_answers_help_when_nothing_matches(alice):
     assert "Here is what I can do:" in html and "/delete_post" in html
 
 
+def test_offline_model_streams_its_reply_as_several_text_events(app, alice):
+    """The demo's model writes its words one at a time, so the chat shows a reply streaming
+    without a real model (each piece an event: EVENTS_TEXT_EVERY_MS 0 sends each at once)."""
+    from app.copilot import events
+
+    app.config["EVENTS_TEXT_EVERY_MS"] = 0
+    convo = alice.new_conversation()
+    alice.say(convo, "good morning")
+    with app.app_context():
+        texts = [e.data["text"] for e in events.read(convo, "0", None) if e.type == "text"]
+    assert len(texts) > 1, texts
+    assert "".join(texts).startswith("Here is what I can do:")
+
+
 def test_unknown_slash_action_is_explained(alice):
     html = alice.say(alice.new_conversation(), "/drop_database")
     assert "I have no action called /drop_database." in html

@@ -215,3 +215,34 @@ def test_an_agents_message_shows_live_on_the_persons_page_as_the_agents(app, pag
     expect(page.locator(REPLY)).to_have_text("Noted the agent's words", timeout=LONG)
     expect(said).to_have_count(1)
     assert messages_text(page).index("Yes, delete post 3") < messages_text(page).index("Noted the agent's words"), console
+
+
+TALL = "Tall\n\n" + "A line of the reply.\n\n" * 40  # one streamed piece taller than the window
+IN_VIEW = """() => {
+  const words = document.querySelector("#messages .turn--live [id^='text-']");
+  return !!words && words.textContent.includes("A line") && words.getBoundingClientRect().bottom <= window.innerHeight;
+}"""
+
+
+def test_the_page_follows_a_streaming_reply(page, server, model, gate, console):  # noqa: F811
+    model.enqueue([TALL, "end"], gate=gate)
+    sign_in_and_open_chat(page, server)
+    ask(page, "Write a long answer")
+    page.wait_for_function(IN_VIEW, timeout=LONG)  # the newest words are in the window, not below it
+
+
+def test_a_person_who_scrolled_up_stays_there_and_is_offered_the_new_words(page, server, model, gate, console):  # noqa: F811
+    model.enqueue([TALL, "and the last words"], gate=gate)
+    sign_in_and_open_chat(page, server)
+    ask(page, "Write a long answer")
+    page.wait_for_function(IN_VIEW, timeout=LONG)
+    page.locator("#messages").evaluate("log => { log.scrollTop = 0; }")
+    page.wait_for_function("() => document.getElementById('messages').scrollTop === 0", timeout=LONG)
+    gate.set()
+    expect(page.locator(REPLY).last).to_have_text("and the last words", timeout=LONG)
+    below = page.locator("#new-words")
+    expect(below).to_have_text("New words below ↓")
+    assert page.locator("#messages").evaluate("log => log.scrollTop") == 0, console  # left where they read
+    below.click()
+    expect(page.locator(REPLY).last).to_be_in_viewport()
+    expect(below).to_have_text("Jump to the latest message")

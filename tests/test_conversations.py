@@ -460,3 +460,27 @@ def test_an_agents_words_on_the_persons_side_say_who_wrote_them(app, api, alice)
         author and author.group(1).startswith("Written by an agent") and author.group(1).endswith("through the API, not by you.")
     )
     assert re.search(r'<span class="visually-hidden">An agent:</span>\s*<p>Yes, delete post 3</p>', page)
+
+
+# --- a first title --------------------------------------------------------------------------------
+
+
+def test_a_slash_command_titles_the_conversation_by_its_action_never_its_arguments(app, alice, posts):
+    convo = alice.new_conversation()
+    alice.say(convo, f"/delete_post post={posts['Spring meetup']}")
+    assert stored(app, convo)[0] == "Delete post"
+
+
+def test_a_long_first_message_titles_the_conversation_with_its_first_words(app, alice):
+    convo = alice.new_conversation()
+    alice.say(convo, "Could you please tell me how many of our posts were published in the spring of last year?")
+    assert stored(app, convo)[0] == "Could you please tell me how many of…"
+
+
+def test_the_first_messages_answer_carries_the_new_title_for_the_page(app, alice):
+    """The heading, the sidebar's link and the tab follow without a reload (htmx swaps them)."""
+    convo = alice.new_conversation()
+    html = alice.say(convo, "/list_posts")
+    assert "<title>List posts · Countersign</title>" in html
+    assert 'id="conversation-title" hx-swap-oob="true">List posts</h1>' in html
+    assert re.search(rf'<a id="conversation-link-{convo}" href="[^"]+" hx-swap-oob="true">List posts</a>', html)

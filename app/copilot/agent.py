@@ -71,6 +71,7 @@ class Engine:
         max_steps: int,
         api_key: str | None = None,
         timeout: float = 60.0,
+        word_pause: float = 0.0,
     ) -> None:
         llm.check(model_spec)  # a wrong COUNTERSIGN_MODEL fails at start
         self.registry = registry
@@ -78,6 +79,7 @@ class Engine:
         self.base_url = base_url
         self.api_key = api_key
         self.timeout = timeout
+        self.word_pause = word_pause  # the offline model's, between words
         self.toolsets = toolsets
         self.max_steps = max_steps
         self.fixed: Model | None = None  # in place of COUNTERSIGN_MODEL's (use_model)

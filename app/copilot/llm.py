@@ -18,7 +18,9 @@ def check(spec: str) -> None:
         raise ValueError(f"COUNTERSIGN_MODEL={spec!r} is not understood: use offline, openai:<model> or anthropic:<model>")
 
 
-def make_model(spec: str, base_url: str | None = None, api_key: str | None = None, timeout: float = 60.0) -> Model:
+def make_model(
+    spec: str, base_url: str | None = None, api_key: str | None = None, timeout: float = 60.0, word_pause: float = 0.0
+) -> Model:
     """`offline`, `openai:<model>` or `anthropic:<model>`. SDK retries are off: a failure
     reaches the person at once, as a message with a Retry button."""
     check(spec)
@@ -26,7 +28,7 @@ def make_model(spec: str, base_url: str | None = None, api_key: str | None = Non
     if provider == "offline":
         from app.copilot.offline import offline_model
 
-        return offline_model()
+        return offline_model(word_pause)
     if provider == "openai":
         from openai import AsyncOpenAI
         from pydantic_ai.models.openai import OpenAIChatModel

@@ -58,7 +58,7 @@ def model(eng: Engine) -> Model:
     loop = asyncio.get_running_loop()
     made = per_loop.get(loop)
     if made is None:
-        made = per_loop[loop] = make_model(eng.model_spec, eng.base_url, eng.api_key, eng.timeout)
+        made = per_loop[loop] = make_model(eng.model_spec, eng.base_url, eng.api_key, eng.timeout, eng.word_pause)
     return made
 
 
@@ -68,7 +68,7 @@ def preload(eng: Engine) -> None:
     hold up every pass on the worker's one event loop. The model itself is made per loop, later."""
     agent(eng)
     if eng.fixed is None:
-        make_model(eng.model_spec, eng.base_url, eng.api_key, eng.timeout)
+        make_model(eng.model_spec, eng.base_url, eng.api_key, eng.timeout, eng.word_pause)
 
 
 def _tool(action: type[Action]) -> Tool[Turn]:

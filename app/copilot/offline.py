@@ -3,9 +3,12 @@ tool call, tool results are relayed, and anything else is answered with help."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 import shlex
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 from pydantic_ai.messages import (
@@ -18,7 +21,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 WORD = re.compile(r"[a-z0-9]+")
 STOP = {
@@ -49,9 +52,30 @@ STOP = {
 }
 
 
-def offline_model() -> FunctionModel:
-    """The deterministic model of DESIGN §5."""
-    return FunctionModel(offline_respond, model_name="offline")
+def offline_model(word_pause: float = 0.0) -> FunctionModel:
+    """The deterministic model of DESIGN §5. It streams its answer word by word, `word_pause`
+    seconds apart (OFFLINE_WORD_PAUSE_MS), so the demo shows a reply being written as a real
+    model's is."""
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        async for piece in offline_stream(messages, info, word_pause):
+            yield piece
+
+    return FunctionModel(offline_respond, stream_function=stream, model_name="offline")
+
+
+async def offline_stream(messages: list[ModelMessage], info: AgentInfo, word_pause: float) -> AsyncIterator[str | DeltaToolCalls]:
+    """offline_respond's answer as a stream: its text a word at a time (spaces and line breaks
+    kept), then its tool calls."""
+    response = offline_respond(messages, info)
+    text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+    for i, word in enumerate(re.findall(r"\S+\s*|\s+", text)):
+        if i and word_pause > 0:
+            await asyncio.sleep(word_pause)
+        yield word
+    calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
+    for n, call in enumerate(calls):
+        yield {n: DeltaToolCall(name=call.tool_name, json_args=json.dumps(call.args_as_dict()), tool_call_id=call.tool_call_id)}
 
 
 def parse_slash(text: str) -> tuple[str, dict[str, Any]] | None:

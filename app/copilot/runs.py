@@ -12,6 +12,7 @@ from redis.exceptions import RedisError
 from sqlalchemy.orm import aliased
 
 from app.copilot import events, jobs
+from app.copilot.text import first_title
 from app.copilot.tokens import Actor
 from app.errors import NotFound
 from app.extensions import commit_kept, db, redis_client, won
@@ -81,8 +82,8 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     if conversation.title == "New conversation" and text.strip():
         # An agent's first words title the conversation as the agent's, never as the person's
         # own ("Approved by IT"): only the person may give it a title of their choosing.
-        line = " ".join(text.split())  # a title is one line, as a rename makes it
-        conversation.title = f"{AGENT_TITLE}{line[:50]}" if actor.agent else line[:60]
+        title = first_title(text)  # one short line; a command's arguments left out
+        conversation.title = f"{AGENT_TITLE}{title}" if actor.agent else title
     toolsets = narrow(actor.toolsets, conversation_toolsets)
     run = Run(
         conversation_id=conversation.id,

@@ -70,3 +70,26 @@ def scrub(text: str) -> str:
     """Text a chat service sent, made storable: NUL dropped, lone surrogates replaced (U+FFFD).
     A webhook cannot be refused back to the person, so its words are kept, safely."""
     return text.replace("\x00", "").encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+TITLE_WORDS = 8
+TITLE_CHARS = 60
+_COMMAND = re.compile(r"/([A-Za-z][A-Za-z0-9_-]*)")
+
+
+def first_title(text: str) -> str:
+    """A short title from a conversation's first message: a slash command by its action's name
+    alone ("/delete_post post=2" -> "Delete post": its arguments never show in a list), other
+    words by their first few, on one line, cut at a word with "…"."""
+    line = " ".join(text.split())
+    command = _COMMAND.match(line)
+    if command:
+        return command.group(1).replace("_", " ").replace("-", " ").strip().capitalize()[:TITLE_CHARS]
+    words = line.split(" ")
+    title = ""
+    for word in words[:TITLE_WORDS]:
+        if title and len(title) + 1 + len(word) > TITLE_CHARS:
+            break
+        title = f"{title} {word}" if title else word
+    title = title[:TITLE_CHARS]
+    return title if title == line else title.rstrip(" ,;:.-—") + "…"

@@ -21,7 +21,7 @@ from app.errors import CountersignError, FormInvalid, NotFound, WrongPerson
 from app.extensions import db, limit_per_person_and_address
 from app.markdown import Live, to_html
 from app.models import Approval, Conversation, Message, Run, User, utcnow
-from app.status import Status
+from app.status import GOING, Status
 from app.web.cards import card_context, edit_errors, render_partial, submitted_values
 
 bp = Blueprint("web", __name__)
@@ -191,8 +191,13 @@ def post_message(conversation_id: int) -> Any:
     if not text:
         return ("", 204)
     text = check_message(text, current_app.config["MESSAGE_MAX_CHARS"])
+    title = conversation.title
     said, run = agent.send_message(conversation, actor, text)
-    return messages_or_page(said.id - 1, actor, conversation.id, run.id)
+    response = messages_or_page(said.id - 1, actor, conversation.id, run.id)
+    if request.htmx and conversation.title != title:  # type: ignore[attr-defined]
+        # its first message titled it: the heading, the sidebar and the tab follow at once
+        response.set_data(response.get_data(as_text=True) + render_template("partials/_titles.html", conversation=conversation))
+    return response
 
 
 def messages_or_page(after_id: int, actor: Actor, conversation_id: int, run_id: int | None) -> Any:
@@ -200,12 +205,24 @@ def messages_or_page(after_id: int, actor: Actor, conversation_id: int, run_id: 
     ended — until then it streams in over the events). Without htmx (no script, no stream), the
     chat page once the turn ends or TURN_WAIT passes."""
     if request.htmx:  # type: ignore[attr-defined]
-        response = make_response(render_messages(messages_after(conversation_id, after_id), actor, oob=True))
+        added = messages_after(conversation_id, after_id)
+        response = make_response(render_messages(added, actor, oob=True) + _working(run_id, added))
         response.headers["Vary"] = "HX-Request"
         return response
     if run_id is not None:
         runs.wait(conversation_id, run_id, events.last_id(conversation_id), current_app.config["TURN_WAIT"])
     return redirect(url_for("web.chat", conversation_id=conversation_id))
+
+
+def _working(run_id: int | None, added: list[Message]) -> str:
+    """The turn's reply, still to come, as its live bubble (working, with Stop) from the moment the
+    message is accepted: its worker may take a while to start it. static/app.js never lets it
+    replace the turn's bubble or messages that came first over the events."""
+    run = db.session.get(Run, run_id) if run_id is not None else None
+    if run is None or run.status not in GOING or any(m.run_id == run.id for m in added):
+        return ""
+    step = run.step + 1
+    return render_template("partials/_live.html", run=run.id, step=step, answers=runs.answers(run, step), waiting=True)
 
 
 @bp.post("/c/<id:conversation_id>/retry")

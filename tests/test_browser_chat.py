@@ -1,0 +1,161 @@
+"""The chat behaves like the chats people use (issue 24), in a real Chromium: a working bubble and
+Stop from the moment the message is accepted, titles that follow the conversation live (heading,
+list, tab), the keyboard after a decision, and a phone's 390 × 844 window on every page.
+(Following a streaming reply: tests/test_browser_stream.py.)"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import sqlalchemy as sa
+from playwright.sync_api import expect
+
+from app.copilot import jobs
+from app.extensions import db
+from app.models import Approval, Run
+from app.status import RunStatus
+from tests.test_browser import LONG, ask, browser, page, server, sign_in_and_open_chat  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.browser
+
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture
+def unstarted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """No worker takes a turn: each stays queued (as under load, before a worker is free); the
+    ids of the runs handed over."""
+    handed: list[int] = []
+    monkeypatch.setattr(jobs, "submit", handed.append)
+    return handed
+
+
+def test_the_working_bubble_shows_as_soon_as_the_message_is_accepted(page, server, unstarted):  # noqa: F811
+    sign_in_and_open_chat(page, server)
+    ask(page, "Are you there?")
+    expect(page.locator("#messages .message--user p")).to_have_text("Are you there?")
+    live = page.locator("#messages .turn--live .message--live")
+    expect(live).to_be_visible()
+    expect(live).to_have_attribute("aria-busy", "true")
+    expect(page.locator("button.stop")).to_be_visible()
+    assert unstarted, "the turn was queued"
+
+
+def test_stop_before_the_first_words_stops_the_turn(app, page, server, unstarted):  # noqa: F811
+    sign_in_and_open_chat(page, server)
+    ask(page, "Count to a thousand")
+    stop = page.locator("button.stop")
+    expect(stop).to_be_visible()
+    with page.expect_response(lambda r: r.url.endswith("/stop") and r.request.method == "POST") as answered:
+        stop.click()
+    assert answered.value.status == 204
+    expect(page.locator("#messages .turn--live")).to_have_count(0)
+    expect(stop).to_be_hidden()
+    with app.app_context():
+        assert db.session.scalar(sa.select(Run.status).where(Run.id == unstarted[0])) == RunStatus.STOPPED
+
+
+def test_the_first_message_titles_the_heading_the_list_and_the_tab_at_once(page, server, posts):  # noqa: F811
+    sign_in_and_open_chat(page, server)
+    ask(page, f"/delete_post post={posts['Spring meetup']}")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Delete post")
+    expect(page.locator(".sidebar [aria-current] a")).to_have_text("Delete post")
+    expect(page).to_have_title("Delete post · Countersign")
+
+
+def test_a_rename_retitles_the_tab(page, server):  # noqa: F811
+    sign_in_and_open_chat(page, server)
+    page.get_by_text("Rename or delete").click()
+    page.get_by_label("New title").fill("Spring plans")
+    page.get_by_role("button", name="Rename").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Spring plans")
+    expect(page).to_have_title("Spring plans · Countersign")
+
+
+def test_focus_moves_to_the_outcome_after_enter_on_confirm(page, server, posts):  # noqa: F811
+    sign_in_and_open_chat(page, server)
+    ask(page, f"/delete_post post={posts['Spring meetup']}")
+    card = page.locator(".card").last
+    card.get_by_role("button", name="Confirm").focus()
+    page.keyboard.press("Enter")
+    outcome = page.locator(".card__outcome")
+    expect(outcome).to_have_text("Removed · done")
+    expect(outcome).to_be_focused()
+    expect(page.locator("#card-said")).to_have_text("Removed · done")  # what a screen reader hears
+
+
+def test_shift_tab_from_the_message_box_does_not_reach_confirm(page, server, posts):  # noqa: F811
+    sign_in_and_open_chat(page, server)
+    ask(page, f"/delete_post post={posts['Spring meetup']}")
+    expect(page.locator(".card").last.get_by_role("button", name="Confirm")).to_be_visible()
+    box = page.get_by_label("Message")
+    box.focus()
+    page.keyboard.press("Shift+Tab")
+    assert page.evaluate("document.activeElement.id") != "text"
+    assert page.evaluate("document.activeElement.textContent.trim()") != "Confirm"
+    expect(page.get_by_role("button", name="Jump to the latest message")).to_be_focused()
+
+
+@pytest.fixture
+def phone(browser):  # noqa: F811
+    context = browser.new_context(viewport=PHONE, is_mobile=True)
+    tab = context.new_page()
+    tab.set_default_timeout(LONG)
+    yield tab
+    context.close()
+
+
+def sideways(tab) -> int:
+    """How far a page scrolls sideways on the phone (0: it fits its 390 px). Not against
+    innerWidth: a phone's browser widens its layout to a page that overflows."""
+    return tab.evaluate("document.documentElement.scrollWidth") - PHONE["width"]
+
+
+def test_on_a_phone_the_list_is_one_tap_from_the_chat(phone, server):
+    sign_in_and_open_chat(phone, server)
+    phone.get_by_role("link", name="All conversations").click()
+    phone.wait_for_url(f"{server}/")
+    expect(phone.get_by_role("heading", level=1)).to_have_text("Your conversations")
+
+
+def test_on_a_phone_the_composer_stays_at_the_bottom(phone, server):
+    sign_in_and_open_chat(phone, server)
+    for n in range(4):  # the offline model's help: far more than one screen
+        ask(phone, f"hello {n}")
+        expect(phone.locator("#messages .message--assistant:not(.message--live)")).to_have_count(n + 1)
+    composer = phone.locator("#composer").bounding_box()
+    assert composer is not None and composer["y"] + composer["height"] <= PHONE["height"]
+    assert phone.evaluate("document.documentElement.scrollHeight") <= PHONE["height"]  # the messages scroll, not the page
+    expect(phone.get_by_label("Message")).to_be_in_viewport()
+
+
+def test_on_a_phone_no_page_scrolls_sideways(app, browser, phone, server, posts):  # noqa: F811
+    phone.goto(f"{server}/login")
+    assert sideways(phone) <= 0, "login"
+    sign_in_and_open_chat(phone, server)
+    ask(phone, f"/delete_post post={posts['Spring meetup']}")
+    expect(phone.locator(".card").last.get_by_role("button", name="Confirm")).to_be_visible()
+    assert sideways(phone) <= 0, "chat"
+    with app.app_context():
+        card = db.session.scalar(sa.select(Approval.id))
+    phone.goto(f"{server}/approvals/{card}")
+    phone.locator(".card").wait_for()
+    assert sideways(phone) <= 0, "card page"
+    phone.goto(f"{server}/")
+    assert sideways(phone) <= 0, "list"
+    context = browser.new_context(viewport=PHONE, is_mobile=True)
+    admin = context.new_page()
+    admin.set_default_timeout(LONG)
+    try:
+        admin.goto(f"{server}/login")
+        admin.get_by_label("Email").fill("admin@example.com")
+        admin.get_by_label("Password").fill("demo")
+        admin.get_by_role("button", name="Sign in").click()
+        admin.wait_for_url(re.compile(rf"{re.escape(server)}/$"))
+        for path in ("/admin/", "/admin/audit", "/admin/tokens"):
+            admin.goto(f"{server}{path}")
+            admin.locator("h1").first.wait_for()
+            assert sideways(admin) <= 0, path
+    finally:
+        context.close()
