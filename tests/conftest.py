@@ -19,8 +19,30 @@ from app.cli import seed_demo
 from app.extensions import db
 from app.models import Approval, Conversation, Run, User, utcnow
 
-DATABASE_URL = os.environ.get("COUNTERSIGN_TEST_DATABASE_URL", "")
-REDIS_URL = os.environ.get("COUNTERSIGN_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+# Under pytest-xdist each worker ("gw0", "gw1", …) has databases of its own: Redis database
+# N - k for worker k (the suite empties its Redis database before every test) and PostgreSQL
+# database NAME_wk, made on first use. Without xdist the URLs are used as they are.
+WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw-1")[2:])
+
+
+def for_worker(redis_url: str, database_url: str, worker: int) -> tuple[str, str]:
+    """The (Redis, PostgreSQL) URLs of worker `worker` (-1: no xdist, the URLs unchanged)."""
+    if worker < 0:
+        return redis_url, database_url
+    base, _, number = redis_url.rpartition("/")
+    if not number.isdigit() or int(number) < worker:
+        raise pytest.UsageError(f"{redis_url} leaves no Redis database for xdist worker {worker}: name one >= {worker}")
+    if database_url.startswith("postgres"):
+        head, _, tail = database_url.partition("?")
+        database_url = f"{head}_w{worker}" + (f"?{tail}" if tail else "")
+    return f"{base}/{int(number) - worker}", database_url
+
+
+REDIS_URL, DATABASE_URL = for_worker(
+    os.environ.get("COUNTERSIGN_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"),
+    os.environ.get("COUNTERSIGN_TEST_DATABASE_URL", ""),
+    WORKER,
+)
 TOKEN = re.compile(r'name="token" value="([^"]+)"')
 CSRF = re.compile(r'"X-CSRFToken": "([^"]+)"')
 
@@ -58,6 +80,34 @@ def no_internet() -> Iterator[None]:
     socket.socket.connect, socket.socket.connect_ex = real_connect, real_connect_ex  # type: ignore[method-assign]
 
 
+# Modules whose tests start processes or servers of their own, run many examples, or build and
+# lint the whole tree: the fast lane (`./scripts/test --quick`, `-m "not slow"`) leaves them out.
+SLOW_MODULES = {
+    "test_concurrency.py",
+    "test_docs.py",
+    "test_edges_mcp.py",
+    "test_faults.py",
+    "test_fuzz.py",
+    "test_interrupted.py",
+    "test_lint.py",
+    "test_mcp.py",
+    "test_mcp_sessions.py",
+    "test_migrations.py",
+    "test_models_http.py",
+    "test_rate_limits.py",
+    "test_redis_restart.py",
+    "test_signin_lockout.py",
+    "test_two_hosts.py",
+    "test_worker.py",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_report_header() -> list[str]:
     return [f"database: {DATABASE_URL or 'sqlite (temporary file)'}", f"redis: {REDIS_URL}"]
 
@@ -66,6 +116,8 @@ def pytest_report_header() -> list[str]:
 def database_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     """One database for the session, migrated from empty with the real Alembic revisions."""
     url = DATABASE_URL or f"sqlite:///{tmp_path_factory.mktemp('db') / 'test.sqlite3'}"
+    if WORKER >= 0 and url.startswith("postgres"):
+        create_database(url)
     app = create_app(base_config(url))
     with app.app_context():
         db.session.remove()
@@ -77,6 +129,22 @@ def database_url(tmp_path_factory: pytest.TempPathFactory) -> str:
         upgrade()
         db.engine.dispose()
     return url
+
+
+def create_database(url: str) -> None:
+    """Create the PostgreSQL database that `url` names when it is missing (an xdist worker's own)."""
+    from app.config import _normalise_db_url
+
+    head, _, tail = url.partition("?")
+    server, _, name = head.rpartition("/")
+    admin_url = _normalise_db_url(f"{server}/postgres" + (f"?{tail}" if tail else ""))
+    engine = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            if conn.scalar(sa.text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": name}) is None:
+                conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    finally:
+        engine.dispose()
 
 
 def base_config(url: str, **extra: Any) -> dict[str, Any]:
