@@ -17,52 +17,98 @@ import click
 
 # What each setting means, by its config key. Its kind and default come from SETTINGS itself.
 MEANINGS: dict[str, str] = {
-    "COUNTERSIGN_ENV": "`production` (the default), `development` or `testing`; the last two allow a throwaway `SECRET_KEY` and cookies without `Secure`",
-    "SECRET_KEY": "signs sessions, card tokens and countersignature tokens. Required in production; in development a random one is made per start",
-    "SECRET_KEY_FALLBACKS": "comma-separated old keys still accepted during a rotation (sessions and card tokens signed with them keep working)",
-    "AUDIT_KEY": "keys the audit chain (an HMAC per row and on each chain's head); never stored in the database. Default: derived from `SECRET_KEY`; without a `SECRET_KEY` (development) a fixed development key, so the demo's chain verifies across restarts. Production should set its own long random value",
-    "AUDIT_KEY_FALLBACKS": "comma-separated older audit keys whose rows must still verify; the word `default` stands for the keys derived from `SECRET_KEY` and `SECRET_KEY_FALLBACKS`",
+    "COUNTERSIGN_ENV": (
+        "`production` (the default), `development` or `testing`; the last two allow a throwaway `SECRET_KEY` "
+        "and cookies without `Secure`"
+    ),
+    "SECRET_KEY": (
+        "signs sessions, card tokens and countersignature tokens. Required in production; in development a "
+        "random one is made per start"
+    ),
+    "SECRET_KEY_FALLBACKS": (
+        "comma-separated old keys still accepted during a rotation (sessions and card tokens signed with them keep working)"
+    ),
+    "AUDIT_KEY": (
+        "keys the audit chain (an HMAC per row and on each chain's head); never stored in the database. "
+        "Default: derived from `SECRET_KEY`; without a `SECRET_KEY` (development) a fixed development key, so"
+        " the demo's chain verifies across restarts. Production should set its own long random value"
+    ),
+    "AUDIT_KEY_FALLBACKS": (
+        "comma-separated older audit keys whose rows must still verify; the word `default` stands for the "
+        "keys derived from `SECRET_KEY` and `SECRET_KEY_FALLBACKS`"
+    ),
     "SQLALCHEMY_DATABASE_URI": "the database; `postgresql://…` (or `postgres://…`) uses psycopg 3",
-    "REDIS_URL": "Redis: rate limits, sign-in slow-downs, connector waits and delivery dedupe, the job queue (Dramatiq) and each conversation's event stream. Unset: an in-process fakeredis, for one process only (logged at start)",
+    "REDIS_URL": (
+        "Redis: rate limits, sign-in slow-downs, connector waits and delivery dedupe, the job queue "
+        "(Dramatiq) and each conversation's event stream. Unset: an in-process fakeredis, for one process "
+        "only (logged at start)"
+    ),
     "APPROVALS_TTL": "seconds a card (and its token) lives, both signatures included",
     "APPROVALS_MAX_PENDING_PER_RUN": "cards one run may hold pending; further calls are refused",
-    "APPROVALS_MAX_PENDING_PER_PERSON": "cards one person may have pending across all runs, so an agent starting run after run cannot flood them",
-    "APPROVALS_INTERRUPTED_AFTER": "seconds after which a claimed approval still running belongs to a dead process and ends `interrupted` (never re-run)",
+    "APPROVALS_MAX_PENDING_PER_PERSON": (
+        "cards one person may have pending across all runs, so an agent starting run after run cannot flood them"
+    ),
+    "APPROVALS_INTERRUPTED_AFTER": (
+        "seconds after which a claimed approval still running belongs to a dead process and ends `interrupted` (never re-run)"
+    ),
     "COUNTERSIGN_MODEL": "`offline`, `openai:<model>` or `anthropic:<model>`",
     "COUNTERSIGN_MODEL_BASE_URL": "an OpenAI-compatible server's base URL (Ollama, vLLM, llama.cpp, LM Studio…)",
-    "COUNTERSIGN_MODEL_API_KEY": "the provider's key; read from `MODEL_API_KEY` (or `COUNTERSIGN_MODEL_API_KEY`), else the provider's own `OPENAI_API_KEY` / `ANTHROPIC_API_KEY`",
+    "COUNTERSIGN_MODEL_API_KEY": (
+        "the provider's key; read from `MODEL_API_KEY` (or `COUNTERSIGN_MODEL_API_KEY`), else the provider's "
+        "own `OPENAI_API_KEY` / `ANTHROPIC_API_KEY`"
+    ),
     "COUNTERSIGN_MODEL_TIMEOUT": "seconds to wait for the model",
     "COUNTERSIGN_MAX_STEPS": "model requests per turn",
     "COUNTERSIGN_TOOLSETS": "the toolsets the web agent (and a token with no toolsets of its own) may use",
     "FILES_ROOT": "`manage_files`' per-tenant folders",
-    "SMTP_URL": "`smtp://user:pass@host:port`; without it `send_email` leaves its mail queued and no email connector or countersignature mail is sent",
+    "SMTP_URL": (
+        "`smtp://user:pass@host:port`; without it `send_email` leaves its mail queued and no email connector "
+        "or countersignature mail is sent"
+    ),
     "TELEGRAM_BOT_TOKEN": "the Telegram bot's token",
     "TELEGRAM_WEBHOOK_SECRET": "the `secret_token` Telegram sends with each webhook",
     "TELEGRAM_API_BASE": "Telegram's Bot API base URL (the tests point it at a local fake)",
     "SLACK_BOT_TOKEN": "the Slack bot's token",
     "SLACK_SIGNING_SECRET": "verifies Slack's v0 signatures (five-minute window)",
     "SLACK_API_BASE": "Slack's Web API base URL (the tests point it at a local fake)",
-    "EMAIL_WEBHOOK_SECRET": "verifies the mail provider's inbound webhook (`X-Countersign-Signature` over timestamp and body)",
-    "EMAIL_REQUIRE_AUTH": "an inbound email without a passing provider verdict (SPF/DKIM/DMARC) is from nobody: refused, unanswered. Turn off only for a provider that sends none, knowing a forged `From:` is then believed",
-    "CONNECTOR_CONFIRM_TTL": "seconds a chat thread waits for \"yes\" (never longer than the card's own life)",
-    "CONNECTORS_CONFIRM_BY_REPLY": "connectors that may take \"yes\" for an answer; the others post a link to the card",
+    "EMAIL_WEBHOOK_SECRET": ("verifies the mail provider's inbound webhook (`X-Countersign-Signature` over timestamp and body)"),
+    "EMAIL_REQUIRE_AUTH": (
+        "an inbound email without a passing provider verdict (SPF/DKIM/DMARC) is from nobody: refused, "
+        "unanswered. Turn off only for a provider that sends none, knowing a forged `From:` is then believed"
+    ),
+    "CONNECTOR_CONFIRM_TTL": 'seconds a chat thread waits for "yes" (never longer than the card\'s own life)',
+    "CONNECTORS_CONFIRM_BY_REPLY": 'connectors that may take "yes" for an answer; the others post a link to the card',
     "PUBLIC_URL": "the app's address, for card links in chat threads, emails and MCP elicitations",
-    "MCP_STATE_KEYS": "comma-separated keys sealing MCP request state (the first seals, all unseal; at least 32 bytes). Default: derived from `SECRET_KEY`, so every process and restart agrees",
+    "MCP_STATE_KEYS": (
+        "comma-separated keys sealing MCP request state (the first seals, all unseal; at least 32 bytes). "
+        "Default: derived from `SECRET_KEY`, so every process and restart agrees"
+    ),
     "MCP_ALLOWED_HOSTS": "`Host` values MCP accepts (DNS-rebinding protection)",
     "MCP_ALLOWED_ORIGINS": "`Origin` values MCP accepts",
-    "MAIL_FROM": "the sender of card emails, countersignature requests and replies; its domain names the card emails' Message-IDs",
+    "MAIL_FROM": (
+        "the sender of card emails, countersignature requests and replies; its domain names the card emails' Message-IDs"
+    ),
     "RATELIMIT_ENABLED": "Flask-Limiter on sign-in, messages, answers and MCP tool calls",
     "RATELIMIT_STORAGE_URI": "where rate limits are counted: Redis at `REDIS_URL` when set, else this process's memory",
     "RATELIMIT_HEADERS_ENABLED": "rate-limit headers on every limited answer",
-    "RATELIMIT_IN_MEMORY_FALLBACK_ENABLED": "with Redis down, limits are counted in each process's memory rather than failing the request",
-    "TRUSTED_PROXIES": "proxies in front of the app whose `X-Forwarded-For` is believed (1 behind one load balancer); 0 believes no one, so a client cannot choose the address its limits count against",
+    "RATELIMIT_IN_MEMORY_FALLBACK_ENABLED": (
+        "with Redis down, limits are counted in each process's memory rather than failing the request"
+    ),
+    "TRUSTED_PROXIES": (
+        "proxies in front of the app whose `X-Forwarded-For` is believed (1 behind one load balancer); 0 "
+        "believes no one, so a client cannot choose the address its limits count against"
+    ),
     "RATELIMIT_MESSAGES_PER_PERSON": "messages and retries per person, browser and API counted together",
     "RATELIMIT_MESSAGES_PER_ADDRESS": "messages and retries per client address",
     "RATELIMIT_ANSWERS_PER_PERSON": "card and form answers per person",
     "RATELIMIT_ANSWERS_PER_ADDRESS": "card and form answers per client address",
     "RATELIMIT_MCP_CALLS_PER_TOKEN": "MCP tool calls per token (a waiting call's retries are not counted)",
     "RATELIMIT_SIGNIN_FAILURES_PER_ADDRESS": "failed sign-ins block their source address",
-    "SIGNIN_SLOWDOWN_AFTER": "per account, after this many failures each further one doubles the wait (1 s, 2 s, 4 s …); an address the account signed in from in the last 30 days, and a browser holding the account's device cookie (for 10 tries), are exempt",
+    "SIGNIN_SLOWDOWN_AFTER": (
+        "per account, after this many failures each further one doubles the wait (1 s, 2 s, 4 s …); an "
+        "address the account signed in from in the last 30 days, and a browser holding the account's device "
+        "cookie (for 10 tries), are exempt"
+    ),
     "SIGNIN_SLOWDOWN_CAP": "the longest wait, in seconds, between sign-in tries on one account",
     "MESSAGE_MAX_CHARS": "longer messages are refused whole (413), never cut",
     "WTF_CSRF_TIME_LIMIT": "CSRF tokens live as long as the session",
@@ -73,21 +119,39 @@ MEANINGS: dict[str, str] = {
     "SESSION_COOKIE_SECURE": "the session cookie is sent over HTTPS only; on by default in production, off in development",
     "REMEMBER_COOKIE_HTTPONLY": "scripts cannot read Flask-Login's cookie",
     "SESSION_MAX_AGE": "seconds a browser session lives server-side, even without a sign-out",
-    "SQLALCHEMY_ENGINE_OPTIONS": "SQLite waits 30 s for a writer; PostgreSQL's pool tests each connection on checkout (`pool_pre_ping`)",
+    "SQLALCHEMY_ENGINE_OPTIONS": (
+        "SQLite waits 30 s for a writer; PostgreSQL's pool tests each connection on checkout (`pool_pre_ping`)"
+    ),
     "SWEEP_ON_START": "end dead claims and dead workers' turns as `interrupted` when the app starts",
-    "TURNS_RUNNER": "where turns run: `dramatiq` (the `flask --app wsgi worker` processes; the default with `REDIS_URL`), `pool` (a bounded pool in the web process; the default without), `inline` (in the caller: the test kit)",
+    "TURNS_RUNNER": (
+        "where turns run: `dramatiq` (the `flask --app wsgi worker` processes; the default with `REDIS_URL`),"
+        " `pool` (a bounded pool in the web process; the default without), `inline` (in the caller: the test "
+        "kit)"
+    ),
     "TURNS_CONCURRENCY": "turns the in-process pool runs at once",
-    "WORKER_THREADS": "turns one worker process runs at once (each waits on the process's one event loop while its model thinks)",
+    "WORKER_THREADS": (
+        "turns one worker process runs at once (each waits on the process's one event loop while its model thinks)"
+    ),
     "TURN_TIMEOUT": "seconds one pass of a turn may take before the queue ends it",
-    "TURN_HEARTBEAT": "seconds between a running turn's \"still alive\"",
+    "TURN_HEARTBEAT": 'seconds between a running turn\'s "still alive"',
     "TURN_DEAD_AFTER": "a turn silent this many seconds is `interrupted` (its worker died), with Retry",
-    "TURN_WAIT": "seconds an API POST that starts a turn waits for it by default (`Prefer: wait=N` asks less, `Prefer: respond-async` none)",
+    "TURN_WAIT": (
+        "seconds an API POST that starts a turn waits for it by default (`Prefer: wait=N` asks less, `Prefer:"
+        " respond-async` none)"
+    ),
     "EVENTS_MAXLEN": "a conversation's event stream keeps about this many events",
     "EVENTS_TTL": "seconds after its last event a conversation's stream is gone",
     "EVENTS_HEARTBEAT": "an open stream sends a keep-alive comment after this many seconds of silence",
     "EVENTS_STREAM_SECONDS": "an open stream ends after this many seconds (the client reconnects with `Last-Event-ID`)",
-    "EVENTS_TEXT_EVERY_MS": "a streamed reply's words go out at most this often (ms): its first words at once, words that come sooner wait for the next event",
-    "EVENTS_TEXT_PER_SECOND": "a process streaming many replies shares this many text events a second among them: with n replies streaming, each one's words go out every n ÷ this seconds, in larger parts (`0` turns the sharing off)",
+    "EVENTS_TEXT_EVERY_MS": (
+        "a streamed reply's words go out at most this often (ms): its first words at once, words that come "
+        "sooner wait for the next event"
+    ),
+    "EVENTS_TEXT_PER_SECOND": (
+        "a process streaming many replies shares this many text events a second among them: with n replies "
+        "streaming, each one's words go out every n ÷ this seconds, in larger parts (`0` turns the sharing "
+        "off)"
+    ),
     "EVENTS_MAX_STREAMS_PER_PERSON": "open event streams one person may hold (each holds a web thread); more get 429",
     "EVENTS_RECHECK": "seconds between an open stream's checks that its session or token is still live",
     "BENCH_PROBE": "mounts `/api/_probe/insert`, the benchmarks' one-INSERT baseline (never in production)",
@@ -157,8 +221,9 @@ def settings_page() -> str:
     return "\n".join(lines) + "\n"
 
 
-def cli_group() -> click.Group:
-    """The app's `flask` commands, as `create_app()` registers them, without making an app."""
+def cli_app() -> Any:
+    """A bare Flask app holding the app's `flask` commands as `create_app()` registers them (no
+    database, no Redis: enough for their help)."""
     from flask import Flask
 
     from app.cli import register
@@ -167,7 +232,13 @@ def cli_group() -> click.Group:
     bare = Flask("countersign-docs")
     register(bare)
     bare.cli.add_command(migrate_commands)
-    return bare.cli
+    return bare
+
+
+def cli_group() -> click.Group:
+    """The app's `flask` commands."""
+    group: click.Group = cli_app().cli
+    return group
 
 
 def _helps(command: click.Command, path: list[str]) -> list[tuple[str, str]]:
@@ -216,7 +287,7 @@ The JSON API lives under `/api`. This page is written from the OpenAPI document 
   card's final `status` and its `result`, the model's continuation following on the events).
 - **Events**: `GET /api/conversations/{id}/events` is a Server-Sent Events stream, each event with
   an `id`; reconnecting with `Last-Event-ID` resumes with no gap and no repeat.
-- **Errors** are `{"error": …}` with the status the table lists: 400 bad token or values, 403
+- **Errors** are `{"error", "message"}` with the status each operation lists: 400 bad token or values, 403
   another person, session or an agent credential, 404 not found (another tenant looks the same),
   409 already decided, 410 expired, 413 too long, 429 rate limited, 503 nothing was changed.
 
