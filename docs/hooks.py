@@ -291,6 +291,18 @@ The JSON API lives under `/api`. This page is written from the OpenAPI document 
   another person, session or an agent credential, 404 not found (another tenant looks the same),
   409 already decided, 410 expired, 413 too long, 429 rate limited, 503 nothing was changed.
 
+With the demo running and a token from `flask --app wsgi users create-token alice@example.com`:
+
+```sh
+curl -s -X POST -H "Authorization: Bearer $TOKEN" http://127.0.0.1:5000/api/conversations
+curl -s -X POST -H "Authorization: Bearer $TOKEN" -H "Content-Type: application/json" -d '{"text": "/delete_post post=1"}' http://127.0.0.1:5000/api/conversations/1/messages
+curl -s -N -H "Authorization: Bearer $TOKEN" http://127.0.0.1:5000/api/conversations/1/events
+```
+
+The second answers with the card as a pending `Prompt`; an `agent` token sees it with
+`"token": null` and cannot confirm it, a `--scope client` token gets the token to
+`POST /api/approvals/{id}/confirm`.
+
 """
 
 

@@ -41,6 +41,7 @@ NOT_RUN = {
     "./scripts/demo": "serves the demo until stopped",
     "./scripts/test": "is the whole suite, this test among it",
     "apt-get": "installs system packages as root",
+    "curl": "talks to a running server",
     "gunicorn": "serves until stopped (its app target is checked)",
     "uvicorn": "serves until stopped (its app target is checked)",
     "mkdocs serve": "serves the docs until stopped (the build is tested below)",
