@@ -26,7 +26,6 @@ OTHER_VARIABLES = {
     "OPENAI_API_KEY": "the OpenAI provider's own key variable (app/config.py PROVIDER_KEYS)",
     "ANTHROPIC_API_KEY": "the Anthropic provider's own key variable (app/config.py PROVIDER_KEYS)",
     "MODEL_API_KEY": "the variable COUNTERSIGN_MODEL_API_KEY is read from (app/config.py)",
-    "FLASK_SECRET_KEY": "SECRET_KEY with Flask's prefix (app/config.py _env)",
     "COUNTERSIGN_TEST_REDIS_URL": "scripts/test and tests/conftest.py",
     "COUNTERSIGN_TEST_PG_URL": "scripts/test",
     "COUNTERSIGN_TEST_REDIS_DB": "scripts/services",
@@ -114,6 +113,17 @@ def test_every_setting_is_on_the_settings_page_with_its_meaning():
 
 def test_the_settings_meanings_name_no_setting_that_does_not_exist():
     assert set(hooks.MEANINGS) <= {s.key for s in SETTINGS}
+
+
+def test_every_other_variable_the_docs_may_name_is_read_somewhere():
+    sources = [
+        path
+        for folder in ("app", "scripts", "tests", "bench")
+        for path in (ROOT / folder).rglob("*")
+        if path.is_file() and path.suffix in (".py", "") and path != Path(__file__)
+    ]
+    code = "\n".join(path.read_text() for path in sources)
+    assert [name for name in OTHER_VARIABLES if name not in code] == []
 
 
 def _setting_names() -> set[str]:
