@@ -3,6 +3,7 @@ setting, command, test, shell command and file they name exists."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shlex
@@ -15,9 +16,13 @@ import pytest
 
 from app.api.openapi import document
 from app.config import SETTINGS
-from docs import hooks
 
 ROOT = Path(__file__).resolve().parent.parent
+# The MkDocs hook that writes the settings, command-line and HTTP API pages (docs/ is no package).
+_spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+assert _spec is not None and _spec.loader is not None
+hooks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(hooks)
 PAGES = sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md", ROOT / "bench" / "README.md"]
 GENERATED = {uri: make for uri, make in hooks.GENERATED.items()}
 
