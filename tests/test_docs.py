@@ -322,3 +322,44 @@ def test_every_shell_command_in_the_docs_is_checked():
 )
 def test_the_shell_check_refuses_a_command_that_would_not_work(line):
     assert check_command(line) is not None
+
+
+# What each message the tour tells the reader to type shows, in the order the tour goes.
+TOUR = {
+    "/list_posts": "runs at once",
+    "/delete_post post=1": "a card",
+    "write a post": "a form",
+    "/send_email to=dana@example.org subject=Hello body=Hi": "a card to edit",
+    "/manage_files operation=delete_folder path=reports": "a countersignature",
+}
+ONE_FILE = "/manage_files operation=delete path=reports/old.csv"  # the tour's aside: one file needs one signature
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md"])
+def test_the_tour_tells_the_reader_to_type_the_messages_this_test_runs(page):
+    spans = re.findall(r"`([^`\n]+)`", (ROOT / page).read_text())
+    messages = [s for s in spans if re.match(r"/[a-z]+_[a-z]+\b", s) or s == "write a post"]
+    assert set(messages) <= set(TOUR) | {ONE_FILE}
+    assert list(dict.fromkeys(m for m in messages if m in TOUR)) == list(TOUR)
+
+
+def test_the_tours_messages_show_a_card_a_form_an_edit_and_a_countersignature(copilot):
+    alice = copilot.as_person("alice@example.com")
+    assert "Spring meetup" in " ".join(alice.chat("/list_posts"))
+    alice.chat("/delete_post post=1")
+    card = copilot.pending()
+    assert card.form is None and card.reason == "Delete this post? This cannot be undone."
+    assert card.confirm() == "done"
+    alice.chat("write a post")
+    form = copilot.pending()
+    assert form.form is not None and set(form.form["requestedSchema"]["required"]) == {"title", "body", "status"}
+    assert form.submit(title="Tour", body="Words", status="draft") == "done"
+    alice.chat("/send_email to=dana@example.org subject=Hello body=Hi")
+    fresh = copilot.pending().edit(subject="Hello again")
+    assert fresh.rows["Subject"] == "Hello again" and fresh.confirm() == "done"
+    alice.chat(ONE_FILE)
+    assert copilot.pending().confirm() == "done"
+    alice.chat("/manage_files operation=delete_folder path=reports")
+    folder = copilot.pending()
+    assert folder.confirm() == "countersigning"
+    assert copilot.as_person("admin@example.com") and folder.countersign() == "done"
