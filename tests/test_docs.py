@@ -226,12 +226,19 @@ def test_every_code_block_a_reader_would_copy_is_marked_sh():
         assert not re.findall(r"```(?:bash|shell|console|zsh)\b", text), page
 
 
+def _flaskenv_names_the_app() -> bool:
+    """A .flaskenv that sets FLASK_APP lets a reader type `flask <command>` without `--app wsgi`."""
+    flaskenv = ROOT / ".flaskenv"
+    return flaskenv.exists() and "FLASK_APP" in flaskenv.read_text()
+
+
 def _check_flask(args: list[str]) -> str | None:
     """A `flask --app wsgi …` line: the command exists, its --help works and the line's own
     arguments and options parse (nothing runs)."""
-    if args[:2] != ["--app", "wsgi"]:
-        return "run flask as `flask --app wsgi …`"
-    args = args[2:]
+    if args[:2] == ["--app", "wsgi"]:
+        args = args[2:]
+    elif not _flaskenv_names_the_app():
+        return "run flask as `flask --app wsgi …` (no .flaskenv names the app)"
     if args[0] == "run":
         return None  # NOT_RUN["flask run"]
     bare = hooks.cli_app()
