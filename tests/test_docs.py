@@ -3,6 +3,7 @@ setting, command, test, shell command and file they name exists."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -273,13 +274,13 @@ def _check_server(args: list[str]) -> str | None:
     return None
 
 
-def _check_python(args: list[str]) -> str | None:
-    """A script of the repository: it exists and its --help works."""
-    script = ROOT / args[0]
-    if not script.exists():
-        return f"no file {args[0]}"
-    helped = subprocess.run([sys.executable, str(script), "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    return None if helped.returncode == 0 else f"{args[0]} --help failed: {helped.stderr[-500:]}"
+@functools.cache
+def _check_python(script: str) -> str | None:
+    """A script of the repository: it exists and its --help works (once per script)."""
+    if not (ROOT / script).exists():
+        return f"no file {script}"
+    helped = subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return None if helped.returncode == 0 else f"{script} --help failed: {helped.stderr[-500:]}"
 
 
 def check_command(line: str) -> str | None:
@@ -304,7 +305,7 @@ def check_command(line: str) -> str | None:
     if name in ("gunicorn", "uvicorn"):
         return _check_server(args)
     if name == "python":
-        return _check_python(args)
+        return _check_python(args[0])
     if name == "mkdocs":
         return None if f"mkdocs {args[0]}" in NOT_RUN else f"mkdocs {args[0]} is neither run nor in NOT_RUN"
     return None if name in NOT_RUN else f"{name}: add a check, or add it to NOT_RUN with a reason"
