@@ -1,11 +1,11 @@
 """P5: how fast a connector webhook is acknowledged under 50 requests per second (Telegram's,
-verified and queued to RQ, no worker running), against the one-INSERT endpoint at the same rate,
-both under gunicorn, alternating, in one run. Needs a Redis (REDIS_URL, default db 14).
+verified and queued for a Dramatiq worker, none running), against the one-INSERT endpoint at the
+same rate, both under gunicorn, alternating, in one run. Needs a Redis (REDIS_URL, default db 14).
 
     python bench/webhook_ack.py [--seconds 10] [--json]
 
-Each worker is warmed up first: without it, the first requests a fresh worker serves (imports of
-rq and friends, first connections) took ~1.4 s and made up the whole p99 on both sides.
+Each worker is warmed up first: without it, the first requests a fresh worker serves (first
+imports and connections; measured when the queue was RQ's) took ~1.4 s and made up the whole p99 on both sides.
 """
 
 from __future__ import annotations
