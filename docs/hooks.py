@@ -45,9 +45,7 @@ MEANINGS: dict[str, str] = {
     ),
     "APPROVALS_TTL": "seconds a card (and its token) lives, both signatures included",
     "APPROVALS_MAX_PENDING_PER_RUN": "cards one run may hold pending; further calls are refused",
-    "APPROVALS_MAX_PENDING_PER_PERSON": (
-        "cards a person's own requests may have pending across all runs"
-    ),
+    "APPROVALS_MAX_PENDING_PER_PERSON": ("cards a person's own requests may have pending across all runs"),
     "APPROVALS_MAX_PENDING_FROM_AGENTS": (
         "cards her agents (agent tokens, MCP) may have pending for her, all together, counted apart from hers: "
         "an agent starting run after run cannot flood her or use up her own cap"

@@ -39,6 +39,7 @@ OTHER_VARIABLES = {
     "COUNTERSIGN_SCREENSHOTS": "the browser tests",
     "COUNTERSIGN_FUZZ_EXAMPLES": "the fuzz and property tests",
     "COUNTERSIGN_BENCH_PG_URL": "bench/run.py",
+    "COUNTERSIGN_TEST_WORKERS": "scripts/test",
 }
 
 # Commands a reader would copy that this test checks without running, and why.
