@@ -194,11 +194,11 @@ def _person(email: str) -> User:
 )
 def create_token_cmd(email: str, name: str, scope: str, toolsets: str) -> None:
     """Print a new personal access token for EMAIL (shown once; the first line is the token)."""
-    from app.auth import create_token
+    from app.auth import create_token, known_toolsets
 
     user = _person(email)
     wanted = [t.strip() for t in toolsets.split(",") if t.strip()]
-    known = sorted({t for a in engine().registry.actions.values() for t in a.toolsets})
+    known = known_toolsets()
     unknown = [t for t in wanted if t not in known]
     if unknown:
         raise click.ClickException(f"Unknown toolset {', '.join(unknown)}; known: {', '.join(known)}.")
@@ -224,7 +224,8 @@ def tokens_cmd(email: str) -> None:
 
 @users.command("revoke-token")
 @click.argument("token_id", type=int)
-def revoke_token_cmd(token_id: int) -> None:
+@click.option("--reason", default="", help="Why, for the audit log.")
+def revoke_token_cmd(token_id: int, reason: str) -> None:
     """Revoke token ID at once (audited): it no longer authenticates, nor answers its cards."""
     from app.auth import revoke_token
     from app.models import ApiToken
@@ -232,7 +233,7 @@ def revoke_token_cmd(token_id: int) -> None:
     token = db.session.get(ApiToken, token_id) if 0 < token_id <= ROW_ID_MAX else None
     if token is None:
         raise click.ClickException(f"No token {token_id}.")
-    if not revoke_token(token, None, "cli"):
+    if not revoke_token(token, None, "cli", reason.strip()):
         raise click.ClickException(f"Token {token_id} was already revoked.")
     click.echo(f"Revoked token {token_id} ({token.name}) of {token.user.email}.")
 

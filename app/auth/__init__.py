@@ -17,7 +17,7 @@ from wtforms import EmailField, PasswordField
 from wtforms.validators import DataRequired, Email
 
 from app.auth import signin
-from app.copilot import audit
+from app.copilot import agent, audit
 from app.copilot.text import seconds
 from app.copilot.tokens import Actor
 from app.extensions import db, limiter, login, won
@@ -124,28 +124,45 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(user: User, name: str = "", toolsets: str = "", scope: str = "agent") -> str:
+def create_token(
+    user: User, name: str = "", toolsets: str = "", scope: str = "agent", by: User | None = None, channel: str = "cli"
+) -> str:
     """A new personal access token for the API and MCP; only its hash is kept. Scope "agent"
-    (the default) chats and calls actions but never answers a card; "client" may answer."""
+    (the default) chats and calls actions but never answers a card; "client" may answer. Made
+    `by` someone (an admin in the console), it is audited with who made it."""
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}, not {scope!r}")
     token = "cs_" + secrets.token_urlsafe(32)
-    db.session.add(
-        ApiToken(
-            user_id=user.id,
-            name=name,
-            token_hash=hash_token(token),
-            toolsets=",".join(t.strip() for t in toolsets.split(",") if t.strip()),
-            scope=scope,
-        )
+    row = ApiToken(
+        user_id=user.id,
+        name=name,
+        token_hash=hash_token(token),
+        toolsets=",".join(t.strip() for t in toolsets.split(",") if t.strip()),
+        scope=scope,
     )
+    db.session.add(row)
+    if by is not None:
+        db.session.flush()
+        audit.record(
+            "token.created",
+            "created",
+            tenant_id=user.tenant_id,
+            user_id=by.id,
+            detail=f"token {row.id} ({scope}, {name!r}, toolsets {row.toolsets or 'all configured'}) of {user.email}",
+            channel=channel,
+        )
     db.session.commit()
     return token
 
 
-def revoke_token(token: ApiToken, by: User | None, channel: str) -> bool:
-    """Revoke a token (audited); False if it already was. It stops authenticating at once, so
-    the card tokens signed for it are useless."""
+def known_toolsets() -> list[str]:
+    """Every toolset an action of this app belongs to: what a token's toolsets may name."""
+    return sorted({t for a in agent.engine().registry.actions.values() for t in a.toolsets})
+
+
+def revoke_token(token: ApiToken, by: User | None, channel: str, reason: str = "") -> bool:
+    """Revoke a token (audited, with the reason given); False if it already was. It stops
+    authenticating at once, so the card tokens signed for it are useless."""
     if not won(sa.update(ApiToken).where(ApiToken.id == token.id, ApiToken.revoked.is_(False)).values(revoked=True)):
         db.session.rollback()
         return False
@@ -154,7 +171,7 @@ def revoke_token(token: ApiToken, by: User | None, channel: str) -> bool:
         "revoked",
         tenant_id=token.user.tenant_id,
         user_id=by.id if by else None,
-        detail=f"token {token.id} ({token.scope}, {token.name!r}) of {token.user.email}",
+        detail=f"token {token.id} ({token.scope}, {token.name!r}) of {token.user.email}" + (f": {reason}" if reason else ""),
         channel=channel,
     )
     db.session.commit()
