@@ -43,13 +43,15 @@ def demo() -> None:
     click.echo(DEMO_TOKENS)
 
 
-DEMO_TOKENS = """Tokens (pick the scope by who holds it):
+DEMO_TOKENS = """Tokens (pick the scope by who holds it), in another shell here, or in the admin console's
+Tokens tab (admin@example.com):
   agent  - for an MCP client or any agent: chats and calls actions, never answers a card or a form
-           flask --app wsgi users create-token alice@example.com --name laptop-mcp
-           flask --app wsgi users create-token alice@example.com --name blog-bot --toolsets blog
+           .venv/bin/flask --app wsgi users create-token alice@example.com --name laptop-mcp
+           .venv/bin/flask --app wsgi users create-token alice@example.com --name blog-bot --toolsets blog
   client - for the person's own app, which may answer cards like the browser does
-           flask --app wsgi users create-token alice@example.com --name my-app --scope client
-  list and revoke: flask --app wsgi users tokens alice@example.com / users revoke-token ID"""
+           .venv/bin/flask --app wsgi users create-token alice@example.com --name my-app --scope client
+  list them: .venv/bin/flask --app wsgi users tokens alice@example.com
+  revoke one: .venv/bin/flask --app wsgi users revoke-token ID --reason "lost laptop"  (ID: from the list)"""
 
 
 @functools.cache
