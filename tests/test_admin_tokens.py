@@ -196,3 +196,50 @@ def test_the_chart_has_a_legend_naming_each_outcome_it_draws(app, sign_in, alice
     legend = re.search(r'<ul class="chart__legend"[^>]*>(.*?)</ul>', page, re.S).group(1)
     items = re.findall(r'<li><svg [^>]*><rect [^>]*fill="(#[0-9a-f]{6})"/></svg>\s*([a-z]+)</li>', legend)
     assert items == [("#5d6675", "declined"), ("#1f7a4d", "done")]
+
+
+def admin_api(app, scope="client"):
+    """A test client and the headers of a token of admin@example.com with this scope."""
+    from app.auth import create_token
+
+    with app.app_context():
+        secret = create_token(db.session.scalar(sa.select(User).where(User.email == "admin@example.com")), scope=scope)
+    return app.test_client(), api_headers(secret)
+
+
+def test_the_api_makes_lists_and_revokes_a_token_with_a_reason(app):
+    client, headers = admin_api(app)
+    wanted = {"person": "alice@example.com", "scope": "client", "toolsets": ["blog"]}
+    made = client.post("/api/admin/tokens", json=wanted, headers=headers)
+    assert made.status_code == 201 and made.headers["Cache-Control"] == "no-store"
+    body = made.get_json()
+    assert (body["person"], body["scope"], body["toolsets"]) == ("alice@example.com", "client", ["blog"])
+    assert client.post("/api/conversations", headers=api_headers(body["token"])).status_code == 201
+    listed = client.get("/api/admin/tokens", headers=headers).get_json()["tokens"]
+    assert body["id"] in [t["id"] for t in listed] and "token" not in listed[0]
+    revoke = f"/api/admin/tokens/{body['id']}/revoke"
+    assert client.post(revoke, json={}, headers=headers).status_code == 400
+    assert client.post(revoke, json={"reason": "left the team"}, headers=headers).get_json()["revoked"] is True
+    assert client.post(revoke, json={"reason": "again"}, headers=headers).status_code == 409
+    assert client.post("/api/conversations", headers=api_headers(body["token"])).status_code == 401
+
+
+def test_the_api_refuses_an_agent_token_and_another_tenants_people_and_tokens(app, sign_in):
+    _, _, alice_token = made_token(app, sign_in)
+    client, agent = admin_api(app, scope="agent")
+    assert client.get("/api/admin/tokens", headers=agent).status_code == 403
+    assert client.post("/api/admin/tokens", json={"person": "alice@example.com"}, headers=agent).status_code == 403
+    assert client.post(f"/api/admin/tokens/{alice_token}/revoke", json={"reason": "x"}, headers=agent).status_code == 403
+    _, own = admin_api(app)
+    assert client.post("/api/admin/tokens", json={"person": "carol@example.com"}, headers=own).status_code == 404
+    assert tokens_of(app, "carol@example.com") == [] and not tokens_of(app, "alice@example.com")[0].revoked
+
+
+def test_the_api_lists_no_token_of_another_tenant(app, sign_in, globex_admin):  # noqa: F811
+    made_token(app, sign_in)
+    from app.auth import create_token
+
+    with app.app_context():
+        dave = create_token(db.session.scalar(sa.select(User).where(User.email == globex_admin)), scope="client")
+    listed = app.test_client().get("/api/admin/tokens", headers=api_headers(dave)).get_json()["tokens"]
+    assert listed and {t["person"] for t in listed} == {globex_admin}  # its own, never alice's

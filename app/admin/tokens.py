@@ -6,18 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
 from flask import flash, make_response, redirect, render_template, request, url_for
 
 from app.admin import bp
-from app.auth import SCOPES, create_token, current_actor, known_toolsets, revoke_token
+from app.auth import SCOPES, current_actor, issue_token, known_toolsets, revoke_with_reason, tenant_token, tenant_tokens
 from app.copilot import review
-from app.errors import NotFound
+from app.errors import BadValues
 from app.extensions import db
-from app.models import ROW_ID_MAX, ApiToken, User
+from app.models import ROW_ID_MAX, User
 
 PAGE = 500
-REASON_MAX = 500
 
 
 @bp.get("/tokens")
@@ -30,13 +28,7 @@ def tokens() -> Any:
 def tokens_page(error: str | None = None, status: int = 200) -> Any:
     """The tokens page, with an error above the form when a new token was refused."""
     tenant_id = current_actor("admin").user.tenant_id
-    rows = db.session.execute(
-        sa.select(ApiToken, User.email)
-        .join(User, ApiToken.user_id == User.id)
-        .where(User.tenant_id == tenant_id)
-        .order_by(ApiToken.id.desc())
-        .limit(PAGE)
-    ).all()
+    rows = [(token, token.user.email) for token in tenant_tokens(tenant_id, PAGE)]
     people = sorted(review.people(tenant_id).items(), key=lambda item: item[1])
     page = render_template(
         "admin/tokens.html", rows=rows, people=people, scopes=SCOPES, toolsets=known_toolsets(), error=error, form=request.form
@@ -49,42 +41,26 @@ def create_api_token() -> Any:
     """Make a token for a person of this tenant and show its secret once, in this answer only
     (never stored, never cached). A person of another tenant looks like no one (404)."""
     actor = current_actor("admin")
-    person = _tenant_person(request.form.get("person", ""), actor.user.tenant_id)
-    scope = request.form.get("scope", "agent")
-    wanted = request.form.getlist("toolsets")
-    unknown = [t for t in wanted if t not in known_toolsets()]
-    if scope not in SCOPES or unknown:
-        return tokens_page(f"Unknown toolset {', '.join(unknown)}." if unknown else "Choose a scope: agent or client.", 400)
-    name = request.form.get("name", "").strip()[:200]
-    secret = create_token(person, name, ",".join(wanted), scope=scope, by=actor.user, channel="admin")
-    page = render_template(
-        "admin/token_created.html", secret=secret, email=person.email, name=name, scope=scope, toolsets=",".join(wanted)
-    )
+    raw = request.form.get("person", "")
+    person = db.session.get(User, int(raw)) if raw.isdigit() and 0 < int(raw) <= ROW_ID_MAX else None
+    scope, wanted, name = request.form.get("scope", "agent"), request.form.getlist("toolsets"), request.form.get("name", "")
+    try:
+        secret = issue_token(actor.user, person, name, scope, wanted, "admin")
+    except BadValues as error:
+        return tokens_page(error.message, error.status)
+    assert person is not None  # (issue_token refuses no one)
+    shown = {"email": person.email, "name": name.strip(), "scope": scope, "toolsets": ",".join(wanted)}
+    page = render_template("admin/token_created.html", secret=secret, **shown)
     response = make_response(page, 201)
     response.headers["Cache-Control"] = "no-store"
     return response
 
 
-def _tenant_person(raw: str, tenant_id: int) -> User:
-    """The person a form names by id, if they belong to this tenant; otherwise 404."""
-    user = db.session.get(User, int(raw)) if raw.isdigit() and 0 < int(raw) <= ROW_ID_MAX else None
-    if user is None or user.tenant_id != tenant_id:
-        raise NotFound()
-    return user
-
-
-def _tenant_token(token_id: int) -> ApiToken:
-    """A token of this tenant; another tenant's token looks like no token at all (404)."""
-    token = db.session.get(ApiToken, token_id)
-    if token is None or token.user.tenant_id != current_actor("admin").user.tenant_id:
-        raise NotFound()
-    return token
-
-
 @bp.get("/tokens/<id:token_id>/revoke")
 def confirm_revoke(token_id: int) -> Any:
     """Ask before revoking: the token, whose it is, and a reason to give (nothing changes here)."""
-    return render_template("admin/token_revoke.html", token=_tenant_token(token_id), error=None)
+    token = tenant_token(current_actor("admin").user, token_id)
+    return render_template("admin/token_revoke.html", token=token, error=None)
 
 
 @bp.post("/tokens/<id:token_id>/revoke")
@@ -92,12 +68,12 @@ def revoke_api_token(token_id: int) -> Any:
     """Revoke a token of this tenant with the reason given (audited): it stops authenticating at
     once (API and MCP). Without a reason nothing changes and the question is asked again."""
     actor = current_actor("admin")
-    token = _tenant_token(token_id)
-    reason = " ".join(request.form.get("reason", "").split())[:REASON_MAX]
-    if not reason:
-        page = render_template("admin/token_revoke.html", token=token, error="Give a reason: it goes into the audit log.")
-        return page, 400
-    if revoke_token(token, actor.user, "admin", reason):
+    token = tenant_token(actor.user, token_id)
+    try:
+        revoked = revoke_with_reason(token, actor.user, request.form.get("reason", ""), "admin")
+    except BadValues as error:
+        return render_template("admin/token_revoke.html", token=token, error=error.message), error.status
+    if revoked:
         flash(f"Revoked token {token.id} ({token.name or 'unnamed'}) of {token.user.email}.", "info")
     else:
         flash(f"Token {token.id} was already revoked.", "info")

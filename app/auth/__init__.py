@@ -20,8 +20,9 @@ from app.auth import signin
 from app.copilot import agent, audit
 from app.copilot.text import seconds
 from app.copilot.tokens import Actor
+from app.errors import BadValues, NotFound
 from app.extensions import db, limiter, login, won
-from app.models import ApiToken, Approval, User, UserSession, utcnow
+from app.models import ROW_ID_MAX, ApiToken, Approval, User, UserSession, utcnow
 from app.routing import safe_target
 
 bp = Blueprint("auth", __name__)
@@ -177,6 +178,44 @@ def revoke_token(token: ApiToken, by: User | None, channel: str, reason: str = "
     db.session.commit()
     db.session.refresh(token)
     return True
+
+
+REASON_MAX = 500
+
+
+def issue_token(by: User, person: User | None, name: str, scope: str, toolsets: list[str], channel: str) -> str:
+    """A token an admin makes for a person of their own tenant (audited): no one, or a person of
+    another tenant, is NotFound; an unknown scope or toolset is BadValues, naming it."""
+    if person is None or person.tenant_id != by.tenant_id:
+        raise NotFound()
+    unknown = [t for t in toolsets if t not in known_toolsets()]
+    if unknown:
+        raise BadValues(f"Unknown toolset {', '.join(unknown)}.")
+    if scope not in SCOPES:
+        raise BadValues(f"Choose a scope: {' or '.join(SCOPES)}.")
+    return create_token(person, name.strip()[:200], ",".join(toolsets), scope=scope, by=by, channel=channel)
+
+
+def tenant_tokens(tenant_id: int, limit: int = 500) -> list[ApiToken]:
+    """The tenant's tokens, newest first."""
+    query = sa.select(ApiToken).join(ApiToken.user).options(sa.orm.contains_eager(ApiToken.user))
+    return list(db.session.scalars(query.where(User.tenant_id == tenant_id).order_by(ApiToken.id.desc()).limit(limit)))
+
+
+def tenant_token(by: User, token_id: int) -> ApiToken:
+    """A token of the admin's tenant; another tenant's token looks like no token at all (NotFound)."""
+    token = db.session.get(ApiToken, token_id) if 0 < token_id <= ROW_ID_MAX else None
+    if token is None or token.user.tenant_id != by.tenant_id:
+        raise NotFound()
+    return token
+
+
+def revoke_with_reason(token: ApiToken, by: User, reason: str, channel: str) -> bool:
+    """An admin's revoke, which must say why (BadValues without a reason); False if it already was."""
+    words = " ".join(reason.split())[:REASON_MAX]
+    if not words:
+        raise BadValues("Give a reason: it goes into the audit log.")
+    return revoke_token(token, by, channel, words)
 
 
 def token_toolsets(token: ApiToken) -> tuple[str, ...] | None:
