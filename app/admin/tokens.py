@@ -49,7 +49,7 @@ def create_api_token() -> Any:
     except BadValues as error:
         return tokens_page(error.message, error.status)
     assert person is not None  # (issue_token refuses no one)
-    shown = {"email": person.email, "name": name.strip(), "scope": scope, "toolsets": ",".join(wanted)}
+    shown = {"email": person.email, "name": name.strip(), "scope": scope, "toolsets": ",".join(dict.fromkeys(wanted))}
     page = render_template("admin/token_created.html", secret=secret, **shown)
     response = make_response(page, 201)
     response.headers["Cache-Control"] = "no-store"

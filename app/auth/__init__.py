@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from flask import Blueprint, abort, current_app, flash, g, redirect, render_template, request, session, url_for
 from flask_login import current_user, login_required, login_user, logout_user
 from flask_wtf import FlaskForm
+from sqlalchemy.orm import contains_eager
 from wtforms import EmailField, PasswordField
 from wtforms.validators import DataRequired, Email
 
@@ -193,12 +194,12 @@ def issue_token(by: User, person: User | None, name: str, scope: str, toolsets: 
         raise BadValues(f"Unknown toolset {', '.join(unknown)}.")
     if scope not in SCOPES:
         raise BadValues(f"Choose a scope: {' or '.join(SCOPES)}.")
-    return create_token(person, name.strip()[:200], ",".join(toolsets), scope=scope, by=by, channel=channel)
+    return create_token(person, name.strip()[:200], ",".join(dict.fromkeys(toolsets)), scope=scope, by=by, channel=channel)
 
 
 def tenant_tokens(tenant_id: int, limit: int = 500) -> list[ApiToken]:
     """The tenant's tokens, newest first."""
-    query = sa.select(ApiToken).join(ApiToken.user).options(sa.orm.contains_eager(ApiToken.user))
+    query = sa.select(ApiToken).join(ApiToken.user).options(contains_eager(ApiToken.user))
     return list(db.session.scalars(query.where(User.tenant_id == tenant_id).order_by(ApiToken.id.desc()).limit(limit)))
 
 
