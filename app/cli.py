@@ -43,13 +43,15 @@ def demo() -> None:
     click.echo(DEMO_TOKENS)
 
 
-DEMO_TOKENS = """Tokens (pick the scope by who holds it):
+DEMO_TOKENS = """Tokens (pick the scope by who holds it), in another shell here, or in the admin console's
+Tokens tab (admin@example.com):
   agent  - for an MCP client or any agent: chats and calls actions, never answers a card or a form
-           flask --app wsgi users create-token alice@example.com --name laptop-mcp
-           flask --app wsgi users create-token alice@example.com --name blog-bot --toolsets blog
+           .venv/bin/flask --app wsgi users create-token alice@example.com --name laptop-mcp
+           .venv/bin/flask --app wsgi users create-token alice@example.com --name blog-bot --toolsets blog
   client - for the person's own app, which may answer cards like the browser does
-           flask --app wsgi users create-token alice@example.com --name my-app --scope client
-  list and revoke: flask --app wsgi users tokens alice@example.com / users revoke-token ID"""
+           .venv/bin/flask --app wsgi users create-token alice@example.com --name my-app --scope client
+  list them: .venv/bin/flask --app wsgi users tokens alice@example.com
+  revoke one: .venv/bin/flask --app wsgi users revoke-token ID --reason "lost laptop"  (ID: from the list)"""
 
 
 @functools.cache
@@ -194,11 +196,11 @@ def _person(email: str) -> User:
 )
 def create_token_cmd(email: str, name: str, scope: str, toolsets: str) -> None:
     """Print a new personal access token for EMAIL (shown once; the first line is the token)."""
-    from app.auth import create_token
+    from app.auth import create_token, known_toolsets
 
     user = _person(email)
     wanted = [t.strip() for t in toolsets.split(",") if t.strip()]
-    known = sorted({t for a in engine().registry.actions.values() for t in a.toolsets})
+    known = known_toolsets()
     unknown = [t for t in wanted if t not in known]
     if unknown:
         raise click.ClickException(f"Unknown toolset {', '.join(unknown)}; known: {', '.join(known)}.")
@@ -224,7 +226,8 @@ def tokens_cmd(email: str) -> None:
 
 @users.command("revoke-token")
 @click.argument("token_id", type=int)
-def revoke_token_cmd(token_id: int) -> None:
+@click.option("--reason", default="", help="Why, for the audit log.")
+def revoke_token_cmd(token_id: int, reason: str) -> None:
     """Revoke token ID at once (audited): it no longer authenticates, nor answers its cards."""
     from app.auth import revoke_token
     from app.models import ApiToken
@@ -232,7 +235,7 @@ def revoke_token_cmd(token_id: int) -> None:
     token = db.session.get(ApiToken, token_id) if 0 < token_id <= ROW_ID_MAX else None
     if token is None:
         raise click.ClickException(f"No token {token_id}.")
-    if not revoke_token(token, None, "cli"):
+    if not revoke_token(token, None, "cli", reason.strip()):
         raise click.ClickException(f"Token {token_id} was already revoked.")
     click.echo(f"Revoked token {token_id} ({token.name}) of {token.user.email}.")
 

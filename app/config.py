@@ -201,9 +201,9 @@ def _read(setting: Setting) -> Any:
 def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Build the app's config from the environment, then apply overrides (tests)."""
     overrides = dict(overrides or {})
-    env = overrides.get("COUNTERSIGN_ENV") or _env("COUNTERSIGN_ENV") or "production"
-    development = env in {"development", "testing"}
     given_secret = overrides.get("SECRET_KEY") or _env("SECRET_KEY")
+    env = overrides.get("COUNTERSIGN_ENV") or _env("COUNTERSIGN_ENV") or _default_env(given_secret)
+    development = env in {"development", "testing"}
     secret = given_secret or _throwaway_secret(development)
     read = {s.key: _read(s) for s in SETTINGS if s.kind != "derived"}
     derived = _derived(env, development, secret, given_secret, read)
@@ -212,6 +212,15 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     config["SQLALCHEMY_DATABASE_URI"] = _normalise_db_url(config["SQLALCHEMY_DATABASE_URI"])
     config["SQLALCHEMY_ENGINE_OPTIONS"] = _engine_options(config["SQLALCHEMY_DATABASE_URI"], config["SQLALCHEMY_ENGINE_OPTIONS"])
     return config
+
+
+def _default_env(given_secret: str | None) -> str:
+    """`production`, unless COUNTERSIGN_DEMO=1 (the `.flaskenv` that scripts/demo writes, read by the
+    `flask` command only) and nothing of a deployment is set: no SECRET_KEY, DATABASE_URL or
+    REDIS_URL. So the demo's printed commands run on its development settings, and a server that
+    has a stray `.flaskenv` still runs on production's (or refuses to start without SECRET_KEY)."""
+    deployed = given_secret or _env("DATABASE_URL") or _env("REDIS_URL")
+    return "development" if _bool("COUNTERSIGN_DEMO", False) and not deployed else "production"
 
 
 def _throwaway_secret(development: bool) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from playwright.sync_api import expect
 
 from app.extensions import db
 from app.models import Approval
@@ -125,19 +126,49 @@ def test_approval_page_has_no_serious_violations(app, page, server, posts):  # n
     assert_none_blocking(audit(page, "approval page"), "approval page")
 
 
+def signed_in_admin(browser, server):  # noqa: F811
+    """A browser context of its own with admin@example.com signed in: (the context, its page)."""
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    admin = context.new_page()
+    admin.set_default_timeout(LONG)
+    admin.goto(f"{server}/login")
+    admin.get_by_label("Email").fill("admin@example.com")
+    admin.get_by_label("Password").fill("demo")
+    admin.get_by_role("button", name="Sign in").click()
+    admin.wait_for_url(f"{server}/")
+    return context, admin
+
+
+def test_admin_token_pages_have_no_serious_violations(browser, server):  # noqa: F811
+    """The new token (its secret shown once), the revoke question, and the list after a revoke."""
+    context, admin = signed_in_admin(browser, server)
+    try:
+        admin.goto(f"{server}/admin/tokens")
+        admin.get_by_label("Person", exact=True).select_option(label="alice@example.com")
+        admin.get_by_label("Name", exact=True).fill("laptop")
+        admin.get_by_role("radio", name=re.compile("^client")).check()
+        admin.get_by_role("checkbox", name="blog").check()
+        admin.get_by_role("button", name="Create token").click()
+        expect(admin.get_by_label("Token", exact=True)).to_have_value(re.compile("^cs_"), timeout=LONG)
+        assert_none_blocking(audit(admin, "admin new token"), "admin new token")
+        admin.goto(f"{server}/admin/tokens")
+        admin.get_by_role("link", name=re.compile("^Revoke token .* of alice@example.com")).click()
+        admin.get_by_label(re.compile("^Reason")).wait_for()
+        assert_none_blocking(audit(admin, "admin revoke token"), "admin revoke token")
+        admin.get_by_label(re.compile("^Reason")).fill("lost laptop")
+        admin.get_by_role("button", name=re.compile("^Revoke token")).click()
+        expect(admin.locator(".flash")).to_contain_text("Revoked token", timeout=LONG)
+        assert_none_blocking(audit(admin, "admin tokens after a revoke"), "admin tokens after a revoke")
+    finally:
+        context.close()
+
+
 def test_admin_console_has_no_serious_violations(app, browser, page, server, posts):  # noqa: F811
     sign_in_and_open_chat(page, server)  # alice leaves a card waiting, so the console has a row
     ask(page, f"/delete_post post={posts['Spring meetup']}")
     page.locator(".card").last.get_by_role("button", name="Confirm").wait_for()
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
-    admin = context.new_page()
-    admin.set_default_timeout(LONG)
+    context, admin = signed_in_admin(browser, server)
     try:
-        admin.goto(f"{server}/login")
-        admin.get_by_label("Email").fill("admin@example.com")
-        admin.get_by_label("Password").fill("demo")
-        admin.get_by_role("button", name="Sign in").click()
-        admin.wait_for_url(f"{server}/")
         pages = (("/admin/", "admin approvals"), ("/admin/audit", "admin audit log"), ("/admin/tokens", "admin tokens"))
         for path, name in pages:
             admin.goto(f"{server}{path}")

@@ -40,6 +40,9 @@ OTHER_VARIABLES = {
     "COUNTERSIGN_FUZZ_EXAMPLES": "the fuzz and property tests",
     "COUNTERSIGN_BENCH_PG_URL": "bench/run.py",
     "COUNTERSIGN_TEST_WORKERS": "scripts/test",
+    "COUNTERSIGN_DEMO": "app/config.py (the environment's name, from the .flaskenv scripts/demo writes)",
+    "DEMO_SKIP_SETUP": "scripts/demo",
+    "FLASK_APP": "Flask's own command (the .flaskenv scripts/demo writes)",
 }
 
 # Commands a reader would copy that this test checks without running, and why.

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import unicodedata
 from typing import Any
 
 from flask import Blueprint, Response, abort, make_response, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
 
-from app.admin.chart import decisions_svg
+from app.admin.chart import decisions_legend, decisions_svg
 from app.auth import current_actor
 from app.copilot import agent, audit_check, countersigning, review
 from app.copilot.tokens import Actor, sign_second
@@ -47,6 +48,7 @@ def index() -> Any:
         stats=stats,
         people=review.people(tenant_id),
         chart=decisions_svg(stats),
+        legend=decisions_legend(stats),
         actions=sorted(agent.engine().registry.actions),
         statuses=list(Status),
     )
@@ -129,7 +131,7 @@ def audit_csv() -> Response:
                         row.event,
                         row.outcome,
                         row.approval_id or "",
-                        row.detail,
+                        with_emails(row.detail, people),
                         row.channel,
                         row.hash,
                     )
@@ -139,6 +141,16 @@ def audit_csv() -> Response:
             break
         cursor = page.next_cursor
     return Response(out.getvalue(), mimetype="text/csv", headers={"Content-Disposition": "attachment; filename=audit.csv"})
+
+
+USER_ID = re.compile(r"\buser (\d+)\b")
+
+
+@bp.app_template_filter("with_emails")
+def with_emails(detail: str, people: dict[int, str]) -> str:
+    """An audit row's detail with each "user 3" in it as that person's email: the chain keeps ids
+    (an email can change), an admin reads people."""
+    return USER_ID.sub(lambda m: people.get(int(m[1]), m[0]), detail)
 
 
 # A spreadsheet may fold a look-alike sign to the one it reads as a formula: the full-width and small

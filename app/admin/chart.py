@@ -37,3 +37,16 @@ def decisions_svg(stats: Dashboard, width: int = 720, height: int = 180) -> Mark
             parts.append(f'<text x="{x:.1f}" y="{height - 4}" class="chart__axis">{day.strftime("%d %b")}</text>')
     parts.append("</svg>")
     return Markup("".join(parts))
+
+
+def decisions_legend(stats: Dashboard) -> Markup:
+    """The chart's legend: a swatch of each outcome's colour and its name, for the outcomes drawn."""
+    drawn = sorted({outcome for counts in stats.per_day.values() for outcome in counts})
+    if not drawn:
+        return Markup('<p class="muted">No decisions in these days.</p>')
+    items = "".join(
+        f'<li><svg width="12" height="12" viewBox="0 0 12 12" aria-hidden="true" focusable="false">'
+        f'<rect width="12" height="12" fill="{OUTCOMES[Status(outcome)].colour}"/></svg> {escape(outcome)}</li>'
+        for outcome in drawn
+    )
+    return Markup(f'<ul class="chart__legend" aria-label="Legend">{items}</ul>')

@@ -13,15 +13,17 @@ import sqlalchemy as sa
 from flask import Blueprint, abort, current_app, flash, g, redirect, render_template, request, session, url_for
 from flask_login import current_user, login_required, login_user, logout_user
 from flask_wtf import FlaskForm
+from sqlalchemy.orm import contains_eager
 from wtforms import EmailField, PasswordField
 from wtforms.validators import DataRequired, Email
 
 from app.auth import signin
-from app.copilot import audit
+from app.copilot import agent, audit
 from app.copilot.text import seconds
 from app.copilot.tokens import Actor
+from app.errors import BadValues, NotFound
 from app.extensions import db, limiter, login, won
-from app.models import ApiToken, Approval, User, UserSession, utcnow
+from app.models import ROW_ID_MAX, ApiToken, Approval, User, UserSession, utcnow
 from app.routing import safe_target
 
 bp = Blueprint("auth", __name__)
@@ -124,28 +126,45 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(user: User, name: str = "", toolsets: str = "", scope: str = "agent") -> str:
+def create_token(
+    user: User, name: str = "", toolsets: str = "", scope: str = "agent", by: User | None = None, channel: str = "cli"
+) -> str:
     """A new personal access token for the API and MCP; only its hash is kept. Scope "agent"
-    (the default) chats and calls actions but never answers a card; "client" may answer."""
+    (the default) chats and calls actions but never answers a card; "client" may answer. Made
+    `by` someone (an admin in the console), it is audited with who made it."""
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}, not {scope!r}")
     token = "cs_" + secrets.token_urlsafe(32)
-    db.session.add(
-        ApiToken(
-            user_id=user.id,
-            name=name,
-            token_hash=hash_token(token),
-            toolsets=",".join(t.strip() for t in toolsets.split(",") if t.strip()),
-            scope=scope,
-        )
+    row = ApiToken(
+        user_id=user.id,
+        name=name,
+        token_hash=hash_token(token),
+        toolsets=",".join(t.strip() for t in toolsets.split(",") if t.strip()),
+        scope=scope,
     )
+    db.session.add(row)
+    if by is not None:
+        db.session.flush()
+        audit.record(
+            "token.created",
+            "created",
+            tenant_id=user.tenant_id,
+            user_id=by.id,
+            detail=f"token {row.id} ({scope}, {name!r}, toolsets {row.toolsets or 'all configured'}) of {user.email}",
+            channel=channel,
+        )
     db.session.commit()
     return token
 
 
-def revoke_token(token: ApiToken, by: User | None, channel: str) -> bool:
-    """Revoke a token (audited); False if it already was. It stops authenticating at once, so
-    the card tokens signed for it are useless."""
+def known_toolsets() -> list[str]:
+    """Every toolset an action of this app belongs to: what a token's toolsets may name."""
+    return sorted({t for a in agent.engine().registry.actions.values() for t in a.toolsets})
+
+
+def revoke_token(token: ApiToken, by: User | None, channel: str, reason: str = "") -> bool:
+    """Revoke a token (audited, with the reason given); False if it already was. It stops
+    authenticating at once, so the card tokens signed for it are useless."""
     if not won(sa.update(ApiToken).where(ApiToken.id == token.id, ApiToken.revoked.is_(False)).values(revoked=True)):
         db.session.rollback()
         return False
@@ -154,12 +173,50 @@ def revoke_token(token: ApiToken, by: User | None, channel: str) -> bool:
         "revoked",
         tenant_id=token.user.tenant_id,
         user_id=by.id if by else None,
-        detail=f"token {token.id} ({token.scope}, {token.name!r}) of {token.user.email}",
+        detail=f"token {token.id} ({token.scope}, {token.name!r}) of {token.user.email}" + (f": {reason}" if reason else ""),
         channel=channel,
     )
     db.session.commit()
     db.session.refresh(token)
     return True
+
+
+REASON_MAX = 500
+
+
+def issue_token(by: User, person: User | None, name: str, scope: str, toolsets: list[str], channel: str) -> str:
+    """A token an admin makes for a person of their own tenant (audited): no one, or a person of
+    another tenant, is NotFound; an unknown scope or toolset is BadValues, naming it."""
+    if person is None or person.tenant_id != by.tenant_id:
+        raise NotFound()
+    unknown = [t for t in toolsets if t not in known_toolsets()]
+    if unknown:
+        raise BadValues(f"Unknown toolset {', '.join(unknown)}.")
+    if scope not in SCOPES:
+        raise BadValues(f"Choose a scope: {' or '.join(SCOPES)}.")
+    return create_token(person, name.strip()[:200], ",".join(dict.fromkeys(toolsets)), scope=scope, by=by, channel=channel)
+
+
+def tenant_tokens(tenant_id: int, limit: int = 500) -> list[ApiToken]:
+    """The tenant's tokens, newest first."""
+    query = sa.select(ApiToken).join(ApiToken.user).options(contains_eager(ApiToken.user))
+    return list(db.session.scalars(query.where(User.tenant_id == tenant_id).order_by(ApiToken.id.desc()).limit(limit)))
+
+
+def tenant_token(by: User, token_id: int) -> ApiToken:
+    """A token of the admin's tenant; another tenant's token looks like no token at all (NotFound)."""
+    token = db.session.get(ApiToken, token_id) if 0 < token_id <= ROW_ID_MAX else None
+    if token is None or token.user.tenant_id != by.tenant_id:
+        raise NotFound()
+    return token
+
+
+def revoke_with_reason(token: ApiToken, by: User, reason: str, channel: str) -> bool:
+    """An admin's revoke, which must say why (BadValues without a reason); False if it already was."""
+    words = " ".join(reason.split())[:REASON_MAX]
+    if not words:
+        raise BadValues("Give a reason: it goes into the audit log.")
+    return revoke_token(token, by, channel, words)
 
 
 def token_toolsets(token: ApiToken) -> tuple[str, ...] | None:

@@ -399,7 +399,7 @@ def test_the_admin_tokens_page_lists_its_tenants_tokens_and_revokes(app, sign_in
     assert "alice-laptop" in page and "carol-laptop" not in page and alice_token not in page
     assert admin.client.post(f"/admin/tokens/{carol_id}/revoke", headers={"X-CSRFToken": admin.csrf}).status_code == 404
     assert admin.client.post(f"/admin/tokens/{alice_id}/revoke").status_code == 400  # no CSRF token
-    revoked = admin.client.post(f"/admin/tokens/{alice_id}/revoke", headers={"X-CSRFToken": admin.csrf})
+    revoked = admin.client.post(f"/admin/tokens/{alice_id}/revoke", data={"reason": "lost"}, headers={"X-CSRFToken": admin.csrf})
     assert revoked.status_code == 302
     assert Api(app, alice_token).get("/api/approvals").status_code == 401
     with app.app_context():
