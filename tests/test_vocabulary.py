@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from app.extensions import db
 from app.models import Approval
 from app.status import FINAL, OUTCOMES, RunStatus, Status, card_line, chat_line, model_line
+from tests.conftest import outcome_row
 from tests.test_forms import form_of, submit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,7 +63,7 @@ def test_every_status_has_its_lines_and_every_final_one_says_what_happened():
     assert {Status.PENDING, Status.RUNNING}.isdisjoint(FINAL)
 
 
-@pytest.mark.parametrize("status", sorted(FINAL - {Status.DONE}))
+@pytest.mark.parametrize("status", sorted(FINAL - {Status.DONE, Status.QUEUED}))  # queued: handle() ran
 def test_nothing_ran_is_said_on_every_channel_for_each_ending_but_done(status):
     class Row:
         type = "confirm"
@@ -85,7 +86,10 @@ def test_a_superseded_card_says_so_on_its_page(app, alice, posts):
         agent.supersede(approval, "slack")
     page = alice.client.get(f"/approvals/{approval}").get_data(as_text=True)
     assert "Superseded by a newer card — nothing ran" in page
-    assert "superseded" not in re.sub(r'class="[^"]*"', "", page.split("<main", 1)[1]).replace("Superseded", "")
+    badge = '<span class="badge badge--superseded">superseded</span>'  # the status, set apart as a status
+    assert badge in page
+    beside = page.split("<main", 1)[1].replace(badge, "")
+    assert "superseded" not in re.sub(r'class="[^"]*"', "", beside).replace("Superseded", "")
 
 
 def test_the_database_refuses_a_status_not_in_the_vocabulary(app, alice, posts):
@@ -109,4 +113,4 @@ def test_a_submitted_form_keeps_the_names_it_filled_as_data(app, alice):
         row = db.session.get(Approval, approval)
         assert row.filled == ["title", "body", "status"]
         assert "Kept as data" not in (row.result or "")
-    assert "Submitted · filled in: title, body, status" in response.get_data(as_text=True)
+    assert outcome_row("Submitted — filled in: title, body, status", "done") in response.get_data(as_text=True)
