@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 
@@ -34,6 +35,13 @@ def test_yes_confirms_once_and_the_outcome_is_posted(chat, posts, handle_calls):
     assert "Deleted “Spring meetup”." in chat.sent()[-2:][0]
     chat.say("Yes")  # the wait is over: an ordinary message now
     assert handle_calls["n"] == 1
+
+
+def test_the_outcome_line_says_who_decided_it_and_when(chat, posts):
+    ask_delete(chat, posts)
+    chat.say("no")
+    said = r"Declined — nothing was done\. \(Declined by you, \d{4}-\d\d-\d\d \d\d:\d\d UTC\)"
+    assert any(re.fullmatch(said, line) for line in chat.sent()), chat.sent()
 
 
 @pytest.mark.parametrize("reply", ["yes please", "no"])

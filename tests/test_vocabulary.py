@@ -114,3 +114,41 @@ def test_a_submitted_form_keeps_the_names_it_filled_as_data(app, alice):
         assert row.filled == ["title", "body", "status"]
         assert "Kept as data" not in (row.result or "")
     assert outcome_row("Submitted — filled in: title, body, status", "done") in response.get_data(as_text=True)
+
+
+def test_every_channel_reads_a_cards_outcome_from_the_one_table(app, alice, posts, monkeypatch):
+    from app.api import prompt
+    from app.copilot.outcomes import chat_outcome
+    from app.copilot.revise import told
+    from app.copilot.tokens import Actor
+    from app.status import Outcome
+
+    words = Outcome("Turned down", "Turned down in chat.", "Turned down, says the model's line.", "#000", "turned down by {who}")
+    monkeypatch.setitem(OUTCOMES, Status.DECLINED, words)
+    convo = alice.new_conversation()
+    approval, token = alice.card(alice.say(convo, f"/delete_post post={posts['Spring meetup']}"))
+    html = alice.answer(approval, token, "decline").get_data(as_text=True)
+    assert '<span class="card__label">Turned down</span> <span class="badge badge--declined">declined</span>' in html
+    assert '<p class="card__decided">Turned down by you</p>' in html
+    with app.app_context():
+        row = db.session.get(Approval, approval)
+        assert chat_outcome(row) == "Turned down in chat. (Turned down by you)"
+        assert told(row) == "Turned down, says the model's line."
+        shown = prompt(row, Actor(user=row.user, binding="test", channel="api"))
+        assert shown["outcome"] == "Turned down" and shown["decided_by"] == "Turned down by you"
+
+
+def test_no_channel_builds_its_own_outcome_line():
+    """Only app/copilot/outcomes.py reads the table's line functions (with the action's own words);
+    no other module spells a table's sentence or joins a label to a status."""
+    lines = {t for o in OUTCOMES.values() for t in (o.card, o.chat, o.model) if len(t) > 12}
+    joined = re.compile(rf"· ({QUOTED})\b")
+    reads = re.compile(r"\b(card_line|chat_line|model_line)\(|import[^\n]*\b(card_line|chat_line|model_line)\b")
+    problems = []
+    for path in sources():
+        text = path.read_text()
+        if path != ROOT / "app" / "copilot" / "outcomes.py" and reads.search(text):
+            problems.append(f"{path.relative_to(ROOT)} reads a line function of app/status.py itself")
+        problems += [f"{path.relative_to(ROOT)} spells {line!r}" for line in lines if line in text]
+        problems += [f"{path.relative_to(ROOT)} joins a label to a status" for _ in joined.findall(text)]
+    assert not problems, "\n".join(problems)
