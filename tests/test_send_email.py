@@ -6,7 +6,7 @@ import pytest
 import sqlalchemy as sa
 
 from app.extensions import db
-from app.models import Approval, OutboxEmail
+from app.models import Approval, AuditEvent, OutboxEmail
 from app.status import Status
 from tests.conftest import outcome_row
 
@@ -85,6 +85,18 @@ def test_a_confirmed_email_is_queued_until_the_outbox_delivers_it(app, alice, sm
     assert outcome_row("Sent", "done") in page and "Queued" not in page
     with app.app_context():
         assert db.session.get(Approval, approval).result == "Email to dana@example.org sent."
+
+
+def test_the_audit_log_keeps_the_decision_and_then_the_delivery(app, alice, smtp, held):
+    _, approval, _ = confirmed_email(alice)
+    run_held(app, held)
+    with app.app_context():
+        rows = db.session.execute(
+            sa.select(AuditEvent.event, AuditEvent.outcome).where(AuditEvent.approval_id == approval).order_by(AuditEvent.id)
+        )
+        assert [tuple(r) for r in rows][-2:] == [("approval.decided", "queued"), ("approval.delivered", "done")]
+        row = db.session.get(Approval, approval)
+        assert row.decided_at is not None and row.decided_by == row.user_id  # still its person's decision
 
 
 def test_a_refused_email_ends_failed_to_send(app, alice, smtp, held):

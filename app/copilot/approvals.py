@@ -279,7 +279,7 @@ def move(
         return False
     if status.final or status is Status.COUNTERSIGNING:  # the first of two signatures is audited too
         audit.record(
-            "approval.decided" if status.final else "approval.signed",
+            ("approval.delivered" if source is Status.QUEUED else "approval.decided") if status.final else "approval.signed",
             status,
             tenant_id=approval.tenant_id,
             user_id=user_id,
