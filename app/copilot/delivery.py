@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from app.copilot import events, jobs
+from app.copilot import jobs
 from app.copilot.actions import ActionContext
 from app.copilot.outcomes import settled_line
 from app.extensions import db
@@ -62,16 +62,14 @@ def deliver(approval_id: str) -> str:
 
 
 def settle(approval: Approval, status: Status, result: str) -> str:
-    """Queued -> done or failed (only once, anywhere), dated as decided when its person did; the
-    conversation's notice of it, and an event for open pages."""
+    """Queued -> done or failed (only once, anywhere), still dated and signed as its person's
+    decision, and in the same commit the conversation's notice of it (approvals.move tells the
+    conversation's stream the card changed)."""
     from app.copilot.approvals import move
 
+    # No approval_id: a message with one is the card itself, wherever the conversation is shown.
+    db.session.add(Message(conversation_id=approval.conversation_id, role=NOTICE, text=settled_line(approval, status, result)))
     kept: dict[str, Any] = {"decided_at": approval.decided_at, "decided_by": approval.decided_by}
     if not move(approval, status, approval.user_id, "system", "delivery", source=Status.QUEUED, result=result, **kept):
-        return "already settled"
-    # No approval_id: a message with one is the card itself, wherever the conversation is shown.
-    notice = Message(conversation_id=approval.conversation_id, role=NOTICE, text=settled_line(approval))
-    db.session.add(notice)
-    db.session.commit()
-    events.publish(approval.conversation_id, "approval", approval=approval.id, status=str(status), message=notice.id)
+        return "already settled"  # (move rolled the notice back with it)
     return str(status)

@@ -3,6 +3,7 @@ done label, how its work ends) looked up once, every line read from app/status.p
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from app.extensions import db
@@ -31,9 +32,19 @@ def chat_outcome(approval: Approval) -> str:
     return f"{chat_line(approval, words_of(approval))} ({by})" if by else chat_line(approval, words_of(approval))
 
 
-def settled_line(approval: Approval) -> str:
-    """What the conversation is told when a queued card's delivery ends: "Sent: Email to … sent."."""
-    label, line = card_label(approval), chat_line(approval, words_of(approval))
+@dataclass
+class _Settled:
+    status: str
+    type: str
+    result: str | None
+    filled: list[str] | None
+
+
+def settled_line(approval: Approval, status: Status, result: str) -> str:
+    """What the conversation is told when a queued card's delivery ends as `status` with `result`
+    (said before the card is moved, so both are kept in one commit): "Sent: Email to … sent."."""
+    row, words = _Settled(status, approval.type, result, approval.filled), words_of(approval)
+    label, line = card_line(row, words), chat_line(row, words)
     return line if line.startswith(label) else f"{label}: {line}"
 
 
