@@ -69,10 +69,11 @@ class Outcome:
     chat: str
     model: str
     colour: str
-    by: str = "Decided by {who}, {when}"
+    by: str = "decided by {who}, {when}"
 
 
-CONFIRMED_BY = "confirmed by {who}, {when}"
+CONFIRMER = "confirmed by {who}"  # a countersigned card's first signature, before its decider
+CONFIRMED_BY = f"{CONFIRMER}, {{when}}"
 
 OUTCOMES: dict[Status, Outcome] = {
     Status.PENDING: Outcome("Expired", "", "", "#2563eb", ""),  # shown only when past its time, unswept
@@ -233,7 +234,7 @@ def decided_line(status: Status, who: str, when: str, confirmer: str | None = No
         return ""
     if confirmer is not None:
         second = COUNTERSIGNED_BY if status in RAN else template
-        line = f"{CONFIRMED_BY.split(',')[0].format(who=confirmer)}; {second.format(who=who, when=when)}"
+        line = f"{CONFIRMER.format(who=confirmer)}; {second.format(who=who, when=when)}"
     else:
         line = template.format(who=who, when=when)
     return line[:1].upper() + line[1:]

@@ -60,6 +60,7 @@ def test_every_status_has_its_lines_and_every_final_one_says_what_happened():
     for status in FINAL:
         outcome = OUTCOMES[status]
         assert outcome.card and outcome.chat and outcome.model and outcome.colour.startswith("#"), status
+        assert "{when}" in outcome.by, status  # every decided card says when, and who or what decided it
     assert {Status.PENDING, Status.RUNNING}.isdisjoint(FINAL)
 
 
