@@ -78,4 +78,7 @@ def decided_by_line(approval: Approval, viewer_id: int | None = None) -> str:
     decider = approval.decided_by if approval.decided_by is not None else approval.user_id
     second = approval.confirmed_by is not None and approval.decided_by != approval.confirmed_by
     confirmer = name(approval.confirmed_by) if second else None
-    return decided_line(status, name(decider), when(approval.decided_at), confirmer)
+    # The moment of the decision: the press that claimed it (not when its work or a sweep ended),
+    # or for an expired card the end of its time.
+    moment = approval.expires_at if status is Status.EXPIRED else (approval.claimed_at or approval.decided_at)
+    return decided_line(status, name(decider), when(moment), confirmer)
