@@ -16,7 +16,9 @@ from app.errors import PartlyDone
 class Status(StrEnum):
     """An approval's status. `pending` waits for its person; `countersigning` was confirmed by its
     person and waits for a second, different person's signature (an action's `countersign`);
-    `running` is claimed and handle() is running; every other status is final and runs nothing more."""
+    `running` is claimed and handle() is running; every other status is final and runs nothing more.
+    `queued`: handle() ran and handed its work to a queue (an action of `Delivery.QUEUED`); it is
+    decided, and moves once more, to `done` or `failed`, when the delivery ends."""
 
     PENDING = "pending"
     RUNNING = "running"
@@ -32,6 +34,7 @@ class Status(StrEnum):
     SUPERSEDED = "superseded"
     COUNTERSIGNING = "countersigning"
     EDITED = "edited"
+    QUEUED = "queued"
 
     @property
     def final(self) -> bool:
@@ -41,29 +44,54 @@ class Status(StrEnum):
 FINAL = frozenset(s for s in Status if s.final)
 
 
+class Delivery(StrEnum):
+    """When an action's work is over (its one declaration, `delivery = Delivery.QUEUED`): `now`,
+    when handle() returns; `queued`, when the queue handle() handed it to delivers it — the
+    action's deliver() says how it went, and the card reads Queued, then Sent or Failed to send."""
+
+    NOW = "now"
+    QUEUED = "queued"
+
+    @property
+    def failed_label(self) -> str:
+        """The card's word for a failure of this action."""
+        return "Failed to send" if self is Delivery.QUEUED else "Failed"
+
+
 @dataclass(frozen=True)
 class Outcome:
-    """What one status says: on the card, in a chat thread, to the model, and its colour on the
-    admin console's chart. `done` and `failed` add the action's own words (see the functions)."""
+    """What one status says: the card's label (beside it, the status as a badge), the line in a
+    chat thread, the model's line, its colour on the admin console's chart, and who decided it
+    (`{who}`: "you", or a person's email; `{when}`: the time). `done`, `failed` and `queued` add
+    the action's own words (see the functions)."""
 
     card: str
     chat: str
     model: str
     colour: str
+    by: str = "decided by {who}, {when}"
 
+
+CONFIRMER = "confirmed by {who}"  # a countersigned card's first signature, before its decider
+CONFIRMED_BY = f"{CONFIRMER}, {{when}}"
 
 OUTCOMES: dict[Status, Outcome] = {
-    Status.PENDING: Outcome("Expired", "", "", "#2563eb"),  # shown only when past its time, unswept
-    Status.RUNNING: Outcome("Running…", "Running…", "", "#0e7490"),
-    Status.DONE: Outcome("Done", "Done.", "Done.", "#1f7a4d"),
+    Status.PENDING: Outcome("Expired", "", "", "#2563eb", ""),  # shown only when past its time, unswept
+    Status.RUNNING: Outcome("Running…", "Running…", "", "#0e7490", ""),
+    Status.DONE: Outcome("Done", "Done.", "Done.", "#1f7a4d", CONFIRMED_BY),
     Status.DECLINED: Outcome(
-        "Declined · declined", "Declined — nothing was done.", "The person declined. Nothing was done.", "#5d6675"
+        "Declined",
+        "Declined — nothing was done.",
+        "The person declined. Nothing was done.",
+        "#5d6675",
+        "declined by {who}, {when}",
     ),
     Status.CANCELLED: Outcome(
         "Set aside — nothing ran",
         "Set aside — nothing was done.",
         "The person set this aside for now (Not now). Nothing was done; do not ask again unless they do.",
         "#64748b",
+        "set aside by {who}, {when}",
     ),
     Status.CHANGED: Outcome(
         "Changed — nothing ran",
@@ -71,49 +99,69 @@ OUTCOMES: dict[Status, Outcome] = {
         "The card changed before the person confirmed (the record is not what it was), "
         "so nothing ran. Ask again if it is still wanted.",
         "#7a4cc2",
+        CONFIRMED_BY,
     ),
     Status.REFUSED: Outcome(
         "Refused — nothing ran",
         "Not allowed any more — nothing was done.",
         "Refused at confirmation: the person may no longer do this. Nothing ran.",
         "#b42318",
+        CONFIRMED_BY,
     ),
     Status.EXPIRED: Outcome(
-        "Expired", "Expired — nothing was done.", "The card expired before the person answered. Nothing was done.", "#9a6700"
+        "Expired",
+        "Expired — nothing was done.",
+        "The card expired before the person answered. Nothing was done.",
+        "#9a6700",
+        "ended by the expiry, {when}",
     ),
     Status.REVOKED: Outcome(
-        "Revoked by an admin",
+        "Revoked",
         "Revoked by an admin — nothing was done.",
         "An admin revoked this request. Nothing was done.",
         "#c2410c",
+        "revoked by {who}, {when}",
     ),
-    Status.FAILED: Outcome("Failed", "It failed — nothing else was done.", "Failed.", "#991b1b"),
+    Status.FAILED: Outcome("Failed", "It failed — nothing else was done.", "Failed.", "#991b1b", CONFIRMED_BY),
     Status.INTERRUPTED: Outcome(
         "Interrupted — not run again",
         "Interrupted while it ran — it will not be run again; check the result before asking again.",
         "Interrupted: the server stopped while this ran. It will not be retried; check the result before asking again.",
         "#334155",
+        CONFIRMED_BY,
     ),
     Status.SUPERSEDED: Outcome(
         "Superseded by a newer card — nothing ran",
         "Replaced by a newer request — nothing was done.",
         "A newer request replaced this one before the person answered. Nothing was done.",
         "#94a3b8",
+        "replaced by a newer request, {when}",
     ),
     Status.COUNTERSIGNING: Outcome(
         "Confirmed — waiting for a countersignature",
         "Confirmed — it waits for a second person's countersignature before it runs.",
         "",
         "#0f766e",
+        "",
     ),
     Status.EDITED: Outcome(
         "Edited — replaced by a fresh card",
         "Edited — a fresh card replaced this one; nothing was done.",
         "The person edited this request; a fresh card replaced it. Nothing ran from this one.",
         "#6d28d9",
+        "edited by {who}, {when}",
+    ),
+    Status.QUEUED: Outcome(
+        "Queued",
+        "Queued — it has not gone out yet.",
+        "Queued: handed over for delivery, which has not happened yet; its outcome comes when delivery ends.",
+        "#0369a1",
+        CONFIRMED_BY,
     ),
 }
-
+# A countersigned card's second signature, after "confirmed by" its person.
+COUNTERSIGNED_BY = "countersigned by {who}, {when}"
+RAN = frozenset({Status.DONE, Status.QUEUED, Status.FAILED, Status.CHANGED, Status.REFUSED, Status.INTERRUPTED})
 
 # The model's line for a card whose second signer declined it (after its person confirmed).
 SECOND_DECLINED = "The person confirmed it, but the second signer asked to countersign declined. Nothing was done."
@@ -127,35 +175,69 @@ class Decided(Protocol):
     result: str | None
 
 
-def card_line(approval: Decided, done_label: str = "Done") -> str:
-    """The card's outcome row; `done_label` is the action's own word for having run."""
+@dataclass(frozen=True)
+class Words:
+    """An action's own words for its outcomes: its word for having run, and how its work ends."""
+
+    done_label: str = "Done"
+    delivery: Delivery = Delivery.NOW
+
+
+def badge(approval: Decided) -> Status:
+    """The status the card's badge shows (a card past its time, not yet swept, is expired)."""
     status = Status(approval.status)
+    return Status.EXPIRED if status is Status.PENDING else status
+
+
+def card_line(approval: Decided, words: Words = Words()) -> str:
+    """The card's outcome label (the status stands beside it, as a badge, never in it)."""
+    status = Status(approval.status)
+    if status is Status.DONE and approval.type == "form":
+        return f"Submitted — filled in: {', '.join(getattr(approval, 'filled', None) or [])}"
     if status is Status.DONE:
-        return "Submitted · done" if approval.type == "form" else f"{done_label} · done"
+        return words.done_label
     if status is Status.FAILED:
-        return f"Failed — {approval.result or 'the action raised an error'}"
+        return f"{words.delivery.failed_label} — {approval.result or 'the action raised an error'}"
     return OUTCOMES[status].card
 
 
-def chat_line(approval: Decided) -> str:
+def chat_line(approval: Decided, words: Words = Words()) -> str:
     """The line a chat thread is told once the card is decided."""
     status = Status(approval.status)
     if status is Status.DONE:
         return approval.result or OUTCOMES[status].chat
+    if status is Status.FAILED and words.delivery is Delivery.QUEUED:
+        return f"{card_line(approval, words)}. Nothing else was done."
     return OUTCOMES[status].chat
 
 
-def model_line(approval: Decided) -> str:
+def model_line(approval: Decided, words: Words = Words()) -> str:
     """The line the model reads for a decided approval."""
     status = Status(approval.status)
     if status is Status.DONE:
         return (approval.result or "Done.") if approval.type == "form" else f"Done. {approval.result or ''}".strip()
+    if status is Status.QUEUED:
+        return f"{OUTCOMES[status].model} {approval.result or ''}".strip()
     if status is Status.FAILED:
         result = approval.result or "the action raised an error"
         if result.startswith(PartlyDone.prefix):  # it says itself what was and was not done
             return f"Failed. {result}"
-        return f"Failed: {result}. Nothing else was done."
+        return f"{words.delivery.failed_label}: {result}. Nothing else was done."
     return OUTCOMES[status].model
+
+
+def decided_line(status: Status, who: str, when: str, confirmer: str | None = None) -> str:
+    """Who decided a card and when: "Declined by you, …", "Ended by the expiry, …", and for a
+    countersigned card "Confirmed by you; countersigned by …" (empty while it is undecided)."""
+    template = OUTCOMES[status].by
+    if not template:
+        return ""
+    if confirmer is not None:
+        second = COUNTERSIGNED_BY if status in RAN else template
+        line = f"{CONFIRMER.format(who=confirmer)}; {second.format(who=who, when=when)}"
+    else:
+        line = template.format(who=who, when=when)
+    return line[:1].upper() + line[1:]
 
 
 class RunStatus(StrEnum):

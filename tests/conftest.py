@@ -356,6 +356,11 @@ def streamed(app: Flask) -> Any:
     return model
 
 
+def outcome_row(label: str, status: str) -> str:
+    """A decided card's outcome row as the web shows it: the label, and the status as a badge."""
+    return f'<span class="card__label">{label}</span> <span class="badge badge--{status}">{status}</span>'
+
+
 def api_headers(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 

@@ -68,8 +68,11 @@ class Inbox:
 
     def __init__(self) -> None:
         self.messages: list[Any] = []
+        self.refuse: str | None = None  # set: every message is refused with this reply
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+        if self.refuse:
+            return self.refuse
         self.messages.append(message_from_bytes(envelope.content))
         return "250 OK"
 

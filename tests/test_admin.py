@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from app.auth import create_token
 from app.extensions import db
 from app.models import Approval, AuditEvent, Post, Run, Tenant, User
-from tests.conftest import api_headers, make_approvals
+from tests.conftest import api_headers, make_approvals, outcome_row
 
 ADMIN_PAGES = ["/admin/", "/admin/audit", "/admin/audit.csv"]
 ADMIN_API = ["/api/admin/approvals", "/api/admin/audit"]
@@ -53,9 +53,10 @@ def test_revoke_ends_it_revoked_and_nothing_runs(app, sign_in, alice, posts, han
     response = admin.client.post(f"/admin/approvals/{approval}/revoke", headers={"X-CSRFToken": admin.csrf})
     assert response.status_code == 302
     page = alice.client.get(f"/approvals/{approval}").get_data(as_text=True)
-    assert "Revoked by an admin" in page and 'name="token"' not in page
+    assert outcome_row("Revoked", "revoked") in page and 'name="token"' not in page
+    assert "Revoked by admin@example.com, " in page
     late = alice.answer(approval, token)
-    assert late.status_code == 409 and "Revoked by an admin" in late.get_data(as_text=True)
+    assert late.status_code == 409 and "Revoked by admin@example.com, " in late.get_data(as_text=True)
     assert handle_calls["n"] == 0
     with app.app_context():
         assert db.session.get(Post, posts["Spring meetup"]) is not None

@@ -12,6 +12,7 @@ from app.copilot.offline import parse_slash
 from app.copilot.testing import text, tool_call
 from app.extensions import db
 from app.models import Approval, Message, Post, Run
+from tests.conftest import outcome_row
 
 CANARY = "CANARY-7f3a9"
 
@@ -110,7 +111,7 @@ def test_new_message_while_card_pending_tells_the_model_it_waits(app, alice, pos
     # the card stays valid and runs when confirmed
     model.enqueue(text("Gone."))
     response = alice.answer(approval, token)
-    assert response.status_code == 200 and "Removed · done" in response.get_data(as_text=True)
+    assert response.status_code == 200 and outcome_row("Removed", "done") in response.get_data(as_text=True)
 
 
 def test_read_and_destructive_in_one_step_resume_after_the_card(app, alice, posts, model):

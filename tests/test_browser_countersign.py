@@ -82,7 +82,7 @@ def test_a_folder_delete_waits_for_the_admins_countersignature(app, page, browse
     queue.scroll_into_view_if_needed()
     queue.screenshot(path=str(shots / "countersign-queue.png"))
     queue.get_by_role("button", name="Countersign").click()
-    queue.locator(".card__outcome").get_by_text("Deleted · done").wait_for()
+    queue.locator(".card__outcome").get_by_text("Deleted done").wait_for()
     admin_context.close()
 
     assert handled == [("delete_folder", "alice@example.com")]  # once, as alice
@@ -90,4 +90,4 @@ def test_a_folder_delete_waits_for_the_admins_countersignature(app, page, browse
     with app.app_context():
         assert db.session.get(Approval, approval_id).status == "done"
     page.goto(f"{server}/approvals/{approval_id}")
-    page.locator(".card__outcome").get_by_text("Deleted · done").wait_for()
+    page.locator(".card__outcome").get_by_text("Deleted done").wait_for()

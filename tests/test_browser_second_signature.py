@@ -58,7 +58,7 @@ def test_decline_with_a_reason_and_the_model_answers_with_it(app, page, server, 
     card.get_by_text("Send this email as alice@example.com?").wait_for()
     card.get_by_label("Tell the assistant why").fill(REASON)
     card.get_by_role("button", name="Decline").click()
-    page.locator(".card__outcome").get_by_text("Declined · declined").wait_for()
+    page.locator(".card__outcome").get_by_text("Declined declined").wait_for()
     page.get_by_text(f"Understood, I will not send it. You said: {REASON}").wait_for()
     page.screenshot(path=str(shots / "decline-reason.png"))
 
@@ -78,7 +78,7 @@ def test_edit_the_subject_then_confirm_the_fresh_card_sends_the_edit(app, page, 
     fresh = page.locator(".card--pending").last
     fresh.locator("dd").get_by_text(SUBJECT).wait_for()
     fresh.get_by_role("button", name="Confirm").click()
-    page.locator(".card__outcome").get_by_text("Sent · done").wait_for()
+    page.locator(".card__outcome").get_by_text("Sent done").wait_for()
     page.get_by_text("The person edited: subject.").wait_for()  # the offline model repeats what it read
     assert [m["Subject"] for m in smtp.inbox.messages] == [SUBJECT]
     assert model.requests and SUBJECT not in model.seen()
@@ -105,6 +105,6 @@ def test_a_changed_card_shows_what_changed_and_a_fresh_card_runs(app, page, serv
     fresh = page.locator(".card--pending").last
     fresh.locator("dd").get_by_text("Spring meetup (moved to May)").wait_for()
     fresh.get_by_role("button", name="Confirm").click()
-    page.locator(".card__outcome").get_by_text("Removed · done").wait_for()
+    page.locator(".card__outcome").get_by_text("Removed done").wait_for()
     with app.app_context():
         assert db.session.get(Post, posts["Spring meetup"]) is None

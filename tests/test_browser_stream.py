@@ -158,11 +158,11 @@ def test_a_confirmed_card_shows_its_outcome_before_the_continuation(
 
     card.get_by_role("button", name="Confirm").click()
     outcome = page.locator(".card__outcome")
-    expect(outcome).to_have_text("Removed · done", timeout=LONG)
+    expect(outcome).to_have_text("Removed done", timeout=LONG)
     # The outcome is there while the continuation is still live: its first word at most.
     live = page.locator(LIVE_TEXT)
     expect(live).to_have_text("Deleted", timeout=LONG)
-    expect(outcome).to_have_text("Removed · done")
+    expect(outcome).to_have_text("Removed done")
     expect(page.locator(LIVE)).to_have_count(1)
     text = messages_text(page)
     assert "as asked" not in text, (text, console)
@@ -171,7 +171,7 @@ def test_a_confirmed_card_shows_its_outcome_before_the_continuation(
     reply = page.locator(REPLY)
     expect(reply).to_have_text("Deleted as asked", timeout=LONG)
     expect(page.locator(LIVE)).to_have_count(0, timeout=LONG)
-    expect(outcome).to_have_text("Removed · done")
+    expect(outcome).to_have_text("Removed done")
     assert messages_text(page).count("Deleted as asked") == 1
     # Below the card.
     below = page.locator(".card").last.evaluate(

@@ -6,6 +6,7 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.models import AuditEvent, Post
+from tests.conftest import outcome_row
 
 
 def post_exists(app, post_id):
@@ -28,7 +29,7 @@ def test_confirm_runs_handle_once_and_shows_done(app, alice, posts, handle_calls
     response = alice.answer(approval, token)
     html = response.get_data(as_text=True)
     assert response.status_code == 200
-    assert "Removed · done" in html
+    assert outcome_row("Removed", "done") in html
     assert "Deleted “Spring meetup”." in html  # the model's continuation, under the card
     assert handle_calls["n"] == 1
     assert not post_exists(app, posts["Spring meetup"])
@@ -38,7 +39,7 @@ def test_decline_leaves_the_post(app, alice, posts, handle_calls):
     convo = alice.new_conversation()
     approval, token = alice.card(alice.say(convo, f"/delete_post post={posts['Launch notes']}"))
     html = alice.answer(approval, token, "decline").get_data(as_text=True)
-    assert "Declined · declined" in html
+    assert outcome_row("Declined", "declined") in html
     assert "The person declined. Nothing was done." in html
     assert handle_calls["n"] == 0
     assert post_exists(app, posts["Launch notes"])
@@ -51,7 +52,7 @@ def test_second_press_runs_nothing(alice, posts, handle_calls):
     again = alice.answer(approval, token)
     assert again.status_code == 409
     assert "already answered" in again.get_data(as_text=True)
-    assert "Removed · done" in again.get_data(as_text=True)  # the card still shows what happened
+    assert outcome_row("Removed", "done") in again.get_data(as_text=True)  # the card still shows what happened
     assert handle_calls["n"] == 1
 
 

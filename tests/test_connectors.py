@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 
@@ -36,11 +37,18 @@ def test_yes_confirms_once_and_the_outcome_is_posted(chat, posts, handle_calls):
     assert handle_calls["n"] == 1
 
 
+def test_the_outcome_line_says_who_decided_it_and_when(chat, posts):
+    ask_delete(chat, posts)
+    chat.say("no")
+    said = r"Declined — nothing was done\. \(Declined by you, \d{4}-\d\d-\d\d \d\d:\d\d UTC\)"
+    assert any(re.fullmatch(said, line) for line in chat.sent()), chat.sent()
+
+
 @pytest.mark.parametrize("reply", ["yes please", "no"])
 def test_anything_but_yes_declines(chat, posts, handle_calls, reply):
     ask_delete(chat, posts)
     chat.say(reply)
-    assert "Declined — nothing was done." in chat.sent()
+    assert any(line.startswith("Declined — nothing was done. (Declined by you, ") for line in chat.sent())
     assert handle_calls["n"] == 0
 
 
@@ -303,7 +311,8 @@ def test_a_thread_whose_conversation_was_deleted_answers_nothing_and_starts_a_ne
         conversations.delete(old, Actor(user=old.user, binding="web:test"))
         old_id = old.id
     chat.say("Yes")
-    assert handle_calls["n"] == 0 and "Set aside — nothing was done." in chat.sent()
+    assert handle_calls["n"] == 0
+    assert any(line.startswith("Set aside — nothing was done. (Set aside by you, ") for line in chat.sent())
     chat.say("/list_posts")
     with app.app_context():
         new = db.session.scalar(sa.select(Conversation).where(Conversation.id != old_id))

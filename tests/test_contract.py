@@ -61,3 +61,57 @@ def test_destructive_without_toolset_names_the_line():
 def test_input_not_a_model_names_the_line():
     with pytest.raises(ActionDeclarationError, match=r"greet\.py:8: Greet: Input is not a pydantic model\. Fix:"):
         discover("tests.fixtures.broken_input")
+
+
+def test_queued_delivery_on_an_action_that_is_not_external_fails_at_start_naming_the_line():
+    with pytest.raises(
+        ActionDeclarationError,
+        match=r"notify_team\.py:11: NotifyTeam: delivery = Delivery\.QUEUED on a write action: only an EXTERNAL "
+        r"action's work goes out through a queue\. Fix: set kind = Kind\.EXTERNAL",
+    ):
+        discover("tests.fixtures.broken_delivery")
+
+
+def queued_action(**attributes):
+    """An EXTERNAL action with a card, declared with `attributes`."""
+    from pydantic import BaseModel
+
+    from app.copilot.actions import Action, Kind, expose
+
+    class Input(BaseModel):
+        to: str
+
+    body = {"kind": Kind.EXTERNAL, "Input": Input, "reason": "Send it?", "handle": lambda self, ctx, input: "queued"}
+    return expose("mail")(type("Notify", (Action,), {**body, **attributes}))
+
+
+def test_queued_delivery_must_say_how_a_delivery_ends():
+    import types
+
+    from app.copilot.actions import Delivery, Registry
+    from app.copilot.discovery import register
+
+    with pytest.raises(ActionDeclarationError, match=r"delivery = Delivery\.QUEUED, but nothing says how a delivery ends\. "):
+        register(Registry(), queued_action(delivery=Delivery.QUEUED), types.ModuleType("tests.notify"))
+
+
+def test_a_deliver_that_nothing_would_call_fails_at_start():
+    import types
+
+    from app.copilot.actions import Registry
+    from app.copilot.discovery import register
+
+    with pytest.raises(ActionDeclarationError, match=r"it defines deliver\(\), which runs only for queued delivery"):
+        register(Registry(), queued_action(deliver=lambda self, ctx, input: "sent"), types.ModuleType("tests.notify"))
+
+
+def test_a_queued_external_action_with_its_deliver_is_registered():
+    import types
+
+    from app.copilot.actions import Delivery, Registry
+    from app.copilot.discovery import register
+
+    registry = Registry()
+    action = queued_action(delivery=Delivery.QUEUED, deliver=lambda self, ctx, input: "sent")
+    register(registry, action, types.ModuleType("tests.notify"))
+    assert registry.actions["notify"].delivery is Delivery.QUEUED

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from app.auth import create_token
 from app.extensions import db
 from app.models import Approval, AuditEvent, User
-from tests.conftest import TOKEN, api_headers
+from tests.conftest import TOKEN, api_headers, outcome_row
 
 FOLDER_DELETE = "/manage_files operation=delete_folder path=reports"
 
@@ -115,7 +115,7 @@ def test_the_persons_confirm_runs_nothing_and_waits(app, alice, folder, handled)
 def test_an_admin_countersigns_and_it_runs_once_as_the_person(app, alice, admin, folder, handled):
     approval_id = confirmed(alice)
     response = admin.htmx_post(f"/approvals/{approval_id}/countersign", token=second_token(admin, approval_id))
-    assert response.status_code == 200 and "Deleted · done" in response.get_data(as_text=True)
+    assert response.status_code == 200 and outcome_row("Deleted", "done") in response.get_data(as_text=True)
     assert handled == [("delete_folder", "alice@example.com")]  # as the person who asked, not the admin
     assert not folder.exists()
     approval = status_of(app, approval_id)
@@ -321,7 +321,7 @@ def test_the_console_lists_what_waits_for_this_admin(app, alice, admin, folder):
     queue = html.split("Waiting for your countersignature", 1)[1].split("</section>", 1)[0]
     assert approval_id in queue and "alice@example.com" in queue and "Countersign" in queue
     response = admin.htmx_post(f"/approvals/{approval_id}/countersign", token=TOKEN.findall(queue)[0])
-    assert "Deleted · done" in response.get_data(as_text=True)
+    assert outcome_row("Deleted", "done") in response.get_data(as_text=True)
     html = admin.client.get("/admin/").get_data(as_text=True)
     assert "Nothing waits for your countersignature." in html
 
@@ -804,7 +804,7 @@ def test_a_fresh_card_of_a_countersigned_request_needs_the_countersignature_too(
     assert "Confirmed — waiting for a countersignature" in alice.answer(fresh, fresh_token).get_data(as_text=True)
     assert handled == [] and (folder / "old.csv").exists()
     response = admin.htmx_post(f"/approvals/{fresh}/countersign", token=second_token(admin, fresh))
-    assert "Deleted · done" in response.get_data(as_text=True)
+    assert outcome_row("Deleted", "done") in response.get_data(as_text=True)
     assert handled == [("delete_folder", "alice@example.com")]
 
 

@@ -19,6 +19,7 @@ from app.copilot.testing import text as text_part
 from app.copilot.testing import tool_call
 from app.extensions import db
 from app.models import Approval, AuditEvent, Message, Post, Run
+from tests.conftest import outcome_row
 
 CANARY = "CANARY-f0rm-51e"
 FORM_TYPES = {"string", "number", "integer", "boolean"}
@@ -118,7 +119,7 @@ def test_decline_and_not_now_run_nothing_and_say_so_differently(app, alice, mode
     convo = alice.new_conversation()
     model.enqueue(tool_call("draft_post", title="A"))
     first = form_of(alice.say(convo, "write"))
-    assert "Declined · declined" in alice.answer(*first, "decline").get_data(as_text=True)
+    assert outcome_row("Declined", "declined") in alice.answer(*first, "decline").get_data(as_text=True)
     model.enqueue(tool_call("draft_post", title="B"))
     second = form_of(alice.say(convo, "write"))
     assert "Set aside — nothing ran" in alice.answer(*second, "cancel").get_data(as_text=True)

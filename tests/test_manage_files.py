@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import outcome_row
+
 
 @pytest.fixture
 def app_config(tmp_path):
@@ -30,7 +32,7 @@ def test_delete_shows_the_filled_template_and_deletes_only_after_confirm(alice, 
     assert "<dt>Size</dt><dd>8 bytes</dd>" in html
     assert (folder / "reports" / "old.csv").exists()
     response = alice.answer(*alice.card(html))
-    assert "Deleted · done" in response.get_data(as_text=True)
+    assert outcome_row("Deleted", "done") in response.get_data(as_text=True)
     assert not (folder / "reports" / "old.csv").exists()
 
 

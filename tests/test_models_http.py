@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from app.copilot.agent import Engine, engine
 from app.extensions import db
 from app.models import Approval, Message, Post, Run
-from tests.conftest import NetworkGuardError
+from tests.conftest import NetworkGuardError, outcome_row
 from tests.fake_llm import FakeAnthropic, FakeOpenAI
 
 
@@ -54,7 +54,7 @@ def test_full_turn_with_a_card_over_http(app, alice, posts, fake, handle_calls):
     fake.enqueue(fake.reply_text("The post is gone."))
     approval, token = alice.card(html)
     body = alice.answer(approval, token).get_data(as_text=True)
-    assert "Removed · done" in body and "The post is gone." in body
+    assert outcome_row("Removed", "done") in body and "The post is gone." in body
     assert handle_calls["n"] == 1
     # what the server sent back to the model: the outcome, as a tool result
     assert "Done. Deleted “Spring meetup”." in fake.seen()

@@ -13,7 +13,7 @@ from app.auth import create_token
 from app.extensions import db
 from app.models import Approval, AuditEvent, Message, OutboxEmail, Post, User
 from app.status import Status
-from tests.conftest import api_headers
+from tests.conftest import api_headers, outcome_row
 
 SECRET_SUBJECT = "Quarterly numbers, final"  # the person's edit: never the model's, never audited
 REASON = "Wrong recipient: send it to the team list instead"
@@ -61,7 +61,7 @@ def cards_in(html):
 def test_a_declines_reason_is_stored_and_the_model_reads_it_as_the_persons_words(app, alice, model):
     _, approval, token = email_card(alice)
     response = alice.htmx_post(f"/approvals/{approval}/decline", token=token, reason=REASON)
-    assert response.status_code == 200 and "Declined · declined" in response.get_data(as_text=True)
+    assert response.status_code == 200 and outcome_row("Declined", "declined") in response.get_data(as_text=True)
     assert row(app, approval).feedback == REASON
     assert f'The person\'s reason, in their own words: "{REASON}"' in model_read(model)
 
@@ -140,7 +140,7 @@ def test_edit_makes_a_fresh_card_that_sends_the_edited_mail_and_the_model_learns
     assert row(app, approval).status == Status.EDITED
     assert smtp.inbox.messages == []  # an edit runs nothing
     fresh_token = alice.card(html)[1]
-    assert "Sent · done" in alice.answer(fresh, fresh_token).get_data(as_text=True)
+    assert outcome_row("Sent", "done") in alice.answer(fresh, fresh_token).get_data(as_text=True)
     assert [m["Subject"] for m in smtp.inbox.messages] == [SECRET_SUBJECT]
     seen = model.seen()
     assert "The person edited: subject." in seen
@@ -320,7 +320,7 @@ def test_the_fresh_card_is_built_again_and_runs_once_confirmed(app, alice, posts
     assert "<dt>Post</dt><dd>Spring meetup (moved)</dd>" in html
     assert row(app, approval).status == Status.CHANGED and row(app, fresh).replaces == approval
     assert "Fresh card" not in html.split(f'id="approval-{fresh}"')[0].split("card__changes")[-1]  # once made, no more
-    assert "Removed · done" in alice.answer(fresh, fresh_token).get_data(as_text=True)
+    assert outcome_row("Removed", "done") in alice.answer(fresh, fresh_token).get_data(as_text=True)
     assert handle_calls["n"] == 1
     assert f"delete_post ({row(app, fresh).tool_call_id}): Done." in model_read(model)  # news of the fresh card
 

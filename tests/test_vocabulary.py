@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from app.extensions import db
 from app.models import Approval
 from app.status import FINAL, OUTCOMES, RunStatus, Status, card_line, chat_line, model_line
+from tests.conftest import outcome_row
 from tests.test_forms import form_of, submit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,10 +60,11 @@ def test_every_status_has_its_lines_and_every_final_one_says_what_happened():
     for status in FINAL:
         outcome = OUTCOMES[status]
         assert outcome.card and outcome.chat and outcome.model and outcome.colour.startswith("#"), status
+        assert "{when}" in outcome.by, status  # every decided card says when, and who or what decided it
     assert {Status.PENDING, Status.RUNNING}.isdisjoint(FINAL)
 
 
-@pytest.mark.parametrize("status", sorted(FINAL - {Status.DONE}))
+@pytest.mark.parametrize("status", sorted(FINAL - {Status.DONE, Status.QUEUED}))  # queued: handle() ran
 def test_nothing_ran_is_said_on_every_channel_for_each_ending_but_done(status):
     class Row:
         type = "confirm"
@@ -85,7 +87,10 @@ def test_a_superseded_card_says_so_on_its_page(app, alice, posts):
         agent.supersede(approval, "slack")
     page = alice.client.get(f"/approvals/{approval}").get_data(as_text=True)
     assert "Superseded by a newer card — nothing ran" in page
-    assert "superseded" not in re.sub(r'class="[^"]*"', "", page.split("<main", 1)[1]).replace("Superseded", "")
+    badge = '<span class="badge badge--superseded">superseded</span>'  # the status, set apart as a status
+    assert badge in page
+    beside = page.split("<main", 1)[1].replace(badge, "")
+    assert "superseded" not in re.sub(r'class="[^"]*"', "", beside).replace("Superseded", "")
 
 
 def test_the_database_refuses_a_status_not_in_the_vocabulary(app, alice, posts):
@@ -109,4 +114,42 @@ def test_a_submitted_form_keeps_the_names_it_filled_as_data(app, alice):
         row = db.session.get(Approval, approval)
         assert row.filled == ["title", "body", "status"]
         assert "Kept as data" not in (row.result or "")
-    assert "Submitted · filled in: title, body, status" in response.get_data(as_text=True)
+    assert outcome_row("Submitted — filled in: title, body, status", "done") in response.get_data(as_text=True)
+
+
+def test_every_channel_reads_a_cards_outcome_from_the_one_table(app, alice, posts, monkeypatch):
+    from app.api import prompt
+    from app.copilot.outcomes import chat_outcome
+    from app.copilot.revise import told
+    from app.copilot.tokens import Actor
+    from app.status import Outcome
+
+    words = Outcome("Turned down", "Turned down in chat.", "Turned down, says the model's line.", "#000", "turned down by {who}")
+    monkeypatch.setitem(OUTCOMES, Status.DECLINED, words)
+    convo = alice.new_conversation()
+    approval, token = alice.card(alice.say(convo, f"/delete_post post={posts['Spring meetup']}"))
+    html = alice.answer(approval, token, "decline").get_data(as_text=True)
+    assert '<span class="card__label">Turned down</span> <span class="badge badge--declined">declined</span>' in html
+    assert '<p class="card__decided">Turned down by you</p>' in html
+    with app.app_context():
+        row = db.session.get(Approval, approval)
+        assert chat_outcome(row) == "Turned down in chat. (Turned down by you)"
+        assert told(row) == "Turned down, says the model's line."
+        shown = prompt(row, Actor(user=row.user, binding="test", channel="api"))
+        assert shown["outcome"] == "Turned down" and shown["decided_by"] == "Turned down by you"
+
+
+def test_no_channel_builds_its_own_outcome_line():
+    """Only app/copilot/outcomes.py reads the table's line functions (with the action's own words);
+    no other module spells a table's sentence or joins a label to a status."""
+    lines = {t for o in OUTCOMES.values() for t in (o.card, o.chat, o.model) if len(t) > 12}
+    joined = re.compile(rf"· ({QUOTED})\b")
+    reads = re.compile(r"\b(card_line|chat_line|model_line)\(|import[^\n]*\b(card_line|chat_line|model_line)\b")
+    problems = []
+    for path in sources():
+        text = path.read_text()
+        if path != ROOT / "app" / "copilot" / "outcomes.py" and reads.search(text):
+            problems.append(f"{path.relative_to(ROOT)} reads a line function of app/status.py itself")
+        problems += [f"{path.relative_to(ROOT)} spells {line!r}" for line in lines if line in text]
+        problems += [f"{path.relative_to(ROOT)} joins a label to a status" for _ in joined.findall(text)]
+    assert not problems, "\n".join(problems)

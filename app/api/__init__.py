@@ -15,13 +15,14 @@ from app.auth import bearer_token, current_actor
 from app.copilot import agent, conversations, events, runs
 from app.copilot.countersigning import waiting_for
 from app.copilot.events import Event
+from app.copilot.outcomes import card_label, decided_by_line
 from app.copilot.text import check_message
 from app.copilot.tokens import Actor, may_answer, sign, sign_second
 from app.errors import BadValues
 from app.extensions import csrf, db, limit_per_person_and_address
 from app.json_body import json_object
 from app.models import Approval, Conversation, Message, User
-from app.status import Status, card_line
+from app.status import Status
 
 bp = Blueprint("api", __name__)
 csrf.exempt(bp)
@@ -60,7 +61,21 @@ def prompt(approval: Approval, actor: Actor) -> dict[str, Any]:
         "status": approval.status,
         "token": sign(approval, actor.binding) if pending else None,
         "expires_at": approval.expires_at.isoformat(),
+        **decided(approval, actor),
         **revisions(approval),
+    }
+
+
+def decided(approval: Approval, actor: Actor) -> dict[str, Any]:
+    """Who decided a card and when (null while it waits), its outcome label, and who asked for it."""
+    final = Status(approval.status).final
+    return {
+        "outcome": card_label(approval) if final else None,
+        "decided_by": decided_by_line(approval, actor.user.id) or None,
+        "decided_at": approval.decided_at.isoformat() if final and approval.decided_at else None,
+        "requested_by": approval.user.email,
+        "requested_via": approval.requested_via or None,
+        "requested_by_agent": approval.requested_by_agent,
     }
 
 
@@ -351,7 +366,8 @@ def countersign(approval_id: str, decision: str) -> Any:
     if not isinstance(token, str):
         raise BadValues("`token` must be a string.")
     approval = agent.countersign(approval_id, token, actor, decision, data.get("reason"))
-    return jsonify(id=approval.id, status=approval.status, outcome=card_line(approval))
+    by = decided_by_line(approval, actor.user.id)
+    return jsonify(id=approval.id, status=approval.status, outcome=card_label(approval), decided_by=by)
 
 
 @bp.post("/approvals/<approval_id>/<any(edit, refresh):decision>")

@@ -116,6 +116,19 @@ def _revisions() -> dict[str, Any]:
     }
 
 
+def _decided() -> dict[str, Any]:
+    """A Prompt's who-decided-and-when, and who asked for it (app/copilot/outcomes.py)."""
+    maybe = {"type": ["string", "null"]}
+    return {
+        "outcome": {**maybe, "description": "A decided card's label (its status is `status`)"},
+        "decided_by": {**maybe, "description": 'Who decided it and when, e.g. "Declined by you, 2026-12-01 18:52 UTC"'},
+        "decided_at": {**maybe, "format": "date-time"},
+        "requested_by": {"type": "string", "description": "The person the card asks"},
+        "requested_via": {**maybe, "description": "The credential whose call asked for it"},
+        "requested_by_agent": {"type": "boolean", "description": "Asked for through an agent credential"},
+    }
+
+
 def _schemas() -> dict[str, Any]:
     """components.schemas: the objects the operations send and answer with."""
     row = _object({"label": {"type": "string"}, "value": {"type": "string"}}, ["label", "value"])
@@ -140,6 +153,7 @@ def _schemas() -> dict[str, Any]:
                 "status": {"type": "string"},
                 "token": {"type": ["string", "null"]},
                 "expires_at": {"type": "string", "format": "date-time"},
+                **_decided(),
                 **_revisions(),
             },
             ["id", "type", "action", "reason", "rows", "form", "token", "expires_at"],

@@ -13,13 +13,14 @@ from app.connectors import dedupe
 from app.connectors.base import KEEP_FOR, Connector, Inbound, keep_wait_key, text_of, wait_key, wait_ttl
 from app.copilot import agent, audit, jobs
 from app.copilot.cards import card_url
+from app.copilot.outcomes import chat_outcome
 from app.copilot.revise import REASON_MAX
 from app.copilot.text import check_message
 from app.copilot.tokens import Actor, ChannelProof
 from app.errors import CountersignError
 from app.extensions import db, redis_client
 from app.models import Approval, ConnectorIdentity, ConnectorThread, Conversation
-from app.status import OUTCOMES, Status, chat_line
+from app.status import OUTCOMES, Status
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +212,7 @@ def _rewait(key: str, approval_id: str) -> None:
 def _outcome(status: str, approval_id: str) -> str:
     """What the thread is told once its card is decided (app/status.py has every line)."""
     approval = db.session.get(Approval, approval_id)
-    return chat_line(approval) if approval is not None else OUTCOMES[Status(status)].chat
+    return chat_outcome(approval) if approval is not None else OUTCOMES[Status(status)].chat
 
 
 def _converse(

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, scoped_session
 
 from app.errors import ActionDeclarationError, NotFound
 from app.models import ROW_ID_MAX
+from app.status import Delivery as Delivery  # (part of the action API: `delivery = Delivery.QUEUED`)
 
 
 class Kind(enum.StrEnum):
@@ -102,6 +103,9 @@ class Action:
     # Input fields the person may edit on the card before confirming (never a secret): Edit opens
     # a form of these, and the edited input becomes a fresh card (revise.py).
     editable: ClassVar[tuple[str, ...]] = ()
+    # When the work is over: at handle()'s return, or (Delivery.QUEUED, an EXTERNAL action's) when
+    # the queue handle() handed it to delivers it — deliver() below says how that went.
+    delivery: ClassVar[Delivery] = Delivery.NOW
     name: ClassVar[str] = ""
     source: ClassVar[str] = ""
 
@@ -155,6 +159,12 @@ class Action:
 
     def handle(self, ctx: ActionContext, input: Any) -> Any:
         """Do the work; the return value (made a string) is what the model reads."""
+        raise NotImplementedError
+
+    def deliver(self, ctx: ActionContext, input: Any) -> str | None:
+        """For `delivery = Delivery.QUEUED`: deliver what handle() queued (a job, after handle()'s
+        commit; `ctx.approval_id` is the key it queued it under). Its return is what the model
+        reads (Sent); an exception, Failed to send; None, still queued (nothing could take it yet)."""
         raise NotImplementedError
 
     @classmethod

@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from pydantic import BaseModel, ValidationError
 
-from app.copilot import audit, revise
+from app.copilot import audit, delivery, revise
 from app.copilot.actions import Action, ActionContext, Registry
 from app.copilot.caps import check_cap
 from app.copilot.cards import Card, build_card
@@ -36,7 +36,7 @@ from app.errors import (
 )
 from app.extensions import commit_kept, db, won
 from app.models import Approval, Run, User, utcnow
-from app.status import Status
+from app.status import Delivery, Status
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +224,8 @@ def _handle(
     said = "" if result is None else str(result)
     if filled is not None:
         said = f"{filled_line(filled)} {said}".strip()
-    return _finish(approval, Status.DONE, actor, result=said, filled=filled)
+    status = Status.QUEUED if action.delivery is Delivery.QUEUED else Status.DONE  # then delivery settles it
+    return delivery.queued(_finish(approval, status, actor, result=said, filled=filled))
 
 
 def filled_line(filled: list[str]) -> str:
@@ -271,14 +272,14 @@ def move(
     anywhere wins), a final status audited and dated, one commit. False, rolled back, if lost."""
     now = utcnow()
     if status.final:
-        values["decided_at"] = now
+        values.setdefault("decided_at", now)  # (a delivery keeps its person's decision's time)
     statement = sa.update(Approval).where(Approval.id == approval.id, Approval.status == source, *(when or []))
     if not won(statement.values(status=status, **values)):
         db.session.rollback()
         return False
     if status.final or status is Status.COUNTERSIGNING:  # the first of two signatures is audited too
         audit.record(
-            "approval.decided" if status.final else "approval.signed",
+            ("approval.delivered" if source is Status.QUEUED else "approval.decided") if status.final else "approval.signed",
             status,
             tenant_id=approval.tenant_id,
             user_id=user_id,

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from app.copilot.actions import Action, Countersign, Kind, Registry, needs_card_with, placeholders, snake
 from app.errors import ActionDeclarationError
+from app.status import Delivery
 
 Fail = Callable[..., None]  # fail(problem, fix, attribute=None): raises ActionDeclarationError
 
@@ -58,6 +59,7 @@ def register(registry: Registry, action: type[Action], module: ModuleType) -> No
         _check_editable(action, fail, where)
     if action.handle is Action.handle:
         fail("it has no handle()", "define handle(self, ctx, input)")
+    _check_delivery(action, fail)
     if action.name in registry.actions:
         fail(
             f"the name {action.name!r} is taken by {registry.actions[action.name].source}", "rename the class or set name = '...'"
@@ -209,6 +211,30 @@ def _check_countersign(action: type[Action], fail: Fail) -> None:
             fail(f"countersign {one!r} names nobody", how, "countersign")
         elif not one.label.strip() or len(one.label) > 100:
             fail("a countersign rule's label must say who may sign, in at most 100 characters", how, "countersign")
+
+
+def _check_delivery(action: type[Action], fail: Fail) -> None:
+    """Queued delivery is an EXTERNAL action's (its card says Queued, then Sent or Failed to send),
+    and it names how a delivery ends: deliver(). A deliver() nothing would call is a mistake too."""
+    if not isinstance(action.delivery, Delivery):
+        fail(f"delivery {action.delivery!r} is not a Delivery", "set delivery = Delivery.NOW or Delivery.QUEUED", "delivery")
+    if action.delivery is Delivery.QUEUED and action.kind is not Kind.EXTERNAL:
+        fail(
+            f"delivery = Delivery.QUEUED on a {action.kind.value} action: only an EXTERNAL action's work goes out "
+            "through a queue",
+            "set kind = Kind.EXTERNAL, or drop `delivery`",
+            "delivery",
+        )
+    defines_deliver = action.deliver is not Action.deliver
+    if action.delivery is Delivery.QUEUED and not defines_deliver:
+        fail(
+            "delivery = Delivery.QUEUED, but nothing says how a delivery ends",
+            "define deliver(self, ctx, input): send what handle() queued under ctx.approval_id, return what the "
+            "model reads (raise when it could not be sent, return None while it waits)",
+            "delivery",
+        )
+    if defines_deliver and action.delivery is not Delivery.QUEUED:
+        fail("it defines deliver(), which runs only for queued delivery", "set delivery = Delivery.QUEUED", "deliver")
 
 
 def _line_of(cls: type, attribute: str | None = None) -> int | None:

@@ -20,6 +20,7 @@ from pydantic_ai.tools import DeferredToolResults
 from sqlalchemy.orm import joinedload, undefer
 
 from app.copilot import runs
+from app.copilot.delivery import NOTICE
 from app.copilot.revise import told
 from app.extensions import db
 from app.models import Approval, Conversation, Message, Run, User
@@ -99,11 +100,28 @@ def prepare(run: Run) -> Pass:
             work.prompt = UPDATE + " ".join(f"{a.action} ({a.tool_call_id}): {lines[a.tool_call_id]}" for a in step)
     elif run.next == "prompt":
         said = db.session.get(Message, run.message_id) if run.message_id else None
-        work.prompt = said.text if said is not None else ""
+        work.prompt = delivered(said) + (said.text if said is not None else "")
     if work.prompt is not None and calls:
         answer_open_calls(work.history, answers_for(run.conversation_id, calls))
     db.session.commit()
     return work
+
+
+def delivered(said: Message | None) -> str:
+    """News for the model before the person's message: the deliveries that ended since their
+    previous one (delivery.settle's notices, which belong to no run), or nothing."""
+    if said is None:
+        return ""
+    convo = Message.conversation_id == said.conversation_id
+    before = sa.select(sa.func.max(Message.id)).where(convo, Message.role == "user", Message.id < said.id).scalar_subquery()
+    since = Message.id > sa.func.coalesce(before, 0)
+    news = db.session.scalars(
+        sa.select(Message.text)
+        .where(convo, Message.role == NOTICE, Message.run_id.is_(None), since, Message.id < said.id)
+        .order_by(Message.id)
+    )
+    told = " ".join(news)
+    return f"{UPDATE}{told}\n\n" if told else ""
 
 
 def answers_for(conversation_id: int, calls: list[ToolCallPart]) -> list[ToolReturnPart]:

@@ -20,13 +20,14 @@ from app.copilot.actions import Action, ActionContext, Registry
 from app.copilot.caps import check_cap
 from app.copilot.cards import Card, build_card
 from app.copilot.forms import validate_form
+from app.copilot.outcomes import model_outcome
 from app.copilot.schema import elicitation, secret_fields
 from app.copilot.text import text_problem
 from app.copilot.tokens import Actor, refuse
 from app.errors import AlreadyDecided, BadValues, CountersignError, TooManyPending, UnstorableText, WrongPerson
 from app.extensions import db
 from app.models import Approval, Message, Run
-from app.status import SECOND_DECLINED, RunStatus, Status, model_line
+from app.status import SECOND_DECLINED, RunStatus, Status
 
 # What each of these answers may be given to (None: a card or a form).
 ANSWERS = {"decline": None, "edit": "confirm", "refresh": "confirm"}
@@ -270,7 +271,7 @@ def told(approval: Approval) -> str:
     names of the fields the person edited, and with a decline the decliner's own reason — the
     person's, or the second signer's, each named as such — quoted as a JSON string (it cannot end
     its quotes early; line and paragraph separators escaped too) and marked as their words."""
-    line = model_line(approval)
+    line = model_outcome(approval)
     second = approval.status == Status.DECLINED and approval.confirmed_by is not None and approval.decided_by != approval.user_id
     if second:
         line = SECOND_DECLINED

@@ -335,7 +335,7 @@ def _answer(token_id: int, approval_id: str, answer: types.ElicitResult | None, 
             return _text(f"Pending: the person confirms it in Countersign: {card_url(approval.id)}")
         # The person answers on the card's page; the client asks again until they have.
         return types.InputRequiredResult(request_state=json.dumps({"approval": approval.id}))
-    return _text(told(approval), error=approval.status != Status.DONE)
+    return _text(told(approval), error=approval.status not in (Status.DONE, Status.QUEUED))  # queued: it ran, and goes out
 
 
 def _decision(kind: str, answer: types.ElicitResult | None) -> str | None:

@@ -9,20 +9,12 @@ from flask import render_template, request
 
 from app.copilot import agent
 from app.copilot.countersigning import may_countersign
+from app.copilot.outcomes import card_label, decided_by_line
 from app.copilot.schema import wtform_class
 from app.copilot.tokens import Actor, may_answer, sign, sign_second
 from app.extensions import db
 from app.models import Approval, User, utcnow
-from app.status import Status, card_line
-
-
-def outcome_label(approval: Approval) -> str:
-    """The card's outcome row, in the action's own words when it ran; a submitted form's names the
-    fields the person filled (never their values)."""
-    if approval.type == "form" and approval.status == Status.DONE:
-        return f"Submitted · filled in: {', '.join(approval.filled or [])}"
-    action = agent.engine().registry.get(approval.action) if approval.status == Status.DONE else None
-    return card_line(approval, (action.done_label or action.kind.done_label) if action else "Done")
+from app.status import Status, badge
 
 
 def card_context(
@@ -51,7 +43,9 @@ def card_context(
         "token": sign(approval, actor.binding) if answerable else None,
         "pending": pending,
         "seconds_left": seconds_left,
-        "outcome": None if pending else outcome_label(approval),
+        "outcome": None if pending else card_label(approval),
+        "badge": None if pending else badge(approval),
+        "decided_by": None if pending else decided_by_line(approval, actor.user.id),
         "error": error,
         **countersigning_context(approval, actor),
     }

@@ -18,6 +18,7 @@ from app.copilot.testing import tool_call
 from app.errors import ActionDeclarationError
 from app.extensions import db
 from app.models import Approval, OutboxEmail
+from tests.conftest import outcome_row
 
 
 @pytest.fixture
@@ -48,7 +49,7 @@ def test_a_dot_dot_path_shows_the_file_that_is_really_deleted(app, alice, folder
     assert reason == "Delete the file at notes.txt on disk local?"
     assert rows["Size"] == "5 bytes"  # notes.txt's, not old.csv's
     assert rows["Modified"].endswith(" UTC") and len(rows["Modified"]) == len("2026-01-01 00:00:00 UTC")
-    assert "Deleted · done" in alice.answer(*alice.card(html)).get_data(as_text=True)
+    assert outcome_row("Deleted", "done") in alice.answer(*alice.card(html)).get_data(as_text=True)
     assert not (folder / "notes.txt").exists() and (folder / "reports" / "old.csv").exists()
 
 

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from app.copilot.testing import tool_call
 from app.extensions import db
 from app.models import Approval, AuditEvent, Message
-from tests.conftest import TOKEN
+from tests.conftest import TOKEN, outcome_row
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_deleting_a_link_removes_the_link_and_keeps_its_target(app, alice, files
     html = alice.say(alice.new_conversation(), "/manage_files operation=delete path=alias.csv")
     assert "Delete the file at alias.csv on disk local?" in html
     assert "a link: only the link is removed, never what it points to" in html
-    assert "Deleted · done" in alice.answer(*alice.card(html)).get_data(as_text=True)
+    assert outcome_row("Deleted", "done") in alice.answer(*alice.card(html)).get_data(as_text=True)
     assert not (acme / "alias.csv").is_symlink()
     assert (acme / "reports" / "old.csv").read_text() == "month,visits\n2026-01,120\n"
 
@@ -103,7 +103,7 @@ def test_a_folder_delete_removes_links_inside_it_but_not_their_targets(app, alic
     html = alice.say(alice.new_conversation(), "/manage_files operation=delete_folder path=reports")
     assert "Links inside" in html and "2 (only the links are removed)" in html
     response = both_signatures(alice, sign_in("admin@example.com"), html)
-    assert "Deleted · done" in response
+    assert outcome_row("Deleted", "done") in response
     assert not (acme / "reports").exists()
     assert (globex / "secret.txt").exists() and (acme / "archive" / "2025.csv").exists()
 
