@@ -80,6 +80,23 @@
     });
   });
 
+  // A card's change from the event stream (someone decided it, here or anywhere) replaces the card,
+  // but not while this page's own answer to it is on its way (that answer's reply brings the news,
+  // and an error it says stays), and not when it says nothing new (the same status).
+  function kind(el) {
+    return (el.className || "").split(/\s+/).filter(function (c) { return /^card--/.test(c); }).sort().join(" ");
+  }
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    var target = event.detail.target, fragment = event.detail.fragment;
+    if (!target || !fragment || !target.matches || !target.matches(".card[data-approval]")) return;
+    var copy = document.createElement("div");
+    copy.appendChild(fragment.cloneNode(true));
+    var incoming = copy.querySelector("#" + CSS.escape(target.id));
+    if (target.querySelector(".htmx-request") || (incoming && kind(incoming) === kind(target))) {
+      event.detail.shouldSwap = false;
+    }
+  });
+
   // Enter sends, Shift+Enter is a new line; an Enter that ends an IME composition (Japanese,
   // Chinese, …) only commits the composed text.
   document.addEventListener("keydown", function (event) {
@@ -155,6 +172,13 @@
     document.querySelectorAll("[data-expires]").forEach(function (el) {
       var left = Math.max(0, Math.round((Date.parse(el.dataset.expires) - Date.now()) / 1000));
       el.textContent = left > 0 ? Math.floor(left / 60) + " min " + (left % 60) + " s left" : "Expired";
+      // At 0 the card asks for itself: the server ends it expired (and tells every other view),
+      // whether or not a sweep runs. Once per card shown.
+      var card = left === 0 && el.closest(".card[data-card-url]");
+      if (card && !card.hasAttribute("data-asked") && window.htmx) {
+        card.setAttribute("data-asked", "");
+        window.htmx.ajax("GET", card.getAttribute("data-card-url"), { target: card, swap: "outerHTML" });
+      }
     });
   }
   setInterval(tick, 1000);
