@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from app.copilot import events
 from app.extensions import db
-from app.models import Approval, User, utcnow
-from tests.conftest import api_headers
-from tests.test_countersign import FOLDER_DELETE, second_token
+from app.models import Approval, utcnow
+from tests.test_countersign import FOLDER_DELETE, admin, folder, second_token, token_for  # noqa: F401 (fixtures)
 
 
 @pytest.fixture
@@ -26,19 +23,6 @@ def app_config() -> dict[str, Any]:
     # A stream that finds nothing ends soon (then the test fails, it never hangs); every event a
     # test reads is in Redis before its stream opens.
     return {"EVENTS_STREAM_SECONDS": 20, "EVENTS_HEARTBEAT": 1, "EVENTS_RECHECK": 1}
-
-
-@pytest.fixture
-def admin(sign_in):
-    return sign_in("admin@example.com")
-
-
-@pytest.fixture
-def folder(app):
-    reports = Path(app.config["FILES_ROOT"], "acme", "reports")
-    reports.mkdir(parents=True, exist_ok=True)
-    (reports / "old.csv").write_text("a,b\n1,2\n")
-    return reports
 
 
 def asked(alice, text: str) -> tuple[int, str, str, str]:
@@ -113,15 +97,16 @@ def test_a_countersignature_is_on_the_stream_and_alices_page_gets_the_done_card(
     assert_decided_without_buttons(fragment, "done")
 
 
-def test_a_confirm_through_the_api_is_on_the_stream_and_the_web_page_gets_the_done_card(app, alice, posts):
-    from app.auth import create_token
-
-    convo, approval_id, _, cursor = asked(alice, f"/delete_post post={posts['Spring meetup']}")
-    with app.app_context():
-        headers = api_headers(create_token(db.session.scalar(sa.select(User).where(User.email == "alice@example.com")), scope="client"))
-    client = app.test_client()
+def api_token(app, approval_id: str) -> tuple[Any, dict[str, str], str]:
+    """alice's client credential on the API: (client, headers, the card's token for it)."""
+    client, headers = app.test_client(), token_for(app, "alice@example.com", "client")
     prompts = client.get("/api/approvals", headers=headers).get_json()["approvals"]
-    token = next(p["token"] for p in prompts if p["id"] == approval_id)
+    return client, headers, next(p["token"] for p in prompts if p["id"] == approval_id)
+
+
+def test_a_confirm_through_the_api_is_on_the_stream_and_the_web_page_gets_the_done_card(app, alice, posts):
+    convo, approval_id, _, cursor = asked(alice, f"/delete_post post={posts['Spring meetup']}")
+    client, headers, token = api_token(app, approval_id)
     assert client.post(f"/api/approvals/{approval_id}/confirm", json={"token": token}, headers=headers).status_code == 200
     assert approval_events(app, convo, approval_id) == ["running", "done"]
     fragment = card_on_stream(alice, f"/c/{convo}/events?since={cursor}", approval_id)
@@ -159,18 +144,11 @@ def test_a_press_on_a_card_the_admin_revoked_says_who_revoked_it(app, alice, adm
 
 
 def test_an_api_answer_to_a_card_declined_by_the_admin_says_who_declined_it(app, alice, admin, folder):
-    from app.auth import create_token
-
     _, approval_id, token, _ = asked(alice, FOLDER_DELETE)
-    with app.app_context():
-        alice_user = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
-        headers = api_headers(create_token(alice_user, scope="client"))
-    client = app.test_client()
-    prompts = client.get("/api/approvals", headers=headers).get_json()["approvals"]
-    api_token = next(p["token"] for p in prompts if p["id"] == approval_id)
+    client, headers, on_api = api_token(app, approval_id)
     alice.answer(approval_id, token)
     admin.htmx_post(f"/approvals/{approval_id}/countersign/decline", token=second_token(admin, approval_id))
-    response = client.post(f"/api/approvals/{approval_id}/confirm", json={"token": api_token}, headers=headers)
+    response = client.post(f"/api/approvals/{approval_id}/confirm", json={"token": on_api}, headers=headers)
     said = str(response.get_json())
     assert response.status_code == 409
     assert "You confirmed this card and admin@example.com declined the countersignature at" in said
@@ -187,14 +165,15 @@ def test_pending_now_counts_a_card_waiting_for_its_countersignature(app, alice, 
 def test_the_admin_console_polls_its_counts_and_gets_them_when_they_change(app, alice, admin, posts):
     _, approval_id, _, _ = asked(alice, f"/delete_post post={posts['Spring meetup']}")
     page = admin.client.get("/admin/").get_data(as_text=True)
-    poll = re.search(r'id="admin-stats" hx-get="([^"]+)" hx-trigger="every 5s"', page).group(1).replace("&amp;", "&")  # type: ignore[union-attr]
+    poll = re.search(r'id="admin-stats" hx-get="([^"]+)" hx-trigger="every 5s"', page).group(1)  # type: ignore[union-attr]
+    poll = poll.replace("&amp;", "&")
     assert admin.client.get(poll, headers={"HX-Request": "true"}).status_code == 204  # nothing new
     admin.htmx_post(f"/admin/approvals/{approval_id}/revoke")
     response = admin.client.get(poll, headers={"HX-Request": "true"})
     body = response.get_data(as_text=True)
     assert response.status_code == 200
     assert re.search(r'stat__value">0</span><span class="stat__label">pending now', body)
-    assert '<tbody id="approval-rows" hx-swap-oob="true">' in body and approval_id not in body
+    assert '<table class="table" id="approval-rows" hx-swap-oob="true">' in body and approval_id not in body
 
 
 def test_a_card_whose_time_ran_out_asks_for_itself_and_is_expired(app, alice, posts):
