@@ -6,10 +6,13 @@ a press on a card decided elsewhere says who decided it."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from playwright.sync_api import expect
 
+from app.extensions import db
+from app.models import Approval, utcnow
 from tests.test_browser import ask, browser, page, server, sign_in_and_open_chat  # noqa: F401 (fixtures)
 from tests.test_browser_countersign import folder, signed_in  # noqa: F401 (fixtures)
 
@@ -111,3 +114,16 @@ def test_a_press_on_a_card_the_admin_revoked_says_who_revoked_it(page, browser, 
     expect(card.locator(".card__error")).to_have_text(
         re.compile(r"admin@example\.com revoked this card at \d\d:\d\d UTC\. Nothing ran\.")
     )
+
+
+def test_a_card_whose_time_runs_out_shows_expired_without_a_reload(app, page, server, posts):
+    page.clock.install()  # the page's own clock, moved on below: no waiting out a real half hour
+    sign_in_and_open_chat(page, server)
+    ask(page, f"/delete_post post={posts['Spring meetup']}")
+    card = alices_card(page, "Delete this post? This cannot be undone.")
+    with app.app_context():  # and the server's: the card's time is up there too
+        db.session.get(Approval, card.get_attribute("data-approval")).expires_at = utcnow() - timedelta(seconds=1)
+        db.session.commit()
+    page.clock.fast_forward("31:00")
+    expect(card).to_have_class(re.compile(r"\bcard--expired\b"))
+    expect(card.get_by_role("button")).to_have_count(0)
