@@ -50,7 +50,8 @@ def decided_words(approval: Approval, viewer_id: int) -> str:
             sentence = sentence.replace(did, both)
     mine = status not in NO_ONE and single and decider == viewer_id  # (here, in another tab or on another channel)
     who = "You already" if mine else _who(decider, viewer_id)
-    return sentence.format(who=who, first=_who(first, viewer_id) if first else "", at=_at(_when(approval, status)))
+    said = sentence.format(who=who, first=_who(first, viewer_id) if first else "", at=_at(_when(approval, status)))
+    return said.replace(" and You ", " and you ")
 
 
 def already_decided(approval: Approval, viewer_id: int) -> AlreadyDecided:
