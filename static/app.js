@@ -70,7 +70,10 @@
     var copy = document.createElement("div");
     copy.appendChild(fragment.cloneNode(true));
     var incoming = copy.firstElementChild;
-    if (incoming && incoming.id === target.id && state(incoming) === state(target)) {
+    // (A card just swapped in keeps the old one's classes while it settles: a decided copy of it is
+    // judged by the check below, not taken for a second copy of a waiting card.)
+    if (incoming && incoming.id === target.id && !incoming.matches(".card:not(.card--pending)") &&
+        state(incoming) === state(target)) {
       event.detail.shouldSwap = false;  // nothing new in it
       return;
     }
@@ -82,17 +85,15 @@
 
   // A card's change from the event stream (someone decided it, here or anywhere) replaces the card,
   // but not while this page's own answer to it is on its way (that answer's reply brings the news,
-  // and an error it says stays), and not when it says nothing new (the same status).
-  function kind(el) {
-    return (el.className || "").split(/\s+/).filter(function (c) { return /^card--/.test(c); }).sort().join(" ");
-  }
+  // and an error it says stays), and not when it says nothing new. (Its contents are compared, not
+  // its classes: htmx gives a card just swapped in the old one's classes until it settles.)
   document.addEventListener("htmx:oobBeforeSwap", function (event) {
     var target = event.detail.target, fragment = event.detail.fragment;
     if (!target || !fragment || !target.matches || !target.matches(".card[data-approval]")) return;
     var copy = document.createElement("div");
     copy.appendChild(fragment.cloneNode(true));
     var incoming = copy.querySelector("#" + CSS.escape(target.id));
-    if (target.querySelector(".htmx-request") || (incoming && kind(incoming) === kind(target))) {
+    if (target.querySelector(".htmx-request") || (incoming && incoming.innerHTML === target.innerHTML)) {
       event.detail.shouldSwap = false;
     }
   });
