@@ -120,7 +120,10 @@
     var copy = document.createElement("div");
     copy.appendChild(fragment.cloneNode(true));
     var incoming = copy.firstElementChild;
-    if (incoming && incoming.id === target.id && state(incoming) === state(target)) {
+    // (A card just swapped in keeps the old one's classes while it settles: a decided copy of it is
+    // judged by the check below, not taken for a second copy of a waiting card.)
+    if (incoming && incoming.id === target.id && !incoming.matches(".card:not(.card--pending)") &&
+        state(incoming) === state(target)) {
       event.detail.shouldSwap = false;  // nothing new in it
       return;
     }
@@ -146,6 +149,21 @@
     outcome.focus();
     var said = document.getElementById("card-said");
     if (said) said.textContent = outcome.textContent.trim();
+  });
+
+  // A card's change from the event stream (someone decided it, here or anywhere) replaces the card,
+  // but not while this page's own answer to it is on its way (that answer's reply brings the news,
+  // and an error it says stays), and not when it says nothing new. (Its contents are compared, not
+  // its classes: htmx gives a card just swapped in the old one's classes until it settles.)
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    var target = event.detail.target, fragment = event.detail.fragment;
+    if (!target || !fragment || !target.matches || !target.matches(".card[data-approval]")) return;
+    var copy = document.createElement("div");
+    copy.appendChild(fragment.cloneNode(true));
+    var incoming = copy.querySelector("#" + CSS.escape(target.id));
+    if (target.querySelector(".htmx-request") || (incoming && incoming.innerHTML === target.innerHTML)) {
+      event.detail.shouldSwap = false;
+    }
   });
 
   // Enter sends, Shift+Enter is a new line; an Enter that ends an IME composition (Japanese,
@@ -223,6 +241,13 @@
     document.querySelectorAll("[data-expires]").forEach(function (el) {
       var left = Math.max(0, Math.round((Date.parse(el.dataset.expires) - Date.now()) / 1000));
       el.textContent = left > 0 ? Math.floor(left / 60) + " min " + (left % 60) + " s left" : "Expired";
+      // At 0 the card asks for itself: the server ends it expired (and tells every other view),
+      // whether or not a sweep runs. Once per card shown.
+      var card = left === 0 && el.closest(".card[data-card-url]");
+      if (card && !card.hasAttribute("data-asked") && window.htmx) {
+        card.setAttribute("data-asked", "");
+        window.htmx.ajax("GET", card.getAttribute("data-card-url"), { target: card, swap: "outerHTML" });
+      }
     });
   }
   setInterval(tick, 1000);

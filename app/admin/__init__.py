@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import re
 import unicodedata
 from typing import Any
+from urllib.parse import urlencode
 
 from flask import Blueprint, Response, abort, make_response, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
@@ -36,22 +38,52 @@ def admins_only() -> None:
 def index() -> Any:
     """Dashboard and the approvals table (pending by default), newest first."""
     actor = current_actor("admin")
-    tenant_id = actor.user.tenant_id
-    filters = review.filters_from(request.args)
-    page = review.approvals(tenant_id, filters, request.args.get("after"))
-    stats = review.dashboard(tenant_id)
+    stats = review.dashboard(actor.user.tenant_id)
     return render_template(
         "admin/index.html",
-        waiting=countersign_queue(actor),
-        page=page,
-        filters=filters,
-        stats=stats,
-        people=review.people(tenant_id),
+        **console(actor, stats),
         chart=decisions_svg(stats),
         legend=decisions_legend(stats),
         actions=sorted(agent.engine().registry.actions),
         statuses=list(Status),
     )
+
+
+@bp.get("/live")
+def live() -> Any:
+    """The console's live parts, polled by the page every few seconds (htmx `every 5s`): the
+    counts, the countersignature queue and the table, or 204 (no swap) when none has changed
+    since the page's `seen`. Polling, not a stream: nothing to hold open per admin, it survives
+    any restart or proxy, it needs no event of its own (a card decided anywhere, by anyone, or a
+    sweep, shows in the next poll), and a few seconds is soon enough for a console."""
+    actor = current_actor("admin")
+    shown = console(actor, review.dashboard(actor.user.tenant_id))
+    if request.args.get("seen") == shown["seen"]:
+        return "", 204
+    response = make_response(render_template("admin/_live.html", **shown, oob=True))
+    response.headers["Vary"] = "HX-Request"
+    return response
+
+
+def console(actor: Actor, stats: review.Dashboard) -> dict[str, Any]:
+    """What the console's live parts show (filtered by the query string), and `seen`: a digest
+    of it, which the next poll sends back."""
+    tenant_id = actor.user.tenant_id
+    filters = review.filters_from(request.args)
+    page = review.approvals(tenant_id, filters, request.args.get("after"))
+    waiting = countersign_queue(actor)
+    state = (stats.pending, sorted(stats.decided_today.items()), [(a.id, a.status) for a in page.rows])
+    seen = hashlib.sha256(repr((state, [c["approval"].id for c in waiting])).encode()).hexdigest()[:16]
+    args = {**{k: v for k, v in request.args.items() if k != "seen"}, "seen": seen}
+    return {
+        "waiting": waiting,
+        "page": page,
+        "filters": filters,
+        "stats": stats,
+        "people": review.people(tenant_id),
+        "seen": seen,
+        "live_url": f"{url_for('admin.live')}?{urlencode(args)}",
+    }
 
 
 def countersign_queue(actor: Actor) -> list[dict[str, Any]]:

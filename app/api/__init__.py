@@ -262,9 +262,10 @@ def stop(conversation_id: int) -> Any:
 
 @bp.get("/conversations/<id:conversation_id>/events")
 def conversation_events(conversation_id: int) -> Any:
-    """Server-Sent Events: `text` (the model's words as they come) and `turn` (started, and its
+    """Server-Sent Events: `text` (the model's words as they come), `turn` (started, and its
     end: done, paused, failed, stopped, interrupted — with the pass's messages and the pending
-    prompts). Resume with Last-Event-ID (or ?after=)."""
+    prompts) and `approval` (a card's new status, whoever decided it: `{"id", "status"}`).
+    Resume with Last-Event-ID (or ?after=)."""
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
     return sse.stream(conversation.id, actor.user.id, lambda event: event_json(event, actor, conversation.id))

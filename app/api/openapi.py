@@ -42,7 +42,8 @@ EVENTS_DESCRIPTION = (
     "with no gap and no repeat. `event: text` — `{run, step, text}`, the model's words as "
     "they are written; `event: turn` — `{run, step, state}` with state `started`, then "
     "one of `done`, `paused`, `failed`, `stopped`, `interrupted` with the pass's "
-    "`messages` and the `pending` prompts. Without a cursor, a turn still running is "
+    "`messages` and the `pending` prompts; `event: approval` — `{id, status}`, a card's "
+    "new status, whoever decided it, on any channel. Without a cursor, a turn still running is "
     "replayed from its start. The stream ends after EVENTS_STREAM_SECONDS; reconnect."
 )
 ANSWER_DESCRIPTION = (

@@ -17,15 +17,15 @@ from typing import Any
 import sqlalchemy as sa
 from pydantic import BaseModel, ValidationError
 
-from app.copilot import audit, delivery, revise
+from app.copilot import audit, delivery, events, revise
 from app.copilot.actions import Action, ActionContext, Registry
 from app.copilot.caps import check_cap
 from app.copilot.cards import Card, build_card
+from app.copilot.decided import already_decided
 from app.copilot.forms import form_for, validate_form
 from app.copilot.tokens import Actor, ChannelProof, refuse, ttl, verify
 from app.errors import (
     AgentCannotAnswer,
-    AlreadyDecided,
     BadValues,
     CountersignError,
     Expired,
@@ -148,7 +148,7 @@ def _open(approval: Approval, actor: Actor, withdrawing: bool = False) -> None:
     if approval.status == Status.EXPIRED:
         raise refuse(Expired(), "expired", actor, approval, approval.id)
     if approval.status != Status.PENDING and not (withdrawing and approval.status == Status.COUNTERSIGNING):
-        raise refuse(AlreadyDecided(), f"already_{approval.status}", actor, approval, approval.id)
+        raise refuse(already_decided(approval, actor.user.id), f"already_{approval.status}", actor, approval, approval.id)
 
 
 def _claim(
@@ -159,7 +159,7 @@ def _claim(
     stamps = {"claimed_at": now, "decided_by": actor.user.id, **values}
     when = [Approval.expires_at > now]
     if not move(approval, status, actor.user.id, actor.channel, detail, source=source, when=when, **stamps):
-        raise refuse(AlreadyDecided(), "lost_claim", actor, approval, approval.id)
+        raise refuse(already_decided(approval, actor.user.id), "lost_claim", actor, approval, approval.id)
 
 
 def _context(actor: Actor, approval: Approval) -> ActionContext:
@@ -288,6 +288,7 @@ def move(
             channel=channel,
         )
     commit_kept(approval, status=status, **values)  # (no reads again: the approval as just written)
+    events.publish(approval.conversation_id, "approval", id=approval.id, status=status.value)  # every open view follows
     return True
 
 
@@ -304,7 +305,7 @@ def revoke(approval_id: str, admin: User, channel: str = "admin", by_agent: bool
     if not admin.is_admin:
         raise refuse(WrongPerson("Only an admin of this tenant may revoke."), "revoke_not_admin", actor, approval, approval_id)
     if not any(move(approval, Status.REVOKED, admin.id, channel, source=s, decided_by=admin.id) for s in WAITING):
-        raise refuse(AlreadyDecided(), "revoke_already_decided", actor, approval, approval_id)
+        raise refuse(already_decided(approval, admin.id), "revoke_already_decided", actor, approval, approval_id)
     return approval
 
 

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from app.copilot import revise
 from app.copilot.actions import ActionContext, Registry
 from app.copilot.approvals import _claim, _confirmed, expire, move
+from app.copilot.decided import already_decided, decided_words
 from app.copilot.tokens import Actor, ChannelProof, refuse, verify_second
 from app.errors import AlreadyDecided, BadValues, Expired, NeedsSecondSignature, WrongPerson
 from app.extensions import db
@@ -31,7 +32,7 @@ def first_signature(approval: Approval, proof: str | ChannelProof, actor: Actor)
     if not move(
         approval, Status.COUNTERSIGNING, actor.user.id, actor.channel, when=when, confirmed_by=actor.user.id, confirmed_at=now
     ):
-        raise refuse(AlreadyDecided(), "lost_claim", actor, approval, approval.id)
+        raise refuse(already_decided(approval, actor.user.id), "lost_claim", actor, approval, approval.id)
     return approval
 
 
@@ -52,7 +53,7 @@ def countersign(
         raise refuse(Expired(), "countersign_expired", actor, approval, approval.id)
     if approval.status != Status.COUNTERSIGNING:
         why = "countersign_not_confirmed" if approval.status == Status.PENDING else f"countersign_already_{approval.status}"
-        raise refuse(AlreadyDecided(_not_waiting(approval)), why, actor, approval, approval.id)
+        raise refuse(AlreadyDecided(_not_waiting(approval, actor)), why, actor, approval, approval.id)
     if not may_countersign(approval, actor.user, registry):
         who = f"Only {approval.countersign} of this tenant may countersign this."
         raise refuse(WrongPerson(who), "countersign_not_allowed", actor, approval, approval.id)
@@ -65,10 +66,10 @@ def countersign(
     return _confirmed(approval, actor, registry, as_person=_requester(approval, actor))
 
 
-def _not_waiting(approval: Approval) -> str:
+def _not_waiting(approval: Approval, actor: Actor) -> str:
     if approval.status == Status.PENDING:
         return "Its person has not confirmed this card yet: there is nothing to countersign."
-    return AlreadyDecided.message
+    return decided_words(approval, actor.user.id)
 
 
 def _requester(approval: Approval, signer: Actor) -> Actor:

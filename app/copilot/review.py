@@ -131,15 +131,17 @@ def people(tenant_id: int) -> dict[int, str]:
 
 
 def dashboard(tenant_id: int, days: int = 30, sample: int = 1000) -> Dashboard:
-    """Pending now, decided today by outcome, median time to decision (over the last `sample`
-    decisions), and decisions per UTC day by outcome; counted in SQL on the tenant's indexes."""
+    """Pending now (a card waiting for its countersignature too), decided today by outcome,
+    median time to decision (over the last `sample` decisions), and decisions per UTC day by
+    outcome; counted in SQL on the tenant's indexes."""
     now = utcnow()
     start = (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
     pending = (
         db.session.scalar(
             sa.select(sa.func.count())
             .select_from(Approval)
-            .where(Approval.tenant_id == tenant_id, Approval.status == Status.PENDING)
+            # waiting for its person or for a second signature: both are pending decisions
+            .where(Approval.tenant_id == tenant_id, Approval.status.in_((Status.PENDING, Status.COUNTERSIGNING)))
         )
         or 0
     )

@@ -300,6 +300,8 @@ def render_event(event: Event, actor: Actor, live: LiveText) -> str | None:
         if html is None:
             return None
         return render_template("partials/_live_text.html", run=run, step=step, html=Markup(html))  # noqa: S704  (sanitized)
+    if event.type == "approval":
+        return card_event(event, actor, live.conversation_id) or ""
     answers = event.data.get("answers")
     if event.type == "turn" and event.data.get("state") == "started":
         live.started(run, step)
@@ -321,6 +323,18 @@ def render_event(event: Event, actor: Actor, live: LiveText) -> str | None:
     return ""
 
 
+def card_event(event: Event, actor: Actor, conversation_id: int) -> str | None:
+    """A card's change of status (approvals.move publishes one, whoever decided, on any channel
+    or process) as the card in its new state FOR THIS VIEWER, swapped out of band for the one on
+    the page: no token and no buttons unless this viewer may still answer it."""
+    approval = db.session.get(Approval, str(event.data.get("id", "")))
+    if approval is None or approval.conversation_id != conversation_id:
+        return None
+    context = card_context(approval, actor)
+    context["oob"] = True
+    return render_partial(approval, context)
+
+
 def _asked(message_id: Any, conversation_id: int, actor: Actor) -> str:
     """The message a turn that starts answers, placed before its reply: written elsewhere (an
     agent token, an app, another tab), it is not on this page yet; where it is, it replaces
@@ -335,17 +349,43 @@ def _asked(message_id: Any, conversation_id: int, actor: Actor) -> str:
 @bp.get("/approvals/<approval_id>")
 @login_required
 def approval_page(approval_id: str) -> Any:
-    """The card on a page of its own (the target of links from MCP and connectors)."""
+    """The card on a page of its own (the target of links from MCP and connectors), following
+    its changes live. For htmx, the card alone: a page's countdown that reaches 0 asks for it
+    (static/app.js), so an expired card shows expired whether or not a sweep has run, and every
+    other open view of it follows (the expiry is published like any change)."""
     actor = current_actor()
     approval = _own_approval(approval_id, actor)
     if approval.status in (Status.PENDING, Status.COUNTERSIGNING) and approval.expires_at <= utcnow():
         agent.expire_due(approval.conversation_id)
         db.session.refresh(approval)
+    if request.htmx:  # type: ignore[attr-defined]
+        response = make_response(render_partial(approval, card_context(approval, actor)))
+        response.headers["Vary"] = "HX-Request"
+        return response
+    cursor = events.last_id(approval.conversation_id)  # then the card as it is now: no change falls between
+    db.session.refresh(approval)
     conversation = db.session.get(Conversation, approval.conversation_id)
     deleted = conversation is None or conversation.deleted_at is not None  # the card stays, as decided
     return render_template(
-        "approvals/page.html", actor=actor, approval=approval, ctx=card_context(approval, actor), deleted=deleted
+        "approvals/page.html", actor=actor, approval=approval, ctx=card_context(approval, actor), deleted=deleted, cursor=cursor
     )
+
+
+@bp.get("/approvals/<approval_id>/events")
+@login_required
+def approval_events(approval_id: str) -> Any:
+    """The card's own page follows its conversation's events as its viewer (the person, or a
+    second person its rule allows): only this card's changes, each as the card in its new state."""
+    actor = current_actor()
+    conversation_id = _own_approval(approval_id, actor).conversation_id
+
+    def shown(event: Event) -> tuple[str, str] | None:
+        if event.type != "approval" or event.data.get("id") != approval_id:
+            return None
+        html = card_event(event, actor, conversation_id)
+        return None if html is None else ("message", html)
+
+    return sse.stream(conversation_id, actor.user.id, shown)
 
 
 def _own_approval(approval_id: str, actor: Actor) -> Approval:

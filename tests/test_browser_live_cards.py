@@ -1,0 +1,129 @@
+"""Every decision reaches every view, in a real Chromium with two people signed in (alice, and
+admin@example.com in a browser context of her own): whatever the admin does to alice's card,
+alice's open page shows it at once, without its buttons, and the admin console's counts follow;
+a press on a card decided elsewhere says who decided it."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from playwright.sync_api import expect
+
+from app.extensions import db
+from app.models import Approval, utcnow
+from tests.test_browser import ask, browser, page, server, sign_in_and_open_chat  # noqa: F401 (fixtures)
+from tests.test_browser_countersign import folder, signed_in  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.browser
+
+FOLDER_DELETE = "/manage_files operation=delete_folder path=reports"
+
+
+def pending_now(admin):
+    return admin.locator(".stat").filter(has_text="pending now").locator(".stat__value")
+
+
+def alices_card(page, text: str):
+    """The card alice's request made, on her open chat page."""
+    card = page.locator(".card").last
+    card.get_by_text(text).wait_for()
+    return page.locator(f"#approval-{card.get_attribute('data-approval')}")
+
+
+def confirmed_folder_delete(page, server):
+    sign_in_and_open_chat(page, server)
+    ask(page, FOLDER_DELETE)
+    card = alices_card(page, "Delete the folder reports and everything in it on disk local?")
+    card.get_by_role("button", name="Confirm").click()
+    expect(card).to_have_class(re.compile(r"\bcard--countersigning\b"))
+    expect(card.get_by_role("button", name="Decline")).to_have_count(1)  # she may still withdraw it
+    return card
+
+
+def test_alices_card_follows_the_admins_countersignature_and_so_do_the_counts(page, browser, server, folder):  # noqa: F811
+    card = confirmed_folder_delete(page, server)
+    admin_context, admin = signed_in(browser, server, "admin@example.com")
+    try:
+        admin.goto(f"{server}/admin/")
+        expect(pending_now(admin)).to_have_text("1")  # a card waiting for a countersignature is pending
+        admin.locator(".countersign-queue").get_by_role("button", name="Countersign").click()
+        expect(card).to_have_class(re.compile(r"\bcard--done\b"))  # alice's page, never reloaded
+        expect(card.get_by_role("button")).to_have_count(0)
+        expect(pending_now(admin)).to_have_text("0")
+    finally:
+        admin_context.close()
+
+
+def test_alices_card_follows_the_admins_countersign_decline(page, browser, server, folder):  # noqa: F811
+    card = confirmed_folder_delete(page, server)
+    admin_context, admin = signed_in(browser, server, "admin@example.com")
+    try:
+        admin.goto(f"{server}/admin/")
+        admin.locator(".countersign-queue").get_by_role("button", name="Decline").click()
+        expect(card).to_have_class(re.compile(r"\bcard--declined\b"))
+        expect(card.get_by_role("button")).to_have_count(0)
+        expect(pending_now(admin)).to_have_text("0")
+    finally:
+        admin_context.close()
+
+
+def test_alices_card_follows_the_admins_revoke_and_the_counts_follow_her_request(page, browser, server, posts):
+    admin_context, admin = signed_in(browser, server, "admin@example.com")
+    try:
+        admin.goto(f"{server}/admin/")
+        expect(pending_now(admin)).to_have_text("0")
+        sign_in_and_open_chat(page, server)
+        ask(page, f"/delete_post post={posts['Spring meetup']}")
+        card = alices_card(page, "Delete this post? This cannot be undone.")
+        expect(pending_now(admin)).to_have_text("1")  # the console, never reloaded
+        admin.locator("tbody tr").filter(has_text="alice@example.com").get_by_role("button", name=re.compile("Revoke")).click()
+        expect(card).to_have_class(re.compile(r"\bcard--revoked\b"))
+        expect(card.get_by_role("button")).to_have_count(0)
+    finally:
+        admin_context.close()
+
+
+def test_a_confirm_in_one_tab_reaches_the_other(page, server, posts):
+    sign_in_and_open_chat(page, server)
+    ask(page, f"/delete_post post={posts['Spring meetup']}")
+    card = alices_card(page, "Delete this post? This cannot be undone.")
+    other = page.context.new_page()
+    other.goto(page.url)
+    there = other.locator(f"#{card.get_attribute('id')}")
+    expect(there.get_by_role("button", name="Confirm")).to_have_count(1)
+    card.get_by_role("button", name="Confirm").click()
+    expect(there).to_have_class(re.compile(r"\bcard--done\b"))
+    expect(there.get_by_role("button")).to_have_count(0)
+
+
+def test_a_press_on_a_card_the_admin_revoked_says_who_revoked_it(page, browser, server, posts):
+    page.route(re.compile(r"/events"), lambda route: route.abort())  # her live view is down: the card stays as it was
+    sign_in_and_open_chat(page, server)
+    ask(page, f"/delete_post post={posts['Spring meetup']}")
+    card = alices_card(page, "Delete this post? This cannot be undone.")
+    admin_context, admin = signed_in(browser, server, "admin@example.com")
+    try:
+        admin.goto(f"{server}/admin/")
+        admin.locator("tbody tr").filter(has_text="alice@example.com").get_by_role("button", name=re.compile("Revoke")).click()
+        admin.locator("tbody").get_by_text("Nothing matches.").wait_for()
+    finally:
+        admin_context.close()
+    card.get_by_role("button", name="Confirm").click()
+    expect(card.locator(".card__error")).to_have_text(
+        re.compile(r"admin@example\.com revoked this card at \d\d:\d\d UTC\. Nothing ran\.")
+    )
+
+
+def test_a_card_whose_time_runs_out_shows_expired_without_a_reload(app, page, server, posts):
+    page.clock.install()  # the page's own clock, moved on below: no waiting out a real half hour
+    sign_in_and_open_chat(page, server)
+    ask(page, f"/delete_post post={posts['Spring meetup']}")
+    card = alices_card(page, "Delete this post? This cannot be undone.")
+    with app.app_context():  # and the server's: the card's time is up there too
+        db.session.get(Approval, card.get_attribute("data-approval")).expires_at = utcnow() - timedelta(seconds=1)
+        db.session.commit()
+    page.clock.fast_forward("31:00")
+    expect(card).to_have_class(re.compile(r"\bcard--expired\b"))
+    expect(card.get_by_role("button")).to_have_count(0)
