@@ -63,13 +63,15 @@ class Outcome:
     """What one status says: the card's label (beside it, the status as a badge), the line in a
     chat thread, the model's line, its colour on the admin console's chart, and who decided it
     (`{who}`: "you", or a person's email; `{when}`: the time). `done`, `failed` and `queued` add
-    the action's own words (see the functions)."""
+    the action's own words (see the functions). `pressed` answers a press on a card decided
+    elsewhere: who decided it (`{who}`) and how, `{at}` the time (app/copilot/decided.py)."""
 
     card: str
     chat: str
     model: str
     colour: str
     by: str = "decided by {who}, {when}"
+    pressed: str = ""
 
 
 CONFIRMER = "confirmed by {who}"  # a countersigned card's first signature, before its decider
@@ -77,14 +79,24 @@ CONFIRMED_BY = f"{CONFIRMER}, {{when}}"
 
 OUTCOMES: dict[Status, Outcome] = {
     Status.PENDING: Outcome("Expired", "", "", "#2563eb", ""),  # shown only when past its time, unswept
-    Status.RUNNING: Outcome("Running…", "Running…", "", "#0e7490", ""),
-    Status.DONE: Outcome("Done", "Done.", "Done.", "#1f7a4d", CONFIRMED_BY),
+    Status.RUNNING: Outcome(
+        "Running…", "Running…", "", "#0e7490", "", pressed="{who} confirmed this card{at}; it is running now. It runs only once."
+    ),
+    Status.DONE: Outcome(
+        "Done",
+        "Done.",
+        "Done.",
+        "#1f7a4d",
+        CONFIRMED_BY,
+        pressed="{who} confirmed this card{at}; it ran once. Nothing ran again.",
+    ),
     Status.DECLINED: Outcome(
         "Declined",
         "Declined — nothing was done.",
         "The person declined. Nothing was done.",
         "#5d6675",
         "declined by {who}, {when}",
+        pressed="{who} declined this card{at}. Nothing ran.",
     ),
     Status.CANCELLED: Outcome(
         "Set aside — nothing ran",
@@ -92,6 +104,7 @@ OUTCOMES: dict[Status, Outcome] = {
         "The person set this aside for now (Not now). Nothing was done; do not ask again unless they do.",
         "#64748b",
         "set aside by {who}, {when}",
+        pressed="{who} set this card aside{at}. Nothing ran.",
     ),
     Status.CHANGED: Outcome(
         "Changed — nothing ran",
@@ -100,6 +113,7 @@ OUTCOMES: dict[Status, Outcome] = {
         "so nothing ran. Ask again if it is still wanted.",
         "#7a4cc2",
         CONFIRMED_BY,
+        pressed="{who} confirmed this card{at}, but the record had changed, so nothing ran.",
     ),
     Status.REFUSED: Outcome(
         "Refused — nothing ran",
@@ -107,6 +121,7 @@ OUTCOMES: dict[Status, Outcome] = {
         "Refused at confirmation: the person may no longer do this. Nothing ran.",
         "#b42318",
         CONFIRMED_BY,
+        pressed="{who} confirmed this card{at}, but it was no longer allowed, so nothing ran.",
     ),
     Status.EXPIRED: Outcome(
         "Expired",
@@ -114,6 +129,7 @@ OUTCOMES: dict[Status, Outcome] = {
         "The card expired before the person answered. Nothing was done.",
         "#9a6700",
         "ended by the expiry, {when}",
+        pressed="This card expired{at}. Nothing ran.",
     ),
     Status.REVOKED: Outcome(
         "Revoked",
@@ -121,14 +137,23 @@ OUTCOMES: dict[Status, Outcome] = {
         "An admin revoked this request. Nothing was done.",
         "#c2410c",
         "revoked by {who}, {when}",
+        pressed="{who} revoked this card{at}. Nothing ran.",
     ),
-    Status.FAILED: Outcome("Failed", "It failed — nothing else was done.", "Failed.", "#991b1b", CONFIRMED_BY),
+    Status.FAILED: Outcome(
+        "Failed",
+        "It failed — nothing else was done.",
+        "Failed.",
+        "#991b1b",
+        CONFIRMED_BY,
+        pressed="{who} confirmed this card{at}; it failed. Nothing ran again.",
+    ),
     Status.INTERRUPTED: Outcome(
         "Interrupted — not run again",
         "Interrupted while it ran — it will not be run again; check the result before asking again.",
         "Interrupted: the server stopped while this ran. It will not be retried; check the result before asking again.",
         "#334155",
         CONFIRMED_BY,
+        pressed="This card was interrupted{at} while it ran; it will not run again.",
     ),
     Status.SUPERSEDED: Outcome(
         "Superseded by a newer card — nothing ran",
@@ -136,6 +161,7 @@ OUTCOMES: dict[Status, Outcome] = {
         "A newer request replaced this one before the person answered. Nothing was done.",
         "#94a3b8",
         "replaced by a newer request, {when}",
+        pressed="A newer card took this card's place{at}. Nothing ran.",
     ),
     Status.COUNTERSIGNING: Outcome(
         "Confirmed — waiting for a countersignature",
@@ -143,6 +169,7 @@ OUTCOMES: dict[Status, Outcome] = {
         "",
         "#0f766e",
         "",
+        pressed="{who} confirmed this card{at}; it waits for a countersignature. Nothing ran yet.",
     ),
     Status.EDITED: Outcome(
         "Edited — replaced by a fresh card",
@@ -150,6 +177,7 @@ OUTCOMES: dict[Status, Outcome] = {
         "The person edited this request; a fresh card replaced it. Nothing ran from this one.",
         "#6d28d9",
         "edited by {who}, {when}",
+        pressed="{who} edited this card{at}: a fresh card took its place. Nothing ran.",
     ),
     Status.QUEUED: Outcome(
         "Queued",
@@ -157,8 +185,15 @@ OUTCOMES: dict[Status, Outcome] = {
         "Queued: handed over for delivery, which has not happened yet; its outcome comes when delivery ends.",
         "#0369a1",
         CONFIRMED_BY,
+        pressed="{who} confirmed this card{at}; it ran once and its work is queued for delivery. Nothing ran again.",
     ),
 }
+# A press on a card that needed two signatures names both (OUTCOMES[…].pressed, reworded).
+TWO_SIGNATURES = {
+    "{who} confirmed this card": "{first} confirmed this card and {who} countersigned it",
+    "{who} declined this card": "{first} confirmed this card and {who} declined the countersignature",
+}
+NO_ONE = (Status.EXPIRED, Status.SUPERSEDED, Status.INTERRUPTED)  # ended by the app itself: no {who}
 # A countersigned card's second signature, after "confirmed by" its person.
 COUNTERSIGNED_BY = "countersigned by {who}, {when}"
 RAN = frozenset({Status.DONE, Status.QUEUED, Status.FAILED, Status.CHANGED, Status.REFUSED, Status.INTERRUPTED})

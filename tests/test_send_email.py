@@ -133,3 +133,14 @@ def test_the_models_next_turn_reads_that_the_queued_email_failed_to_send(app, al
         smtp.inbox.refuse = None
     alice.say(convo, "did it go?")
     assert "Failed to send — the mail server refused it (550 5.1.1 No such user). Nothing else was done." in model.seen()
+
+
+def test_a_second_press_on_a_queued_email_says_it_was_confirmed_and_is_queued(app, alice, smtp, held):
+    convo = alice.new_conversation()
+    approval, token = alice.card(alice.say(convo, "/send_email to=dana@example.org subject=Hi body=Hello"))
+    alice.answer(approval, token)
+    again = alice.answer(approval, token)
+    assert again.status_code == 409
+    assert "You already confirmed this card at " in again.get_data(as_text=True)
+    assert "queued for delivery. Nothing ran again." in again.get_data(as_text=True)
+    assert held == [("app.copilot.delivery:deliver", approval)]  # still one delivery, nothing sent twice

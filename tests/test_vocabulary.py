@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.models import Approval
-from app.status import FINAL, OUTCOMES, RunStatus, Status, card_line, chat_line, model_line
+from app.status import FINAL, NO_ONE, OUTCOMES, RunStatus, Status, card_line, chat_line, model_line
 from tests.conftest import outcome_row
 from tests.test_forms import form_of, submit
 
@@ -62,6 +62,14 @@ def test_every_status_has_its_lines_and_every_final_one_says_what_happened():
         assert outcome.card and outcome.chat and outcome.model and outcome.colour.startswith("#"), status
         assert "{when}" in outcome.by, status  # every decided card says when, and who or what decided it
     assert {Status.PENDING, Status.RUNNING}.isdisjoint(FINAL)
+
+
+def test_a_press_on_a_card_in_any_state_but_waiting_says_who_decided_it_from_the_one_table():
+    for status in set(Status) - {Status.PENDING}:
+        pressed = OUTCOMES[status].pressed
+        assert "{at}" in pressed, status  # when
+        assert any(said in pressed.lower() for said in ("nothing", "not run again", "only once")), status  # and what ran
+        assert ("{who}" in pressed) != (status in NO_ONE), status  # a person decided it, or the app itself did
 
 
 @pytest.mark.parametrize("status", sorted(FINAL - {Status.DONE, Status.QUEUED}))  # queued: handle() ran

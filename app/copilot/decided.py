@@ -10,30 +10,7 @@ from datetime import datetime
 from app.errors import AlreadyDecided
 from app.extensions import db
 from app.models import Approval, User, utcnow
-from app.status import Status
-
-# What each status says the decider did, and what came of it. `{who}` is the person or admin
-# who decided; the statuses without one are ended by the app itself (their sentence names no one).
-DID: dict[Status, str] = {
-    Status.RUNNING: "{who} confirmed this card{at}; it is running now. It runs only once.",
-    Status.DONE: "{who} confirmed this card{at}; it ran once. Nothing ran again.",
-    Status.FAILED: "{who} confirmed this card{at}; it failed. Nothing ran again.",
-    Status.CHANGED: "{who} confirmed this card{at}, but the record had changed, so nothing ran.",
-    Status.REFUSED: "{who} confirmed this card{at}, but it was no longer allowed, so nothing ran.",
-    Status.DECLINED: "{who} declined this card{at}. Nothing ran.",
-    Status.REVOKED: "{who} revoked this card{at}. Nothing ran.",
-    Status.CANCELLED: "{who} set this card aside{at}. Nothing ran.",
-    Status.EDITED: "{who} edited this card{at}: a fresh card took its place. Nothing ran.",
-    Status.COUNTERSIGNING: "{who} confirmed this card{at}; it waits for a countersignature. Nothing ran yet.",
-    Status.EXPIRED: "This card expired{at}. Nothing ran.",
-    Status.SUPERSEDED: "A newer card took this card's place{at}. Nothing ran.",
-    Status.INTERRUPTED: "This card was interrupted{at} while it ran; it will not run again.",
-}
-TWO_SIGNATURES = {
-    "{who} confirmed this card": "{first} confirmed this card and {who} countersigned it",
-    "{who} declined this card": "{first} confirmed this card and {who} declined the countersignature",
-}
-NO_ONE = (Status.EXPIRED, Status.SUPERSEDED, Status.INTERRUPTED)
+from app.status import NO_ONE, OUTCOMES, TWO_SIGNATURES, Status
 
 
 def decided_words(approval: Approval, viewer_id: int) -> str:
@@ -44,7 +21,7 @@ def decided_words(approval: Approval, viewer_id: int) -> str:
         return AlreadyDecided.message
     first = approval.confirmed_by  # the person's signature on a card that needed two
     decider = (first if status is Status.COUNTERSIGNING else approval.decided_by) or approval.user_id
-    sentence, single = DID[status], not first or first == decider
+    sentence, single = OUTCOMES[status].pressed, not first or first == decider
     if not single:
         for did, both in TWO_SIGNATURES.items():
             sentence = sentence.replace(did, both)
