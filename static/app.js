@@ -136,6 +136,13 @@
   // After the person answers a card, focus goes to what happened (its outcome, or the error), and
   // a screen reader hears it: the card is replaced whole, so the page's own live region says it.
   var answering = null;
+  // What the live region says of a decided card: "Removed (done). Confirmed by you, …", or its error.
+  function spoken(card, outcome) {
+    var label = outcome.querySelector(".card__label"), badge = outcome.querySelector(".badge");
+    var by = card.querySelector(".card__decided");
+    if (!label || !badge) return outcome.textContent.trim();
+    return label.textContent.trim() + " (" + badge.textContent.trim() + ")" + (by ? ". " + by.textContent.trim() : "");
+  }
   document.addEventListener("htmx:beforeRequest", function (event) {
     var card = event.detail.elt && event.detail.elt.closest && event.detail.elt.closest(".card[data-approval]");
     if (card) answering = card.id;
@@ -148,7 +155,7 @@
     outcome.setAttribute("tabindex", "-1");
     outcome.focus();
     var said = document.getElementById("card-said");
-    if (said) said.textContent = outcome.textContent.trim();
+    if (said) said.textContent = spoken(card, outcome);
   });
 
   // A card's change from the event stream (someone decided it, here or anywhere) replaces the card,

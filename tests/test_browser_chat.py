@@ -80,9 +80,11 @@ def test_focus_moves_to_the_outcome_after_enter_on_confirm(page, server, posts):
     card.get_by_role("button", name="Confirm").focus()
     page.keyboard.press("Enter")
     outcome = page.locator(".card__outcome")
-    expect(outcome).to_have_text("Removed · done")
+    expect(outcome.locator(".card__label")).to_have_text("Removed")
+    expect(outcome.locator(".badge")).to_have_text("done")
     expect(outcome).to_be_focused()
-    expect(page.locator("#card-said")).to_have_text("Removed · done")  # what a screen reader hears
+    # What a screen reader hears: the label, the status, and who decided when.
+    expect(page.locator("#card-said")).to_have_text(re.compile(r"^Removed \(done\)\. Confirmed by you, 20\d\d-"))
 
 
 def test_shift_tab_from_the_message_box_does_not_reach_confirm(page, server, posts):  # noqa: F811
