@@ -353,7 +353,8 @@ def test_slack_posts_card_rows_outcomes_and_model_text_escaped(app, services, ad
     posted = [p["text"] for p in services[0].posts]
     escaped = "&lt;!channel&gt; see &lt;http://evil.example|bank.com&gt; &amp; ask &lt;@U999&gt;"
     card, outcome, said = posted[-3:]
-    assert f"Post: {escaped}" in card and outcome.startswith(f"Deleted “{escaped}”. (Confirmed by you, ") and said == f"Done. {escaped}"
+    assert f"Post: {escaped}" in card and said == f"Done. {escaped}"
+    assert outcome.startswith(f"Deleted “{escaped}”. (Confirmed by you, ")
     assert not any("<" in p or ">" in p for p in posted)
     assert all(p["unfurl_links"] is False for p in services[0].posts)
 
