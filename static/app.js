@@ -218,6 +218,13 @@
   document.addEventListener("DOMContentLoaded", localTimes);
   document.addEventListener("htmx:afterSettle", localTimes);
   document.addEventListener("htmx:sseMessage", localTimes);
+  // A title event (the first message, or a rename, here or in another tab) retitles the heading
+  // and the list out of band; the tab's title follows the heading.
+  document.addEventListener("htmx:sseMessage", function () {
+    var heading = document.getElementById("conversation-title");
+    var title = heading && heading.textContent.trim() + " · Countersign";
+    if (title && document.title !== title) document.title = title;
+  });
 
   // Copy on a message: its words as shown, without the "You:"/"Assistant:" label or its buttons.
   function copyText(text) {

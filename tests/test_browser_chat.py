@@ -73,6 +73,35 @@ def test_a_rename_retitles_the_tab(page, server):  # noqa: F811
     expect(page).to_have_title("Spring plans · Countersign")
 
 
+def second_tab(page):
+    """The same conversation open in another tab of the same browser, following its events."""
+    other = page.context.new_page()
+    other.set_default_timeout(LONG)
+    other.goto(page.url)
+    expect(other.locator("#events")).to_have_attribute("sse-connect", re.compile("events"))
+    return other
+
+
+def test_a_first_message_sent_in_one_tab_titles_the_other_tab_live(page, server, posts):  # noqa: F811
+    sign_in_and_open_chat(page, server)
+    other = second_tab(page)
+    ask(page, f"/delete_post post={posts['Spring meetup']}")
+    expect(other.get_by_role("heading", level=1)).to_have_text("Delete post")
+    expect(other.locator(".sidebar [aria-current] a")).to_have_text("Delete post")
+    expect(other).to_have_title("Delete post · Countersign")
+
+
+def test_a_rename_in_one_tab_retitles_the_other_tab_live(page, server):  # noqa: F811
+    sign_in_and_open_chat(page, server)
+    other = second_tab(page)
+    page.get_by_text("Rename or delete").click()
+    page.get_by_label("New title").fill("Spring plans")
+    page.get_by_role("button", name="Rename").click()
+    expect(other.get_by_role("heading", level=1)).to_have_text("Spring plans")
+    expect(other.locator(".sidebar [aria-current] a")).to_have_text("Spring plans")
+    expect(other).to_have_title("Spring plans · Countersign")
+
+
 def test_focus_moves_to_the_outcome_after_enter_on_confirm(page, server, posts):  # noqa: F811
     sign_in_and_open_chat(page, server)
     ask(page, f"/delete_post post={posts['Spring meetup']}")

@@ -264,7 +264,8 @@ def stop(conversation_id: int) -> Any:
 def conversation_events(conversation_id: int) -> Any:
     """Server-Sent Events: `text` (the model's words as they come), `turn` (started, and its
     end: done, paused, failed, stopped, interrupted — with the pass's messages and the pending
-    prompts) and `approval` (a card's new status, whoever decided it: `{"id", "status"}`).
+    prompts), `approval` (a card's new status, whoever decided it: `{"id", "status"}`) and `title`
+    (the conversation's new title, from its first message or a rename: `{"title"}`).
     Resume with Last-Event-ID (or ?after=)."""
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
@@ -272,8 +273,12 @@ def conversation_events(conversation_id: int) -> Any:
 
 
 def event_json(event: Event, actor: Actor, conversation_id: int) -> tuple[str, str] | None:
-    """An event as the API sends it: a turn's end carries its messages and the pending prompts."""
+    """An event as the API sends it: a turn's end carries its messages and the pending prompts, a
+    title event the title."""
     data = dict(event.data)
+    if event.type == "title":
+        conversation = db.session.get(Conversation, conversation_id)
+        data["title"] = conversation.title if conversation is not None else None
     if event.type == "turn" and "messages" in data:
         shown = db.session.scalars(sa.select(Message).where(Message.id.in_(data["messages"])).order_by(Message.id))
         data["messages"] = [message_json(m) for m in shown]

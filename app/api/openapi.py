@@ -43,7 +43,8 @@ EVENTS_DESCRIPTION = (
     "they are written; `event: turn` — `{run, step, state}` with state `started`, then "
     "one of `done`, `paused`, `failed`, `stopped`, `interrupted` with the pass's "
     "`messages` and the `pending` prompts; `event: approval` — `{id, status}`, a card's "
-    "new status, whoever decided it, on any channel. Without a cursor, a turn still running is "
+    "new status, whoever decided it, on any channel; `event: title` — `{title}`, the conversation's "
+    "new title (its first message, or a rename). Without a cursor, a turn still running is "
     "replayed from its start. The stream ends after EVENTS_STREAM_SECONDS; reconnect."
 )
 ANSWER_DESCRIPTION = (

@@ -84,6 +84,7 @@ def rename(conversation: Conversation, actor: Actor, title: object) -> Conversat
         raise AgentCannotManage()
     conversation.title = clean_title(title)
     db.session.commit()
+    runs.retitled(conversation.id)
     return conversation
 
 

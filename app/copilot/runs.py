@@ -79,7 +79,8 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     conversation_toolsets = hold_live(conversation.id)
     said = Message(conversation_id=conversation.id, role="user", text=text)
     db.session.add(said)
-    if conversation.title == "New conversation" and text.strip():
+    titled = conversation.title == "New conversation" and bool(text.strip())
+    if titled:
         # An agent's first words title the conversation as the agent's, never as the person's
         # own ("Approved by IT"): only the person may give it a title of their choosing.
         title = first_title(text)  # one short line; a command's arguments left out
@@ -98,9 +99,17 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     )
     db.session.add(run)
     commit_kept()  # (the reply reads the message and the run as written)
+    if titled:
+        retitled(conversation.id)
     if submit:  # (a caller that must note something first submits it itself)
         jobs.submit(run.id)
     return said, run
+
+
+def retitled(conversation_id: int) -> None:
+    """Tell the conversation's open views that its title changed (they read it afresh: the event
+    carries none), so every tab's heading, list and tab title follow, whoever wrote it."""
+    events.publish(conversation_id, "title")
 
 
 def publish_end(run: Run, step: int, state: str, message_ids: list[int]) -> None:

@@ -302,6 +302,9 @@ def render_event(event: Event, actor: Actor, live: LiveText) -> str | None:
         return render_template("partials/_live_text.html", run=run, step=step, html=Markup(html))  # noqa: S704  (sanitized)
     if event.type == "approval":
         return card_event(event, actor, live.conversation_id) or ""
+    if event.type == "title":
+        conversation = db.session.get(Conversation, live.conversation_id)
+        return render_template("partials/_titles.html", conversation=conversation) if conversation else ""
     answers = event.data.get("answers")
     if event.type == "turn" and event.data.get("state") == "started":
         live.started(run, step)
