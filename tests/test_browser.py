@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,12 +31,22 @@ LONG = 30_000
 
 @pytest.fixture
 def server(app) -> Iterator[str]:
+    # An open event stream notices its page has gone at its next heartbeat: each second here, so
+    # the wait below is short.
+    app.config["EVENTS_HEARTBEAT"] = 1
     httpd = make_server("127.0.0.1", 0, app, threaded=True)
+    httpd.daemon_threads = False  # socketserver then keeps each request's thread (in _threads)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_port}"
     httpd.shutdown()
     thread.join(timeout=5)
+    # A request still running (an inline turn, a card's expiry) would write into the next test's
+    # tables while they are emptied: the test ends when its requests have.
+    deadline = time.monotonic() + LONG / 1000
+    for request in list(getattr(httpd, "_threads", None) or []):
+        request.join(max(0.0, deadline - time.monotonic()))
+    httpd.server_close()
 
 
 @pytest.fixture(scope="module")
