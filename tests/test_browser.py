@@ -84,11 +84,16 @@ def page(browser, server):
     context.close()
 
 
-def sign_in_and_open_chat(page, server, email="alice@example.com"):
+def sign_in(page, server, email="alice@example.com"):
+    """Sign in through the form, with the demo password."""
     page.goto(f"{server}/login")
     page.get_by_label("Email").fill(email)
     page.get_by_label("Password").fill("demo")
     page.get_by_role("button", name="Sign in").click()
+
+
+def sign_in_and_open_chat(page, server, email="alice@example.com"):
+    sign_in(page, server, email)
     page.get_by_role("button", name="New conversation").first.click()
     page.wait_for_url("**/c/*")
 
@@ -172,10 +177,7 @@ def test_admin_revokes_alices_pending_card(app, browser, page, server, posts, sh
     admin = admin_context.new_page()
     admin.set_default_timeout(LONG)
     try:
-        admin.goto(f"{server}/login")
-        admin.get_by_label("Email").fill("admin@example.com")
-        admin.get_by_label("Password").fill("demo")
-        admin.get_by_role("button", name="Sign in").click()
+        sign_in(admin, server, "admin@example.com")
         admin.goto(f"{server}/admin/")
         row = admin.locator("tbody tr").filter(has_text="alice@example.com")
         row.get_by_text("Delete this post? This cannot be undone.").wait_for()

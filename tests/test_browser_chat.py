@@ -15,7 +15,7 @@ from app.copilot import jobs
 from app.extensions import db
 from app.models import Approval, Run
 from app.status import RunStatus
-from tests.test_browser import LONG, ask, browser, page, server, sign_in_and_open_chat  # noqa: F401  (fixtures)
+from tests.test_browser import LONG, ask, browser, page, server, sign_in, sign_in_and_open_chat  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.browser
 
@@ -179,10 +179,7 @@ def test_on_a_phone_no_page_scrolls_sideways(app, browser, phone, server, posts)
     admin = context.new_page()
     admin.set_default_timeout(LONG)
     try:
-        admin.goto(f"{server}/login")
-        admin.get_by_label("Email").fill("admin@example.com")
-        admin.get_by_label("Password").fill("demo")
-        admin.get_by_role("button", name="Sign in").click()
+        sign_in(admin, server, "admin@example.com")
         admin.wait_for_url(re.compile(rf"{re.escape(server)}/$"))
         for path in ("/admin/", "/admin/audit", "/admin/tokens"):
             admin.goto(f"{server}{path}")
