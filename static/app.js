@@ -173,6 +173,16 @@
     }
   });
 
+  // The console's poll waits while the admin writes in its queue (a decline's reason): its answer
+  // may send the queue again, which would take what they typed with it.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    if (!event.detail.elt || event.detail.elt.id !== "admin-stats") return;
+    var queue = document.getElementById("countersign-queue");
+    if (!queue) return;
+    var typed = Array.prototype.some.call(queue.querySelectorAll("textarea"), function (t) { return t.value.trim() !== ""; });
+    if (typed || queue.contains(document.activeElement)) event.preventDefault();
+  });
+
   // Enter sends, Shift+Enter is a new line; an Enter that ends an IME composition (Japanese,
   // Chinese, …) only commits the composed text.
   document.addEventListener("keydown", function (event) {

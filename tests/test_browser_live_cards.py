@@ -6,6 +6,7 @@ a press on a card decided elsewhere says who decided it."""
 from __future__ import annotations
 
 import re
+import time
 from datetime import timedelta
 
 import pytest
@@ -13,7 +14,7 @@ from playwright.sync_api import expect
 
 from app.extensions import db
 from app.models import Approval, utcnow
-from tests.test_browser import ask, browser, page, server, sign_in_and_open_chat  # noqa: F401 (fixtures)
+from tests.test_browser import LONG, ask, browser, page, server, sign_in_and_open_chat  # noqa: F401 (fixtures)
 from tests.test_browser_countersign import folder, signed_in  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.browser
@@ -127,3 +128,29 @@ def test_a_card_whose_time_runs_out_shows_expired_without_a_reload(app, page, se
     page.clock.fast_forward("31:00")
     expect(card).to_have_class(re.compile(r"\bcard--expired\b"))
     expect(card.get_by_role("button")).to_have_count(0)
+
+
+def test_the_consoles_poll_waits_while_the_admin_writes_a_decline_reason(page, browser, server, folder, posts):  # noqa: F811
+    confirmed_folder_delete(page, server)
+    admin_context, admin = signed_in(browser, server, "admin@example.com")
+    try:
+        admin.goto(f"{server}/admin/")
+        expect(pending_now(admin)).to_have_text("1")
+        reason = admin.locator(".countersign-queue textarea").first
+        reason.fill("Not the reports folder")
+        admin.evaluate(
+            "window.polls = 0; document.addEventListener('htmx:beforeRequest',"
+            " e => { if (e.detail.elt.id === 'admin-stats') window.polls++; })"
+        )
+        ask(page, f"/delete_post post={posts['Spring meetup']}")  # the console's state moves on
+        alices_card(page, "Delete this post? This cannot be undone.")
+        deadline = time.monotonic() + LONG / 1000
+        while admin.evaluate("window.polls") < 2:  # two polls come due meanwhile
+            assert time.monotonic() < deadline, "the console stopped polling"
+            admin.wait_for_timeout(250)
+        expect(reason).to_have_value("Not the reports folder")  # what she typed is still there
+        reason.fill("")
+        reason.evaluate("el => el.blur()")
+        expect(pending_now(admin)).to_have_text("2")  # and the console follows again once she stops
+    finally:
+        admin_context.close()
