@@ -70,6 +70,9 @@
     if (!log || !el.id || document.getElementById(el.id)) return;
     var spot = document.createElement("div");
     spot.id = el.id;
+    var replaced = el.getAttribute("data-replaces");  // a fresh card: where the card it replaces is
+    var old = replaced && document.getElementById("approval-" + replaced);
+    if (old) { old.after(spot); return; }
     var answers = el.getAttribute("data-answers");
     var asked = answers && document.getElementById("message-" + answers);
     var reply = el.id.indexOf("message-") === 0 &&
@@ -84,7 +87,7 @@
     var parsed = document.createElement("template");
     parsed.innerHTML = html;
     parsed.content.querySelectorAll('[hx-swap-oob="true"]').forEach(function (el) {
-      if (/^(turn|message)-/.test(el.id)) place(el);
+      if (/^(turn|message)-/.test(el.id) || el.hasAttribute("data-replaces")) place(el);
     });
   }
   document.addEventListener("htmx:sseBeforeMessage", function (event) { makeRoom(event.detail.data); });
@@ -180,7 +183,8 @@
     var queue = document.getElementById("countersign-queue");
     if (!queue) return;
     var typed = Array.prototype.some.call(queue.querySelectorAll("textarea"), function (t) { return t.value.trim() !== ""; });
-    if (typed || queue.contains(document.activeElement)) event.preventDefault();
+    var writing = queue.contains(document.activeElement) && document.activeElement.matches("textarea, input");
+    if (typed || writing) event.preventDefault();
   });
 
   // Enter sends, Shift+Enter is a new line; an Enter that ends an IME composition (Japanese,

@@ -154,3 +154,21 @@ def test_the_consoles_poll_waits_while_the_admin_writes_a_decline_reason(page, b
         expect(pending_now(admin)).to_have_text("2")  # and the console follows again once she stops
     finally:
         admin_context.close()
+
+
+def test_an_edit_in_one_tab_brings_the_fresh_card_to_the_other_right_after_the_old(page, server):
+    sign_in_and_open_chat(page, server)
+    ask(page, "/send_email to=dana@example.org subject=Numbers body=Hi")
+    card = alices_card(page, "Send this email as alice@example.com?")
+    other = page.context.new_page()
+    other.goto(page.url)
+    there = other.locator(f"#{card.get_attribute('id')}")
+    expect(there.get_by_role("button", name="Confirm")).to_have_count(1)
+    card.get_by_text("Edit", exact=True).click()
+    card.get_by_label("Subject").fill("Numbers, corrected")
+    card.get_by_role("button", name="Make a fresh card").click()
+    expect(there).to_have_class(re.compile(r"\bcard--edited\b"))  # the other tab, never reloaded
+    fresh = other.locator(f"#{card.get_attribute('id')} + .card")
+    expect(fresh.locator("dd").get_by_text("Numbers, corrected")).to_have_count(1)
+    expect(fresh.get_by_role("button", name="Confirm")).to_have_count(1)  # hers to answer there too
+    expect(other.locator(".card")).to_have_count(2)  # each once

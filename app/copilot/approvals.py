@@ -288,7 +288,7 @@ def move(
             channel=channel,
         )
     commit_kept(approval, status=status, **values)  # (no reads again: the approval as just written)
-    events.publish(approval.conversation_id, "approval", id=approval.id, status=status.value)  # every open view follows
+    events.card_changed(approval.conversation_id, approval.id, status)  # every open view follows
     return True
 
 

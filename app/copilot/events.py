@@ -76,6 +76,12 @@ def publish(conversation_id: int, type: str, unless: str | None = None, **data: 
     return _text(event_id)
 
 
+def card_changed(conversation_id: int, approval_id: str, status: str) -> None:
+    """Tell every open view of the conversation that this card changed (its status, or a fresh
+    card made in its place): each renders it again for its own viewer."""
+    publish(conversation_id, "approval", id=approval_id, status=str(status))
+
+
 def _appender() -> Any:
     """The append script on this app's Redis (a server's: one EVALSHA an event); the embedded
     fakeredis runs no Lua, so there the same steps go one by one (one process, no race that

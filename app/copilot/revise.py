@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from flask import current_app
 from pydantic import BaseModel
 
-from app.copilot import approvals, audit
+from app.copilot import approvals, audit, events
 from app.copilot.actions import Action, ActionContext, Registry
 from app.copilot.caps import check_cap
 from app.copilot.cards import Card, build_card
@@ -200,6 +200,7 @@ def _afresh(approval: Approval, actor: Actor, action: type[Action], ctx: ActionC
         channel=actor.channel,
     )
     db.session.commit()
+    events.card_changed(approval.conversation_id, approval.id, approval.status)  # every view: the fresh card after it
     db.session.refresh(fresh)
     return fresh
 
