@@ -199,7 +199,7 @@ COUNTERSIGNED_BY = "countersigned by {who}, {when}"
 RAN = frozenset({Status.DONE, Status.QUEUED, Status.FAILED, Status.CHANGED, Status.REFUSED, Status.INTERRUPTED})
 
 # The model's line for a card whose second signer declined it (after its person confirmed).
-SECOND_DECLINED = "The person confirmed it, but the second signer asked to countersign declined. Nothing was done."
+SECOND_DECLINED = "The person confirmed it, but the second person, asked to countersign it, declined. Nothing was done."
 
 
 class Decided(Protocol):
