@@ -56,6 +56,20 @@ def test_stop_before_the_first_words_stops_the_turn(app, page, server, unstarted
         assert db.session.scalar(sa.select(Run.status).where(Run.id == unstarted[0])) == RunStatus.STOPPED
 
 
+def test_stop_before_the_first_words_says_stopped_and_a_reload_still_does(page, server, unstarted):  # noqa: F811
+    sign_in_and_open_chat(page, server)
+    ask(page, "Count to a thousand")
+    stop = page.locator("button.stop")
+    expect(stop).to_be_visible()
+    with page.expect_response(lambda r: r.url.endswith("/stop") and r.request.method == "POST"):
+        stop.click()
+    notice = page.locator("#messages .message--notice p")
+    expect(notice).to_have_text("Stopped. Nothing ran.", timeout=LONG)
+    page.reload()
+    expect(page.locator("#messages .message--user p")).to_have_text("Count to a thousand", timeout=LONG)
+    expect(notice).to_have_text("Stopped. Nothing ran.")
+
+
 def test_the_first_message_titles_the_heading_the_list_and_the_tab_at_once(page, server, posts):  # noqa: F811
     sign_in_and_open_chat(page, server)
     ask(page, f"/delete_post post={posts['Spring meetup']}")
