@@ -76,6 +76,7 @@ class Outcome:
 
 CONFIRMER = "confirmed by {who}"  # a countersigned card's first signature, before its decider
 CONFIRMED_BY = f"{CONFIRMER}, {{when}}"
+SUBMITTED_BY = "submitted by {who}, {when}"  # a form's Done: its person submitted it
 
 OUTCOMES: dict[Status, Outcome] = {
     Status.PENDING: Outcome("Expired", "", "", "#2563eb", ""),  # shown only when past its time, unswept
@@ -193,13 +194,15 @@ TWO_SIGNATURES = {
     "{who} confirmed this card": "{first} confirmed this card and {who} countersigned it",
     "{who} declined this card": "{first} confirmed this card and {who} declined the countersignature",
 }
+# A press on a submitted form says so (OUTCOMES[Status.DONE].pressed, reworded).
+FORM_SUBMITTED = ("{who} confirmed this card", "{who} submitted this form")
 NO_ONE = (Status.EXPIRED, Status.SUPERSEDED, Status.INTERRUPTED)  # ended by the app itself: no {who}
 # A countersigned card's second signature, after "confirmed by" its person.
 COUNTERSIGNED_BY = "countersigned by {who}, {when}"
 RAN = frozenset({Status.DONE, Status.QUEUED, Status.FAILED, Status.CHANGED, Status.REFUSED, Status.INTERRUPTED})
 
 # The model's line for a card whose second signer declined it (after its person confirmed).
-SECOND_DECLINED = "The person confirmed it, but the second signer asked to countersign declined. Nothing was done."
+SECOND_DECLINED = "The person confirmed it, but the second person, asked to countersign it, declined. Nothing was done."
 
 
 class Decided(Protocol):
@@ -261,10 +264,11 @@ def model_line(approval: Decided, words: Words = Words()) -> str:
     return OUTCOMES[status].model
 
 
-def decided_line(status: Status, who: str, when: str, confirmer: str | None = None) -> str:
-    """Who decided a card and when: "Declined by you, …", "Ended by the expiry, …", and for a
-    countersigned card "Confirmed by you; countersigned by …" (empty while it is undecided)."""
-    template = OUTCOMES[status].by
+def decided_line(status: Status, who: str, when: str, confirmer: str | None = None, form: bool = False) -> str:
+    """Who decided a card and when: "Declined by you, …", "Ended by the expiry, …", a form's
+    "Submitted by you, …", and for a countersigned card "Confirmed by you; countersigned by …"
+    (empty while it is undecided)."""
+    template = SUBMITTED_BY if form and status is Status.DONE else OUTCOMES[status].by
     if not template:
         return ""
     if confirmer is not None:

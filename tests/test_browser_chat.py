@@ -11,9 +11,10 @@ import pytest
 import sqlalchemy as sa
 from playwright.sync_api import expect
 
+from app.auth import create_token
 from app.copilot import jobs
 from app.extensions import db
-from app.models import Approval, Run
+from app.models import Approval, Run, User
 from app.status import RunStatus
 from tests.test_browser import LONG, ask, browser, page, server, sign_in, sign_in_and_open_chat  # noqa: F401  (fixtures)
 
@@ -54,6 +55,20 @@ def test_stop_before_the_first_words_stops_the_turn(app, page, server, unstarted
     expect(stop).to_be_hidden()
     with app.app_context():
         assert db.session.scalar(sa.select(Run.status).where(Run.id == unstarted[0])) == RunStatus.STOPPED
+
+
+def test_stop_before_the_first_words_says_stopped_and_a_reload_still_does(page, server, unstarted):  # noqa: F811
+    sign_in_and_open_chat(page, server)
+    ask(page, "Count to a thousand")
+    stop = page.locator("button.stop")
+    expect(stop).to_be_visible()
+    with page.expect_response(lambda r: r.url.endswith("/stop") and r.request.method == "POST"):
+        stop.click()
+    notice = page.locator("#messages .message--notice p")
+    expect(notice).to_have_text("Stopped. Nothing ran.", timeout=LONG)
+    page.reload()
+    expect(page.locator("#messages .message--user p")).to_have_text("Count to a thousand", timeout=LONG)
+    expect(notice).to_have_text("Stopped. Nothing ran.")
 
 
 def test_the_first_message_titles_the_heading_the_list_and_the_tab_at_once(page, server, posts):  # noqa: F811
@@ -161,7 +176,7 @@ def test_on_a_phone_the_composer_stays_at_the_bottom(phone, server):
     expect(phone.get_by_label("Message")).to_be_in_viewport()
 
 
-def test_on_a_phone_no_page_scrolls_sideways(app, browser, phone, server, posts):  # noqa: F811
+def test_on_a_phone_no_page_scrolls_sideways(app, admin_phone, phone, server, posts):  # noqa: F811
     phone.goto(f"{server}/login")
     assert sideways(phone) <= 0, "login"
     sign_in_and_open_chat(phone, server)
@@ -175,15 +190,56 @@ def test_on_a_phone_no_page_scrolls_sideways(app, browser, phone, server, posts)
     assert sideways(phone) <= 0, "card page"
     phone.goto(f"{server}/")
     assert sideways(phone) <= 0, "list"
+    for path in ADMIN_PAGES:
+        admin_phone.goto(f"{server}{path}")
+        admin_phone.locator("h1").first.wait_for()
+        assert sideways(admin_phone) <= 0, path
+
+
+ADMIN_PAGES = ("/admin/", "/admin/audit", "/admin/tokens")
+# Each word of a cell or of the top bar, and the cells' own words, that the browser laid out on
+# more than one line (a word broken mid-word), as "text: word".
+BROKEN_WORDS = """els => els.flatMap(el => {
+  const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT), broken = [];
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (const m of node.data.matchAll(/\\S+/g)) {
+      if (m[0].length > 16) continue;  // a long token (a hash, an id) may break anywhere
+      const range = document.createRange();
+      range.setStart(node, m.index); range.setEnd(node, m.index + m[0].length);
+      const lines = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+      if (lines.size > 1) broken.push(`${el.textContent.trim().slice(0, 40)}: ${m[0]}`);
+    }
+  }
+  return broken;
+})"""
+
+
+@pytest.fixture
+def admin_phone(browser, server):  # noqa: F811
+    """The admin, signed in on a phone of their own."""
     context = browser.new_context(viewport=PHONE, is_mobile=True)
     admin = context.new_page()
     admin.set_default_timeout(LONG)
-    try:
-        sign_in(admin, server, "admin@example.com")
-        admin.wait_for_url(re.compile(rf"{re.escape(server)}/$"))
-        for path in ("/admin/", "/admin/audit", "/admin/tokens"):
-            admin.goto(f"{server}{path}")
-            admin.locator("h1").first.wait_for()
-            assert sideways(admin) <= 0, path
-    finally:
-        context.close()
+    sign_in(admin, server, "admin@example.com")
+    admin.wait_for_url(re.compile(rf"{re.escape(server)}/$"))
+    yield admin
+    context.close()
+
+
+def test_on_a_phone_admin_tables_and_the_top_bar_break_no_word(app, admin_phone, phone, server, posts):  # noqa: F811
+    sign_in_and_open_chat(phone, server)
+    ask(phone, f"/delete_post post={posts['Spring meetup']}")
+    expect(phone.locator(".card").last.get_by_role("button", name="Confirm")).to_be_visible()
+    with app.app_context():
+        create_token(db.session.scalar(sa.select(User).where(User.email == "alice@example.com")), name="laptop agent")
+    admin = admin_phone
+    for path in ADMIN_PAGES:
+        admin.goto(f"{server}{path}")
+        expect(admin.locator(".table tbody tr").first).to_be_visible()
+        broken = admin.locator(".table th, .table td, .topbar").evaluate_all(BROKEN_WORDS)
+        assert broken == [], (path, broken)
+        brand = admin.locator(".brand").bounding_box()
+        link = admin.locator(".topbar__nav a").first.bounding_box()
+        assert brand is not None and link is not None
+        apart = link["x"] >= brand["x"] + brand["width"] + 8 or link["y"] >= brand["y"] + brand["height"]
+        assert apart, (path, brand, link)  # "Countersign" and "Admin" never run together

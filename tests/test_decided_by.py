@@ -33,6 +33,30 @@ def test_the_persons_own_decline_says_you_and_when(alice, posts):
     assert re.search(rf'<p class="card__decided">Declined by you, {WHEN}</p>', html)
 
 
+def test_a_submitted_form_says_submitted_by_you(alice, model):
+    from app.copilot.testing import tool_call
+    from tests.test_forms import form_of, submit
+
+    model.enqueue(tool_call("draft_post", title="Launch notes"))
+    approval, token = form_of(alice.say(alice.new_conversation(), "write a post"))
+    html = submit(alice, approval, token, title="Launch notes", body="b", status="draft").get_data(as_text=True)
+    assert re.search(rf'<p class="card__decided">Submitted by you, {WHEN}</p>', html)
+    assert "Confirmed by you" not in html
+
+
+def test_a_second_submit_of_a_form_is_told_it_was_submitted(app):
+    headers, client = token_for(app, "alice@example.com", "client"), app.test_client()
+    convo = client.post("/api/conversations", headers=headers).get_json()["id"]
+    answer = client.post(f"/api/conversations/{convo}/messages", json={"text": "/draft_post"}, headers=headers)
+    [form] = answer.get_json()["pending"]
+    values = {"token": form["token"], "values": {"title": "T", "body": "B", "status": "draft"}}
+    assert client.post(f"/api/approvals/{form['id']}/submit", json=values, headers=headers).status_code == 200
+    again = client.post(f"/api/approvals/{form['id']}/submit", json=values, headers=headers)
+    assert again.status_code == 409
+    said = again.get_json()["message"]
+    assert said.startswith("You already submitted this form") and "confirmed this card" not in said
+
+
 def test_a_revoke_names_the_admin_on_the_persons_card_and_its_page(alice, admin, posts):
     approval_id, _ = pending_delete(alice, posts)
     revoke(admin, approval_id)

@@ -62,3 +62,14 @@ def test_a_file_changed_after_the_card_is_not_deleted(alice, folder):
 def test_paths_outside_the_tenants_folder_are_not_found(alice, folder, path):
     html = alice.say(alice.new_conversation(), f'/manage_files operation=read path="{path}"')
     assert "globex only" not in html and "No file or folder" in html
+
+
+@pytest.mark.parametrize("extra, said", [(0, "the 1 item in it"), (1, "the 2 items in it")])
+def test_a_folder_delete_counts_its_items_in_good_english(alice, sign_in, model, folder, extra, said):
+    from tests.adversarial.test_file_paths import both_signatures
+
+    for n in range(extra):
+        (folder / "reports" / f"more{n}.csv").write_text("x")
+    html = alice.say(alice.new_conversation(), "/manage_files operation=delete_folder path=reports")
+    both_signatures(alice, sign_in("admin@example.com"), html)
+    assert f"Deleted the folder reports and {said}." in model.seen()

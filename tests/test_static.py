@@ -32,3 +32,14 @@ def test_pages_are_not_compressed(app, alice):
     assert status == 200 and "Content-Encoding" not in headers
     _, headers, _ = fetch(alice.client, "/static/app.css", **{"Accept-Encoding": "gzip"})
     assert headers["Content-Encoding"] == "gzip"
+
+
+def test_every_page_links_an_icon_that_is_served(app, alice):
+    """A page names its icon (the browser asks /favicon.ico, a 404, when it does not)."""
+    import re
+
+    for client, path in ((app.test_client(), "/login"), (alice.client, "/")):
+        _, _, page = fetch(client, path)
+        [href] = re.findall(rb'<link rel="icon" href="([^"]+)" type="image/svg\+xml">', page)
+        status, headers, icon = fetch(client, href.decode())
+        assert status == 200 and headers["Content-Type"].startswith("image/svg+xml") and icon.startswith(b"<svg")

@@ -203,5 +203,9 @@ def _delete_folder(folder: Entry) -> str:
             failed.append(f"{entry.shown} ({exc.strerror or type(exc).__name__})")
     if failed:
         listed = ", ".join(failed[:10]) + (f" and {len(failed) - 10} more" if len(failed) > 10 else "")
-        raise PartlyDone(f"deleted {done} of {done + len(failed)} items in {folder.shown}; not deleted: {listed}.")
-    return f"Deleted the folder {folder.shown} and the {done - 1} items in it."
+        raise PartlyDone(f"deleted {done} of {_items(done + len(failed))} in {folder.shown}; not deleted: {listed}.")
+    return f"Deleted the folder {folder.shown} and the {_items(done - 1)} in it."
+
+
+def _items(count: int) -> str:
+    return f"{count} item" if count == 1 else f"{count} items"

@@ -16,6 +16,7 @@ from flask_login import current_user, login_required
 from app.admin.chart import decisions_legend, decisions_svg
 from app.auth import current_actor
 from app.copilot import agent, audit_check, countersigning, review
+from app.copilot.hidden import HIDDEN_STRICT
 from app.copilot.tokens import Actor, sign_second
 from app.errors import CountersignError
 from app.extensions import db
@@ -193,18 +194,20 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\u2212")
 
 def _csv_safe(value: object) -> str:
     """Keep a spreadsheet from reading a cell as a formula (OWASP's CSV-injection rule, on every
-    cell): a cell that starts with = + - @ or a look-alike of one (FORMULA_STARTS), a tab or a CR,
-    or with one of those signs after leading whitespace and invisible format characters (a BOM,
-    zero-width spaces and joiners, which a spreadsheet may drop), gets a leading apostrophe."""
+    cell): a cell that starts with = + - @ or a look-alike of one (FORMULA_STARTS), a tab, a CR or
+    an LF, or with one of those signs after leading whitespace and hidden characters (a BOM,
+    zero-width spaces and joiners, Hangul fillers, the combining grapheme joiner: every character
+    app/copilot/hidden.py counts as hidden, which a spreadsheet may drop), gets a leading apostrophe."""
     text = str(value)
-    if text[:1] in ("\t", "\r") or unicodedata.normalize("NFKC", _visible_start(text))[:1] in FORMULA_STARTS:
+    if text[:1] in ("\t", "\r", "\n") or unicodedata.normalize("NFKC", _visible_start(text))[:1] in FORMULA_STARTS:
         return "'" + text
     return text
 
 
 def _visible_start(text: str) -> str:
-    """The first character that is neither whitespace nor invisible (a format or control character: Cf, Cc)."""
-    return next((c for c in text if not c.isspace() and unicodedata.category(c) not in ("Cf", "Cc")), "")
+    """The first character that is neither whitespace nor hidden (a format or control character, or
+    any character app/copilot/hidden.py shows as ⟨U+XXXX⟩ on a card)."""
+    return next((c for c in text if not (c.isspace() or unicodedata.category(c) in ("Cf", "Cc") or HIDDEN_STRICT.match(c))), "")
 
 
 from app.admin import tokens  # noqa: E402,F401  (the tokens page: its routes join this blueprint)

@@ -124,7 +124,7 @@ def end_stopped(work: Pass, messages: list[ModelMessage], text: Shown, started: 
         Message(
             conversation_id=conversation_id,
             role="notice",
-            text="Stopped. " + (f"Before it stopped: {'; '.join(ran)}." if ran else "Nothing ran."),
+            text=f"Stopped. Before it stopped: {'; '.join(ran)}." if ran else runs.NOTHING_RAN,
         )
     )
     moved = len(history) > len(work.history) or work.progressed

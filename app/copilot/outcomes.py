@@ -81,4 +81,4 @@ def decided_by_line(approval: Approval, viewer_id: int | None = None) -> str:
     # The moment of the decision: the press that claimed it (not when its work or a sweep ended),
     # or for an expired card the end of its time.
     moment = approval.expires_at if status is Status.EXPIRED else (approval.claimed_at or approval.decided_at)
-    return decided_line(status, name(decider), when(moment), confirmer)
+    return decided_line(status, name(decider), when(moment), confirmer, form=approval.type == "form")

@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 
 STOP_FOR = 3600  # seconds a stop request waits for its pass to notice it
 
+NOTHING_RAN = "Stopped. Nothing ran."  # a stopped pass's notice when nothing ran in it
+
 # Called with (conversation_id, the messages a pass added) after each pass ends (app.copilot.turns):
 # the chat connectors post them into their threads. Kept here so that registering one does not
 # import the turn executor, and pydantic-ai with it, at start.
@@ -207,9 +209,11 @@ def stop(conversation: Conversation) -> Run | None:
         return None
     if run.status == RunStatus.QUEUED and won(
         sa.update(Run).where(Run.id == run.id, Run.status == RunStatus.QUEUED).values(status=RunStatus.STOPPED)
-    ):
+    ):  # it ends as a stopped pass does, with its notice (nothing ran, no words were said)
+        notice = Message(conversation_id=conversation.id, role="notice", text=NOTHING_RAN, run_id=run.id, step=run.step + 1)
+        db.session.add(notice)
         db.session.commit()
-        publish_end(run, run.step + 1, RunStatus.STOPPED, [])
+        publish_end(run, run.step + 1, RunStatus.STOPPED, [notice.id])
         queue_next(conversation.id)
         return run
     db.session.rollback()

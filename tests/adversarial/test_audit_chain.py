@@ -724,6 +724,11 @@ def test_every_csv_cell_a_member_can_reach_is_escaped(app, alice, admin):
         ("\u202e-1", "'\u202e-1"),
         ("\x01=1", "'\x01=1"),
         ("\u200bhello", "\u200bhello"),
+        ("\u3164=1+1", "'\u3164=1+1"),
+        ("\u034f=1+1", "'\u034f=1+1"),
+        ("\u115f\ufe0f+1", "'\u115f\ufe0f+1"),
+        ("\nhello", "'\nhello"),
+        ("\n=1+1", "'\n=1+1"),
         ("\ufeff", "\ufeff"),
     ],
 )

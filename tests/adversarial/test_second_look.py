@@ -65,7 +65,7 @@ def test_a_second_signers_reason_is_told_as_theirs(app, alice, sign_in, model, f
     assert response.status_code == 200
     read = model_read(model)
     assert 'The second signer\'s reason, in their own words: "Keep them."' in read
-    assert "the second signer asked to countersign declined" in read
+    assert "The person confirmed it, but the second person, asked to countersign it, declined. Nothing was done." in read
     assert "The person's reason" not in read and "The person declined" not in read
     assert folder.exists()
 
