@@ -256,7 +256,7 @@ def stop(conversation_id: int) -> Any:
     """End the running turn at its next step; its end (`stopped`) arrives on the events."""
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
-    run = runs.stop(conversation)
+    run = runs.stop(conversation, actor)
     return jsonify(run=run.id if run else None, stopping=run is not None)
 
 
