@@ -37,7 +37,9 @@ def as_agent(app, token, path, **body):
 
 def runs_of(app, convo):
     with app.app_context():
-        return [(r.status, r.agent) for r in db.session.scalars(sa.select(Run).where(Run.conversation_id == convo).order_by(Run.id))]
+        return [
+            (r.status, r.agent) for r in db.session.scalars(sa.select(Run).where(Run.conversation_id == convo).order_by(Run.id))
+        ]
 
 
 def her_failed_turn(app, telegram, posts, streamed):
