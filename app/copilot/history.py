@@ -22,6 +22,7 @@ from sqlalchemy.orm import joinedload, undefer
 from app.copilot import runs
 from app.copilot.delivery import NOTICE
 from app.copilot.revise import told
+from app.copilot.text import AGENT_WORDS
 from app.extensions import db
 from app.models import ApiToken, Approval, Conversation, Message, Run, User
 from app.status import FINAL, Status
@@ -116,7 +117,7 @@ def written_by(run: Run) -> str:
     _, _, rest = (run.via or "").partition(":")
     token = db.session.get(ApiToken, int(rest[4:])) if rest.startswith("pat:") and rest[4:].isdigit() else None
     named = f" (token '{token.name}')" if token is not None and token.name else ""
-    return f"[Written by an agent{named}, not by the person:] "
+    return AGENT_WORDS.format(named=named)
 
 
 def delivered(said: Message | None) -> str:
