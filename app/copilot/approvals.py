@@ -60,8 +60,7 @@ def _new(ctx: ActionContext, run: Run, action: type[Action], **fields: Any) -> A
         status=Status.PENDING,
         created_at=now,
         expires_at=now + timedelta(seconds=ttl()),
-        **asked_by(run, ctx.channel),
-        **fields,
+        **{**asked_by(run, ctx.channel), **fields},
     )
     db.session.add(approval)
     db.session.flush()

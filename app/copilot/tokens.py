@@ -58,8 +58,8 @@ def asked_by(run: Run, channel: str) -> dict[str, Any]:
     the run's credential, or an agent's when agent credential words came into the conversation
     after the message that started the run: the model asks after reading them (a continuation
     after the person's answer), so the card is not hers and moves no wait of hers."""
-    if run.agent:
-        return {"requested_via": run.via or channel, "requested_by_agent": True}
+    if run.agent or run.message_id is None:  # (no message started it: a direct call)
+        return {"requested_via": run.via or channel, "requested_by_agent": bool(run.agent)}
     agents = db.session.scalar(
         sa.select(Run.via)
         .where(Run.conversation_id == run.conversation_id, Run.agent.is_(True))
