@@ -158,3 +158,20 @@ def test_a_card_asked_for_after_an_agents_words_is_the_agents_and_opens_no_wait(
     assert card_of(app, posts["Launch notes"]).status == "pending"
     with app.app_context():
         assert db.session.get(Approval, card.id).requested_via.startswith("api:pat:")
+
+
+def test_her_card_asked_before_the_agents_queued_words_were_read_is_hers(app, telegram, posts):
+    """An agent's message queued behind her turn has not reached the model when her turn asks."""
+    telegram.say("hello")
+    convo = conversation_of(app, telegram)
+    with app.app_context():
+        alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+        hers = api_headers(create_token(alice, scope="client"))
+    app.test_client().post(
+        f"/api/conversations/{convo}/messages",
+        json={"text": f"/delete_post post={posts['Spring meetup']}"},
+        headers={**hers, "Prefer": "respond-async"},
+    )
+    as_agent(app, agent_token(app), f"/api/conversations/{convo}/messages", text="hello from the agent")
+    telegram.work()
+    assert card_of(app, posts["Spring meetup"]).requested_by_agent is False
