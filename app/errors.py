@@ -181,6 +181,14 @@ class AgentCannotManage(CountersignError):
     message = "This credential acts for an agent; only the person can rename or delete a conversation."
 
 
+class AgentNotItsTurn(CountersignError):
+    """An agent-scoped credential tried to retry or stop a turn it did not start (the person's, or
+    another credential's); it may retry or stop only its own."""
+
+    status = 403
+    message = "This credential acts for an agent; it may retry or stop only the turns it started itself, never the person's."
+
+
 class OwnCountersign(WrongPerson):
     """The person who asked (and confirmed) tried to give the second signature too."""
 

@@ -242,7 +242,8 @@ def post_message(conversation_id: int) -> Any:
 @bp.post("/conversations/<id:conversation_id>/retry")
 @limit_per_person_and_address("MESSAGES")  # a retry runs a turn, as a message does
 def retry(conversation_id: int) -> Any:
-    """Run the last pass again after it failed or was interrupted (a second press queues nothing)."""
+    """Run the last pass again after it failed or was interrupted (a second press queues nothing);
+    an agent credential only a turn it started itself (403 otherwise: runs.check_own)."""
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
     cursor = events.last_id(conversation.id)
@@ -253,10 +254,11 @@ def retry(conversation_id: int) -> Any:
 
 @bp.post("/conversations/<id:conversation_id>/stop")
 def stop(conversation_id: int) -> Any:
-    """End the running turn at its next step; its end (`stopped`) arrives on the events."""
+    """End the running turn at its next step; its end (`stopped`) arrives on the events. An agent
+    credential only a turn it started itself (403 otherwise: runs.check_own)."""
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
-    run = runs.stop(conversation)
+    run = runs.stop(conversation, actor)
     return jsonify(run=run.id if run else None, stopping=run is not None)
 
 

@@ -215,17 +215,19 @@ def _conversation_paths() -> dict[str, Any]:
         },
         "/api/conversations/{id}/retry": {
             "post": _operation(
-                "Run the last turn again after it failed or was interrupted (a second press runs nothing)",
+                "Run the last turn again after it failed or was interrupted (a second press runs nothing; "
+                "an agent-scoped token only a turn it started: 403)",
                 "retryTurn",
-                {"200": _ok("What the agent added", _ref("Turn")), "202": QUEUED, **_errors(401, 404, 429)},
+                {"200": _ok("What the agent added", _ref("Turn")), "202": QUEUED, **_errors(401, 403, 404, 429)},
                 parameters=[ID, PREFER],
             )
         },
         "/api/conversations/{id}/stop": {
             "post": _operation(
-                "End the running turn at its next step (its `stopped` end follows on the events)",
+                "End the running turn at its next step (its `stopped` end follows on the events; an "
+                "agent-scoped token only a turn it started: 403)",
                 "stopTurn",
-                {"200": _ok("Which run will stop (null: none was running)", stopping), **_errors(401, 404)},
+                {"200": _ok("Which run will stop (null: none was running)", stopping), **_errors(401, 403, 404)},
                 parameters=[ID],
             )
         },

@@ -23,7 +23,7 @@ from app.copilot.caps import check_cap
 from app.copilot.cards import Card, build_card
 from app.copilot.decided import already_decided
 from app.copilot.forms import form_for, validate_form
-from app.copilot.tokens import Actor, ChannelProof, refuse, ttl, verify
+from app.copilot.tokens import Actor, ChannelProof, asked_by, refuse, ttl, verify
 from app.errors import (
     AgentCannotAnswer,
     BadValues,
@@ -60,9 +60,7 @@ def _new(ctx: ActionContext, run: Run, action: type[Action], **fields: Any) -> A
         status=Status.PENDING,
         created_at=now,
         expires_at=now + timedelta(seconds=ttl()),
-        requested_via=run.via or ctx.channel,
-        requested_by_agent=bool(run.agent),
-        **fields,
+        **{**asked_by(run, ctx.channel), **fields},
     )
     db.session.add(approval)
     db.session.flush()

@@ -22,8 +22,9 @@ from sqlalchemy.orm import joinedload, undefer
 from app.copilot import runs
 from app.copilot.delivery import NOTICE
 from app.copilot.revise import told
+from app.copilot.text import AGENT_WORDS
 from app.extensions import db
-from app.models import Approval, Conversation, Message, Run, User
+from app.models import ApiToken, Approval, Conversation, Message, Run, User
 from app.status import FINAL, Status
 
 WAITING = "Waiting for the person's answer on a card. It has not run."
@@ -100,11 +101,23 @@ def prepare(run: Run) -> Pass:
             work.prompt = UPDATE + " ".join(f"{a.action} ({a.tool_call_id}): {lines[a.tool_call_id]}" for a in step)
     elif run.next == "prompt":
         said = db.session.get(Message, run.message_id) if run.message_id else None
-        work.prompt = delivered(said) + (said.text if said is not None else "")
+        work.prompt = delivered(said) + written_by(run) + (said.text if said is not None else "")
     if work.prompt is not None and calls:
         answer_open_calls(work.history, answers_for(run.conversation_id, calls))
     db.session.commit()
     return work
+
+
+def written_by(run: Run) -> str:
+    """Before an agent credential's words, for the model: who wrote them ("[Written by an agent
+    (token 'laptop'), not by the person:] "), so that it never takes them for the person's own.
+    Kept in the conversation's history with the words, so every later pass reads it too."""
+    if not run.agent:
+        return ""
+    _, _, rest = (run.via or "").partition(":")
+    token = db.session.get(ApiToken, int(rest[4:])) if rest.startswith("pat:") and rest[4:].isdigit() else None
+    named = f" (token '{token.name}')" if token is not None and token.name else ""
+    return AGENT_WORDS.format(named=named)
 
 
 def delivered(said: Message | None) -> str:

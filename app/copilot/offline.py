@@ -23,6 +23,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
+from app.copilot.text import agents_words
+
 WORD = re.compile(r"[a-z0-9]+")
 STOP = {
     "a",
@@ -108,7 +110,7 @@ def offline_respond(messages: list[ModelMessage], info: AgentInfo) -> ModelRespo
         prompt = asked[-1] if asked else ""
     else:
         prompt = ""
-    text = prompt if isinstance(prompt, str) else " ".join(str(p) for p in prompt)
+    text = agents_words(prompt if isinstance(prompt, str) else " ".join(str(p) for p in prompt))
     tools = {t.name: t for t in info.function_tools}
 
     slash = parse_slash(text)

@@ -254,6 +254,8 @@ def _fresh(
         step=run.step if run.id != old.run_id else old.step,
         type="confirm",
         replaces=old.id,
+        requested_via=old.requested_via,  # whoever asked for the card asked for its edit's too
+        requested_by_agent=old.requested_by_agent,
         **approvals.card_fields(action, input, card),
         **fields,
     )

@@ -14,7 +14,7 @@ from sqlalchemy.orm import aliased
 from app.copilot import events, jobs
 from app.copilot.text import first_title
 from app.copilot.tokens import Actor
-from app.errors import NotFound
+from app.errors import AgentNotItsTurn, NotFound
 from app.extensions import commit_kept, db, redis_client, won
 from app.models import Approval, Conversation, Message, Run, utcnow
 from app.status import FINAL, GOING, RETRYABLE, RunStatus
@@ -172,15 +172,24 @@ def latest_run(conversation_id: int) -> Run | None:
     )
 
 
+def check_own(run: Run, actor: Actor) -> None:
+    """Who may retry or stop a run: the person's own credentials any of theirs; an agent
+    credential only a run it started itself (`agent`, and `via` that very credential)."""
+    if actor.agent and not (run.agent and run.via == actor.credential):
+        db.session.rollback()
+        raise AgentNotItsTurn()
+
+
 def retry(conversation: Conversation, actor: Actor) -> Run | None:
     """Queue again the conversation's last run if it failed or was interrupted: the same pass,
-    from where it was (a continuation reports its cards' answers again; it never asks again).
-    A second press finds it queued already and queues nothing (None)."""
+    from where it was, as the credential that started it (check_own). A second press finds it
+    queued already and queues nothing (None)."""
     hold_live(conversation.id)
     run = latest_run(conversation.id)
     if run is None or run.status not in RETRYABLE:
         db.session.rollback()
         return None
+    check_own(run, actor)
     if not won(
         sa.update(Run)
         .where(Run.id == run.id, Run.status.in_(RETRYABLE))
@@ -196,9 +205,9 @@ def retry(conversation: Conversation, actor: Actor) -> Run | None:
     return run
 
 
-def stop(conversation: Conversation) -> Run | None:
+def stop(conversation: Conversation, actor: Actor) -> Run | None:
     """End the conversation's current pass at its next step (a queued one at once): the run
-    that will stop, or None when nothing runs."""
+    that will stop, or None when nothing runs. Refused (check_own) for another's run."""
     run = db.session.scalar(
         sa.select(Run)
         .where(Run.conversation_id == conversation.id, Run.status.in_(GOING))
@@ -207,6 +216,7 @@ def stop(conversation: Conversation) -> Run | None:
     )
     if run is None:
         return None
+    check_own(run, actor)
     if run.status == RunStatus.QUEUED and won(
         sa.update(Run).where(Run.id == run.id, Run.status == RunStatus.QUEUED).values(status=RunStatus.STOPPED)
     ):  # it ends as a stopped pass does, with its notice (nothing ran, no words were said)

@@ -93,3 +93,15 @@ def first_title(text: str) -> str:
         title = f"{title} {word}" if title else word
     title = title[:TITLE_CHARS]
     return title if title == line else title.rstrip(" ,;:.-—") + "…"
+
+
+AGENT_WORDS = "[Written by an agent{named}, not by the person:] "  # before an agent's words, for the model
+AGENT_WORDS_END = ", not by the person:] "
+
+
+def agents_words(text: str) -> str:
+    """An agent's words without the line that says whose they are (the offline model reads the
+    words themselves: a slash command in them is still a call, its card the agent's)."""
+    if text.startswith(AGENT_WORDS[:20]) and AGENT_WORDS_END in text:
+        return text.split(AGENT_WORDS_END, 1)[1]
+    return text

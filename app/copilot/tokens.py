@@ -4,7 +4,9 @@ before a claim (DESIGN §3.1, §6.3 and §6.8)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+import sqlalchemy as sa
 from flask import current_app
 from itsdangerous import BadData, BadSignature, SignatureExpired, URLSafeTimedSerializer
 from itsdangerous.encoding import base64_decode, base64_encode
@@ -21,7 +23,8 @@ from app.errors import (
     WrongPerson,
 )
 from app.extensions import db
-from app.models import Approval, User
+from app.models import Approval, Run, User
+from app.status import RunStatus
 
 TOKEN_SALT = "countersign.approval-token"
 SECOND_SALT = "countersign.countersignature"  # a second signature's token is never a card's, nor the reverse
@@ -49,6 +52,26 @@ class Actor:
         if kind == "web" and self.channel != "web":
             return f"{self.channel}:session"
         return self.channel
+
+
+def asked_by(run: Run, channel: str) -> dict[str, Any]:
+    """Who a card asked for in `run` is shown as asked by (requested_via, requested_by_agent):
+    the run's credential, or an agent's when agent credential words came into the conversation
+    after the message that started the run and have reached the model (their run is past its
+    queue): it asks after reading them (a continuation after the person's answer), so the card
+    is not hers and moves no wait of hers."""
+    if run.agent or run.message_id is None:  # (no message started it: a direct call)
+        return {"requested_via": run.via or channel, "requested_by_agent": bool(run.agent)}
+    agents = db.session.scalar(
+        sa.select(Run.via)
+        .where(Run.conversation_id == run.conversation_id, Run.agent.is_(True))
+        .where(Run.message_id > run.message_id, Run.status != RunStatus.QUEUED)  # read by the model by now
+        .order_by(Run.id.desc())
+        .limit(1)
+    )
+    if agents is not None:
+        return {"requested_via": agents, "requested_by_agent": True}
+    return {"requested_via": run.via or channel, "requested_by_agent": False}
 
 
 @dataclass(frozen=True)

@@ -243,7 +243,7 @@ def stop(conversation_id: int) -> Any:
     """Stop the running turn at its next step (its end arrives over the events)."""
     actor = current_actor()
     conversation = own_conversation(conversation_id, actor.user)
-    runs.stop(conversation)
+    runs.stop(conversation, actor)
     if request.htmx:  # type: ignore[attr-defined]
         return ("", 204)
     return redirect(url_for("web.chat", conversation_id=conversation.id))
