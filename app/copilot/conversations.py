@@ -7,7 +7,7 @@ import re
 
 import sqlalchemy as sa
 
-from app.copilot import approvals, audit, runs
+from app.copilot import approvals, audit, events, runs
 from app.copilot.text import text_problem
 from app.copilot.tokens import Actor
 from app.errors import AgentCannotManage, BadValues, ConversationBusy, NotFound
@@ -84,7 +84,7 @@ def rename(conversation: Conversation, actor: Actor, title: object) -> Conversat
         raise AgentCannotManage()
     conversation.title = clean_title(title)
     db.session.commit()
-    runs.retitled(conversation.id)
+    events.retitled(conversation.id)
     return conversation
 
 

@@ -82,6 +82,12 @@ def card_changed(conversation_id: int, approval_id: str, status: str) -> None:
     publish(conversation_id, "approval", id=approval_id, status=str(status))
 
 
+def retitled(conversation_id: int) -> None:
+    """Tell the conversation's open views that its title changed (they read it afresh: the event
+    carries none), so every tab's heading, list and tab title follow, whoever wrote it."""
+    publish(conversation_id, "title")
+
+
 def _appender() -> Any:
     """The append script on this app's Redis (a server's: one EVALSHA an event); the embedded
     fakeredis runs no Lua, so there the same steps go one by one (one process, no race that

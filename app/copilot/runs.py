@@ -102,16 +102,10 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     db.session.add(run)
     commit_kept()  # (the reply reads the message and the run as written)
     if titled:
-        retitled(conversation.id)
+        events.retitled(conversation.id)
     if submit:  # (a caller that must note something first submits it itself)
         jobs.submit(run.id)
     return said, run
-
-
-def retitled(conversation_id: int) -> None:
-    """Tell the conversation's open views that its title changed (they read it afresh: the event
-    carries none), so every tab's heading, list and tab title follow, whoever wrote it."""
-    events.publish(conversation_id, "title")
 
 
 def publish_end(run: Run, step: int, state: str, message_ids: list[int]) -> None:
