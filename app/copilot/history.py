@@ -15,12 +15,14 @@ from pydantic_ai.messages import (
     RetryPromptPart,
     ToolCallPart,
     ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.tools import DeferredToolResults
 from sqlalchemy.orm import joinedload, undefer
 
 from app.copilot import runs
 from app.copilot.delivery import NOTICE
+from app.copilot.offline import NEWS
 from app.copilot.revise import told
 from app.extensions import db
 from app.models import Approval, Conversation, Message, Run, User
@@ -43,6 +45,7 @@ class Pass:
     step: int = 0
     texts: list[str] = field(default_factory=list)  # what the model said in this pass, in order
     progressed: bool = False  # tools ran, and the history they reached is saved
+    news: bool = False  # the history ends with news the pass added (tell_news): kept even if stopped
 
 
 def load(history: str) -> list[ModelMessage]:
@@ -97,7 +100,9 @@ def prepare(run: Run) -> Pass:
         if calls and {c.tool_call_id for c in calls} <= set(lines):
             work.results = DeferredToolResults(calls={c.tool_call_id: lines[c.tool_call_id] for c in calls})
         else:  # the conversation moved on while the cards waited: tell the model as news
-            work.prompt = UPDATE + " ".join(f"{a.action} ({a.tool_call_id}): {lines[a.tool_call_id]}" for a in step)
+            news = [(a.action, a.tool_call_id, lines[a.tool_call_id]) for a in step]
+            tell_news(work.history, answers_for(run.conversation_id, calls) if calls else [], news)
+            work.news = True
     elif run.next == "prompt":
         said = db.session.get(Message, run.message_id) if run.message_id else None
         work.prompt = delivered(said) + (said.text if said is not None else "")
@@ -105,6 +110,26 @@ def prepare(run: Run) -> Pass:
         answer_open_calls(work.history, answers_for(run.conversation_id, calls))
     db.session.commit()
     return work
+
+
+def tell_news(history: list[ModelMessage], returns: list[ToolReturnPart], news: list[tuple[str, str, str]]) -> None:
+    """What a continuation tells the model when the conversation moved on while its cards waited
+    (a later message came; its run may have made calls that still wait). The history is one
+    transcript in the order things happened, and no run rewrites another's: the call was answered
+    "waiting" in it when the person wrote again, and the later message and what the model did
+    with it stay where they were. After all of that comes one request: the calls still open
+    answered with their state (waiting, not run, or decided), then a note naming each of this
+    step's calls (action and call id) with its outcome, as Countersign's, never the person's: the
+    request is marked (`NEWS` in its metadata, which no provider is sent: a model reads the
+    note's words; the offline model relays the outcomes), and the pass resumes from it with no
+    prompt of its own, so the model answers with the outcome, not as if the person had written."""
+    note = UserPromptPart(UPDATE + " ".join(f"{action} ({call}): {line}" for action, call, line in news))
+    mark = {NEWS: [line for _, _, line in news]}
+    if history and isinstance(history[-1], ModelRequest):  # (a stopped pass answered its calls: join it)
+        last = history[-1]
+        history[-1] = dataclasses.replace(last, parts=[*last.parts, *returns, note], metadata={**(last.metadata or {}), **mark})
+    else:
+        history.append(ModelRequest(parts=[*returns, note], metadata=mark))
 
 
 def delivered(said: Message | None) -> str:
