@@ -93,6 +93,7 @@ def prepare(run: Run) -> Pass:
     history = load(conversation.history)
     work = Pass(run=run, user=user, history=history, step=run.step + 1)
     calls = unanswered(history)
+    said: Message | None = None
     if run.next == "results":
         # An edited card's fresh one, in the same run and step, answers the model's call in its place.
         step = [a for a in runs.step_approvals(run) if a.status != Status.EDITED]
@@ -100,19 +101,22 @@ def prepare(run: Run) -> Pass:
         if calls and {c.tool_call_id for c in calls} <= set(lines):
             work.results = DeferredToolResults(calls={c.tool_call_id: lines[c.tool_call_id] for c in calls})
         else:  # the conversation moved on while the cards waited: tell the model as news
-            news = [(a.action, a.tool_call_id, lines[a.tool_call_id]) for a in step]
-            tell_news(work.history, answers_for(run.conversation_id, calls) if calls else [], news)
+            note = " ".join(f"{a.action} ({a.tool_call_id}): {lines[a.tool_call_id]}" for a in step)
+            tell_news(work.history, answers_for(run.conversation_id, calls) if calls else [], note, [*lines.values()])
             work.news = True
     elif run.next == "prompt":
         said = db.session.get(Message, run.message_id) if run.message_id else None
-        work.prompt = delivered(said) + (said.text if said is not None else "")
+        work.prompt = said.text if said is not None else ""
     if work.prompt is not None and calls:
         answer_open_calls(work.history, answers_for(run.conversation_id, calls))
+    news = delivered(said)
+    if news:  # (its own part before the person's words: their message stays theirs, and last)
+        tell_news(work.history, [], " ".join(news), news)
     db.session.commit()
     return work
 
 
-def tell_news(history: list[ModelMessage], returns: list[ToolReturnPart], news: list[tuple[str, str, str]]) -> None:
+def tell_news(history: list[ModelMessage], returns: list[ToolReturnPart], note: str, relayed: list[str]) -> None:
     """What a continuation tells the model when the conversation moved on while its cards waited
     (a later message came; its run may have made calls that still wait). The history is one
     transcript in the order things happened, and no run rewrites another's: the call was answered
@@ -122,21 +126,22 @@ def tell_news(history: list[ModelMessage], returns: list[ToolReturnPart], news: 
     step's calls (action and call id) with its outcome, as Countersign's, never the person's: the
     request is marked (`NEWS` in its metadata, which no provider is sent: a model reads the
     note's words; the offline model relays the outcomes), and the pass resumes from it with no
-    prompt of its own, so the model answers with the outcome, not as if the person had written."""
-    note = UserPromptPart(UPDATE + " ".join(f"{action} ({call}): {line}" for action, call, line in news))
-    mark = {NEWS: [line for _, _, line in news]}
-    if history and isinstance(history[-1], ModelRequest):  # (a stopped pass answered its calls: join it)
+    prompt of its own, so the model answers with the outcome, not as if the person had written.
+    (Deliveries that ended before a person's message are news the same way, just before it.)"""
+    told = UserPromptPart(UPDATE + note)
+    mark = {NEWS: relayed}
+    if history and isinstance(history[-1], ModelRequest):  # (calls answered just before, or by a stop: join it)
         last = history[-1]
-        history[-1] = dataclasses.replace(last, parts=[*last.parts, *returns, note], metadata={**(last.metadata or {}), **mark})
+        history[-1] = dataclasses.replace(last, parts=[*last.parts, *returns, told], metadata={**(last.metadata or {}), **mark})
     else:
-        history.append(ModelRequest(parts=[*returns, note], metadata=mark))
+        history.append(ModelRequest(parts=[*returns, told], metadata=mark))
 
 
-def delivered(said: Message | None) -> str:
+def delivered(said: Message | None) -> list[str]:
     """News for the model before the person's message: the deliveries that ended since their
-    previous one (delivery.settle's notices, which belong to no run), or nothing."""
+    previous one (delivery.settle's notices, which belong to no run), oldest first."""
     if said is None:
-        return ""
+        return []
     convo = Message.conversation_id == said.conversation_id
     before = sa.select(sa.func.max(Message.id)).where(convo, Message.role == "user", Message.id < said.id).scalar_subquery()
     since = Message.id > sa.func.coalesce(before, 0)
@@ -145,8 +150,7 @@ def delivered(said: Message | None) -> str:
         .where(convo, Message.role == NOTICE, Message.run_id.is_(None), since, Message.id < said.id)
         .order_by(Message.id)
     )
-    told = " ".join(news)
-    return f"{UPDATE}{told}\n\n" if told else ""
+    return list(news)
 
 
 def answers_for(conversation_id: int, calls: list[ToolCallPart]) -> list[ToolReturnPart]:
