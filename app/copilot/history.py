@@ -129,12 +129,12 @@ def tell_news(history: list[ModelMessage], returns: list[ToolReturnPart], note: 
     prompt of its own, so the model answers with the outcome, not as if the person had written.
     (Deliveries that ended before a person's message are news the same way, just before it.)"""
     told = UserPromptPart(UPDATE + note)
-    mark = {NEWS: relayed}
     if history and isinstance(history[-1], ModelRequest):  # (calls answered just before, or by a stop: join it)
         last = history[-1]
-        history[-1] = dataclasses.replace(last, parts=[*last.parts, *returns, told], metadata={**(last.metadata or {}), **mark})
+        mark = {**(last.metadata or {}), NEWS: [*(last.metadata or {}).get(NEWS, []), *relayed]}
+        history[-1] = dataclasses.replace(last, parts=[*last.parts, *returns, told], metadata=mark)
     else:
-        history.append(ModelRequest(parts=[*returns, told], metadata=mark))
+        history.append(ModelRequest(parts=[*returns, told], metadata={NEWS: relayed}))
 
 
 def delivered(said: Message | None) -> list[str]:
