@@ -175,6 +175,27 @@ def test_a_card_decided_after_a_later_message_reaches_the_model_as_news_after_it
     assert f"send_email ({calls[0].tool_call_id}): {QUEUED}" in note and "not the person's words" in note
 
 
+def test_a_decline_after_the_conversation_moved_on_reaches_the_model_as_its_news(app, alice, posts, model):
+    from app.copilot.offline import NEWS
+
+    model.enqueue(tool_call("send_email", to="dana@example.org", subject="Hello", body="Hi"))
+    model.enqueue(tool_call("delete_post", post=posts["Spring meetup"]))
+    convo, email, delete = two_cards(alice, posts)
+    model.enqueue(text("The email is queued."))
+    alice.answer(*email)
+    model.enqueue(text("You declined the delete; nothing was deleted."))
+    alice.answer(*delete, "decline")
+    assert last_reply(app, convo) == "You declined the delete; nothing was deleted."
+    news = model.requests[-1][-1]  # after the email's outcome and the model's words on it
+    assert isinstance(news, ModelRequest) and news.metadata == {NEWS: ["The person declined. Nothing was done."]}
+    note = next(p.content for p in news.parts if isinstance(p, UserPromptPart))
+    delete_call = next(
+        p for m in model.requests[-1] for p in m.parts if isinstance(p, ToolCallPart) and p.tool_name == "delete_post"
+    )
+    assert f"delete_post ({delete_call.tool_call_id}): The person declined. Nothing was done." in note
+    assert not [p for p in news.parts if isinstance(p, ToolReturnPart)]  # nothing left open to answer
+
+
 def test_read_and_destructive_in_one_step_resume_after_the_card(app, alice, posts, model):
     model.enqueue(tool_call("list_posts"), tool_call("delete_post", post=posts["Launch notes"]))
     convo = alice.new_conversation()
