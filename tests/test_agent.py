@@ -196,6 +196,18 @@ def test_a_decline_after_the_conversation_moved_on_reaches_the_model_as_its_news
     assert not [p for p in news.parts if isinstance(p, ToolReturnPart)]  # nothing left open to answer
 
 
+def test_a_model_reusing_call_ids_never_reads_one_cards_outcome_as_anothers(app, alice, posts, model):
+    model.enqueue(ToolCallPart("send_email", {"to": "dana@example.org", "subject": "Hello", "body": "Hi"}, tool_call_id="call_0"))
+    model.enqueue(ToolCallPart("delete_post", {"post": posts["Spring meetup"]}, tool_call_id="call_0"))
+    convo, email, _ = two_cards(alice, posts)
+    model.enqueue(text("Your email is queued; the delete still waits for you."))
+    alice.answer(*email)
+    later = model.requests[-1][-1]  # the delete's call is still open: it waits, the email's outcome is news
+    returns = [p.content for p in later.parts if isinstance(p, ToolReturnPart)]
+    assert returns == [WAITING]
+    assert "send_email (call_0): Queued" in next(p.content for p in later.parts if isinstance(p, UserPromptPart))
+
+
 def test_read_and_destructive_in_one_step_resume_after_the_card(app, alice, posts, model):
     model.enqueue(tool_call("list_posts"), tool_call("delete_post", post=posts["Launch notes"]))
     convo = alice.new_conversation()

@@ -98,7 +98,8 @@ def prepare(run: Run) -> Pass:
         # An edited card's fresh one, in the same run and step, answers the model's call in its place.
         step = [a for a in runs.step_approvals(run) if a.status != Status.EDITED]
         lines = {a.tool_call_id: told(a) for a in step}
-        if calls and {c.tool_call_id for c in calls} <= set(lines):
+        ours = {(a.tool_call_id, a.action) for a in step}  # (a model may reuse ids: "call_0" for every call)
+        if calls and {(c.tool_call_id, c.tool_name) for c in calls} <= ours:
             work.results = DeferredToolResults(calls={c.tool_call_id: lines[c.tool_call_id] for c in calls})
         else:  # the conversation moved on while the cards waited: tell the model as news
             note = " ".join(f"{a.action} ({a.tool_call_id}): {lines[a.tool_call_id]}" for a in step)
@@ -155,10 +156,10 @@ def delivered(said: Message | None) -> list[str]:
 
 def answers_for(conversation_id: int, calls: list[ToolCallPart]) -> list[ToolReturnPart]:
     """What the model reads for calls still open when the person writes again: a card's state
-    (a model may reuse call ids: the conversation's newest approval with the id is the one)."""
+    (a model may reuse call ids: the conversation's newest approval with the id and action is the one)."""
     ids = [c.tool_call_id for c in calls]
     known = {
-        a.tool_call_id: a
+        (a.tool_call_id, a.action): a
         for a in db.session.scalars(
             sa.select(Approval)
             .where(
@@ -171,7 +172,7 @@ def answers_for(conversation_id: int, calls: list[ToolCallPart]) -> list[ToolRet
     }
     parts = []
     for call in calls:
-        approval = known.get(call.tool_call_id)
+        approval = known.get((call.tool_call_id, call.tool_name))
         if approval is None:
             line = NOT_RUN
         elif approval.status in FINAL:
