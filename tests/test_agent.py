@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import sqlalchemy as sa
+from pydantic_ai.messages import ModelRequest, ToolCallPart, ToolReturnPart, UserPromptPart
 
 from app.copilot.agent import engine
 from app.copilot.history import WAITING
@@ -112,6 +113,99 @@ def test_new_message_while_card_pending_tells_the_model_it_waits(app, alice, pos
     model.enqueue(text("Gone."))
     response = alice.answer(approval, token)
     assert response.status_code == 200 and outcome_row("Removed", "done") in response.get_data(as_text=True)
+
+
+# --- two runs of one conversation interleave: a card decided after a later message ----------------
+
+EMAIL = "/send_email to=dana@example.org subject=Hello body=Hi"
+QUEUED = "Queued: handed over for delivery"
+
+
+def last_reply(app, convo: int) -> str:
+    with app.app_context():
+        return db.session.scalar(
+            sa.select(Message.text)
+            .where(Message.conversation_id == convo, Message.role == "assistant")
+            .order_by(Message.id.desc())
+            .limit(1)
+        )
+
+
+def two_cards(alice, posts) -> tuple[int, tuple[str, str], tuple[str, str]]:
+    """alice asks for an email, then, while its card waits, for a post's delete: two cards wait."""
+    convo = alice.new_conversation()
+    email = alice.card(alice.say(convo, EMAIL))
+    delete = alice.card(alice.say(convo, f"/delete_post post={posts['Spring meetup']}"))
+    return convo, email, delete
+
+
+def test_confirming_the_first_of_two_waiting_cards_tells_its_own_outcome(app, alice, posts):
+    convo, email, _ = two_cards(alice, posts)
+    assert outcome_row("Queued", "queued") in alice.answer(*email).get_data(as_text=True)
+    said = last_reply(app, convo)
+    assert said.startswith(QUEUED) and "dana@example.org" in said and "Refused" not in said
+    with app.app_context():  # the outcome was relayed, no call made again from the note's words
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Approval)) == 2
+
+
+def test_declining_the_second_of_two_waiting_cards_says_the_decline(app, alice, posts):
+    convo, email, delete = two_cards(alice, posts)
+    alice.answer(*email)
+    alice.answer(*delete, "decline")
+    assert last_reply(app, convo) == "The person declined. Nothing was done."
+
+
+def test_a_card_decided_after_a_later_message_reaches_the_model_as_news_after_it(app, alice, posts, model):
+    from app.copilot.offline import NEWS
+
+    model.enqueue(tool_call("send_email", to="dana@example.org", subject="Hello", body="Hi"))
+    model.enqueue(tool_call("delete_post", post=posts["Spring meetup"]))
+    convo, email, _ = two_cards(alice, posts)
+    model.enqueue(text("Your email is queued; the delete still waits for you."))
+    alice.answer(*email)
+    assert last_reply(app, convo) == "Your email is queued; the delete still waits for you."
+    sent = model.requests[-1]
+    calls = [p for m in sent for p in m.parts if isinstance(p, ToolCallPart)]
+    assert [c.tool_name for c in calls] == ["send_email", "delete_post"]  # its own call, then the later one
+    news = sent[-1]  # after the later message and its call: the delete's state, then the email's outcome
+    assert isinstance(news, ModelRequest) and news.metadata and news.metadata[NEWS][0].startswith(QUEUED)
+    returns = {p.tool_call_id: p.content for p in news.parts if isinstance(p, ToolReturnPart)}
+    assert returns == {calls[1].tool_call_id: WAITING}
+    note = next(p.content for p in news.parts if isinstance(p, UserPromptPart))
+    assert f"send_email ({calls[0].tool_call_id}): {QUEUED}" in note and "not the person's words" in note
+
+
+def test_a_decline_after_the_conversation_moved_on_reaches_the_model_as_its_news(app, alice, posts, model):
+    from app.copilot.offline import NEWS
+
+    model.enqueue(tool_call("send_email", to="dana@example.org", subject="Hello", body="Hi"))
+    model.enqueue(tool_call("delete_post", post=posts["Spring meetup"]))
+    convo, email, delete = two_cards(alice, posts)
+    model.enqueue(text("The email is queued."))
+    alice.answer(*email)
+    model.enqueue(text("You declined the delete; nothing was deleted."))
+    alice.answer(*delete, "decline")
+    assert last_reply(app, convo) == "You declined the delete; nothing was deleted."
+    news = model.requests[-1][-1]  # after the email's outcome and the model's words on it
+    assert isinstance(news, ModelRequest) and news.metadata == {NEWS: ["The person declined. Nothing was done."]}
+    note = next(p.content for p in news.parts if isinstance(p, UserPromptPart))
+    delete_call = next(
+        p for m in model.requests[-1] for p in m.parts if isinstance(p, ToolCallPart) and p.tool_name == "delete_post"
+    )
+    assert f"delete_post ({delete_call.tool_call_id}): The person declined. Nothing was done." in note
+    assert not [p for p in news.parts if isinstance(p, ToolReturnPart)]  # nothing left open to answer
+
+
+def test_a_model_reusing_call_ids_never_reads_one_cards_outcome_as_anothers(app, alice, posts, model):
+    model.enqueue(ToolCallPart("send_email", {"to": "dana@example.org", "subject": "Hello", "body": "Hi"}, tool_call_id="call_0"))
+    model.enqueue(ToolCallPart("delete_post", {"post": posts["Spring meetup"]}, tool_call_id="call_0"))
+    convo, email, _ = two_cards(alice, posts)
+    model.enqueue(text("Your email is queued; the delete still waits for you."))
+    alice.answer(*email)
+    later = model.requests[-1][-1]  # the delete's call is still open: it waits, the email's outcome is news
+    returns = [p.content for p in later.parts if isinstance(p, ToolReturnPart)]
+    assert returns == [WAITING]
+    assert "send_email (call_0): Queued" in next(p.content for p in later.parts if isinstance(p, UserPromptPart))
 
 
 def test_read_and_destructive_in_one_step_resume_after_the_card(app, alice, posts, model):

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from app.auth import create_token
 from app.extensions import db
-from app.models import Approval, AuditEvent, User
+from app.models import Approval, AuditEvent, Message, User
 from tests.conftest import TOKEN, api_headers, outcome_row
 
 FOLDER_DELETE = "/manage_files operation=delete_folder path=reports"
@@ -102,6 +102,22 @@ def test_the_card_remembers_who_must_countersign(app, alice, folder):
     assert status_of(app, approval_id).countersign == "admin"
     file_id, _ = alice.card(alice.say(alice.new_conversation(), "/manage_files operation=delete path=reports/old.csv"))
     assert status_of(app, file_id).countersign is None  # one file: the person's word is enough
+
+
+def test_a_countersignature_after_a_later_message_tells_the_countersigned_outcome(app, alice, admin, folder):
+    convo = alice.new_conversation()
+    approval_id, token = alice.card(alice.say(convo, FOLDER_DELETE))
+    alice.answer(approval_id, token)  # confirmed: it waits for the countersignature
+    alice.say(convo, "/list_posts")  # the conversation moves on meanwhile
+    admin.htmx_post(f"/approvals/{approval_id}/countersign", token=second_token(admin, approval_id))
+    with app.app_context():
+        said = db.session.scalar(
+            sa.select(Message.text)
+            .where(Message.conversation_id == convo, Message.role == "assistant")
+            .order_by(Message.id.desc())
+            .limit(1)
+        )
+    assert said.startswith("Done.") and "reports" in said and "Refused" not in said
 
 
 def test_the_persons_confirm_runs_nothing_and_waits(app, alice, folder, handled):

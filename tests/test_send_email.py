@@ -124,6 +124,13 @@ def test_the_models_next_turn_reads_that_the_queued_email_was_sent(app, alice, s
     assert "Update from Countersign" in model.seen() and "Sent: Email to dana@example.org sent." in model.seen()
 
 
+def test_a_command_after_a_delivery_notice_is_still_the_persons_command(app, alice, smtp, held):
+    convo, _, _ = confirmed_email(alice)
+    run_held(app, held)  # sent: a notice the model reads before the person's next words
+    html = alice.say(convo, "/list_posts")
+    assert "Spring meetup (draft)" in html and "Launch notes (published)" in html
+
+
 def test_the_models_next_turn_reads_that_the_queued_email_failed_to_send(app, alice, smtp, held, model):
     smtp.inbox.refuse = "550 5.1.1 No such user"
     try:

@@ -108,6 +108,8 @@ def end_stopped(work: Pass, messages: list[ModelMessage], text: Shown, started: 
     run), the words shown so far are kept, and a notice says what ran."""
     text.flush()
     history = list(messages)
+    if len(history) < len(work.history):  # stopped before its first request went: what it read stands
+        history = list(work.history)
     if len(history) > len(work.history) and isinstance(history[-1], ModelResponse):
         history[-1:] = _as_shown(history[-1], text.response_shown)
     calls = unanswered(history)
@@ -127,7 +129,7 @@ def end_stopped(work: Pass, messages: list[ModelMessage], text: Shown, started: 
             text=f"Stopped. Before it stopped: {'; '.join(ran)}." if ran else runs.NOTHING_RAN,
         )
     )
-    moved = len(history) > len(work.history) or work.progressed
+    moved = len(history) > len(work.history) or work.progressed or work.news
     end(
         work,
         RunStatus.STOPPED,

@@ -15,12 +15,14 @@ from pydantic_ai.messages import (
     RetryPromptPart,
     ToolCallPart,
     ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.tools import DeferredToolResults
 from sqlalchemy.orm import joinedload, undefer
 
 from app.copilot import runs
 from app.copilot.delivery import NOTICE
+from app.copilot.offline import NEWS
 from app.copilot.revise import told
 from app.copilot.text import AGENT_WORDS
 from app.extensions import db
@@ -44,6 +46,7 @@ class Pass:
     step: int = 0
     texts: list[str] = field(default_factory=list)  # what the model said in this pass, in order
     progressed: bool = False  # tools ran, and the history they reached is saved
+    news: bool = False  # the history ends with news the pass added (tell_news): kept even if stopped
 
 
 def load(history: str) -> list[ModelMessage]:
@@ -91,19 +94,26 @@ def prepare(run: Run) -> Pass:
     history = load(conversation.history)
     work = Pass(run=run, user=user, history=history, step=run.step + 1)
     calls = unanswered(history)
+    said: Message | None = None
     if run.next == "results":
         # An edited card's fresh one, in the same run and step, answers the model's call in its place.
         step = [a for a in runs.step_approvals(run) if a.status != Status.EDITED]
         lines = {a.tool_call_id: told(a) for a in step}
-        if calls and {c.tool_call_id for c in calls} <= set(lines):
+        ours = {(a.tool_call_id, a.action) for a in step}  # (a model may reuse ids: "call_0" for every call)
+        if calls and {(c.tool_call_id, c.tool_name) for c in calls} <= ours:
             work.results = DeferredToolResults(calls={c.tool_call_id: lines[c.tool_call_id] for c in calls})
         else:  # the conversation moved on while the cards waited: tell the model as news
-            work.prompt = UPDATE + " ".join(f"{a.action} ({a.tool_call_id}): {lines[a.tool_call_id]}" for a in step)
+            note = " ".join(f"{a.action} ({a.tool_call_id}): {lines[a.tool_call_id]}" for a in step)
+            tell_news(work.history, answers_for(run.conversation_id, calls) if calls else [], note, [*lines.values()])
+            work.news = True
     elif run.next == "prompt":
         said = db.session.get(Message, run.message_id) if run.message_id else None
-        work.prompt = delivered(said) + written_by(run) + (said.text if said is not None else "")
+        work.prompt = written_by(run) + (said.text if said is not None else "")
     if work.prompt is not None and calls:
         answer_open_calls(work.history, answers_for(run.conversation_id, calls))
+    news = delivered(said)
+    if news:  # (its own part before the person's words: their message stays theirs, and last)
+        tell_news(work.history, [], " ".join(news), news)
     db.session.commit()
     return work
 
@@ -120,11 +130,32 @@ def written_by(run: Run) -> str:
     return AGENT_WORDS.format(named=named)
 
 
-def delivered(said: Message | None) -> str:
+def tell_news(history: list[ModelMessage], returns: list[ToolReturnPart], note: str, relayed: list[str]) -> None:
+    """What a continuation tells the model when the conversation moved on while its cards waited
+    (a later message came; its run may have made calls that still wait). The history is one
+    transcript in the order things happened, and no run rewrites another's: the call was answered
+    "waiting" in it when the person wrote again, and the later message and what the model did
+    with it stay where they were. After all of that comes one request: the calls still open
+    answered with their state (waiting, not run, or decided), then a note naming each of this
+    step's calls (action and call id) with its outcome, as Countersign's, never the person's: the
+    request is marked (`NEWS` in its metadata, which no provider is sent: a model reads the
+    note's words; the offline model relays the outcomes), and the pass resumes from it with no
+    prompt of its own, so the model answers with the outcome, not as if the person had written.
+    (Deliveries that ended before a person's message are news the same way, just before it.)"""
+    told = UserPromptPart(UPDATE + note)
+    if history and isinstance(history[-1], ModelRequest):  # (calls answered just before, or by a stop: join it)
+        last = history[-1]
+        mark = {**(last.metadata or {}), NEWS: [*(last.metadata or {}).get(NEWS, []), *relayed]}
+        history[-1] = dataclasses.replace(last, parts=[*last.parts, *returns, told], metadata=mark)
+    else:
+        history.append(ModelRequest(parts=[*returns, told], metadata={NEWS: relayed}))
+
+
+def delivered(said: Message | None) -> list[str]:
     """News for the model before the person's message: the deliveries that ended since their
-    previous one (delivery.settle's notices, which belong to no run), or nothing."""
+    previous one (delivery.settle's notices, which belong to no run), oldest first."""
     if said is None:
-        return ""
+        return []
     convo = Message.conversation_id == said.conversation_id
     before = sa.select(sa.func.max(Message.id)).where(convo, Message.role == "user", Message.id < said.id).scalar_subquery()
     since = Message.id > sa.func.coalesce(before, 0)
@@ -133,16 +164,15 @@ def delivered(said: Message | None) -> str:
         .where(convo, Message.role == NOTICE, Message.run_id.is_(None), since, Message.id < said.id)
         .order_by(Message.id)
     )
-    told = " ".join(news)
-    return f"{UPDATE}{told}\n\n" if told else ""
+    return list(news)
 
 
 def answers_for(conversation_id: int, calls: list[ToolCallPart]) -> list[ToolReturnPart]:
     """What the model reads for calls still open when the person writes again: a card's state
-    (a model may reuse call ids: the conversation's newest approval with the id is the one)."""
+    (a model may reuse call ids: the conversation's newest approval with the id and action is the one)."""
     ids = [c.tool_call_id for c in calls]
     known = {
-        a.tool_call_id: a
+        (a.tool_call_id, a.action): a
         for a in db.session.scalars(
             sa.select(Approval)
             .where(
@@ -155,7 +185,7 @@ def answers_for(conversation_id: int, calls: list[ToolCallPart]) -> list[ToolRet
     }
     parts = []
     for call in calls:
-        approval = known.get(call.tool_call_id)
+        approval = known.get((call.tool_call_id, call.tool_name))
         if approval is None:
             line = NOT_RUN
         elif approval.status in FINAL:

@@ -1,5 +1,6 @@
 """The offline model (DESIGN §5), the default: a slash command or the words of a message become a
-tool call, tool results are relayed, and anything else is answered with help."""
+tool call, tool results and Countersign's news on earlier calls (history.tell_news) are relayed,
+and anything else is answered with help."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 from app.copilot.text import agents_words
+
+# The metadata key of a request that carries Countersign's news (history.tell_news): the outcome
+# lines of cards decided after the conversation moved on. Not the person's words: relayed.
+NEWS = "countersign_news"
 
 WORD = re.compile(r"[a-z0-9]+")
 STOP = {
@@ -103,6 +108,9 @@ def offline_respond(messages: list[ModelMessage], info: AgentInfo) -> ModelRespo
     """Relay tool results; otherwise turn a slash command or keywords into a call."""
     last = messages[-1]
     if isinstance(last, ModelRequest):
+        news = (last.metadata or {}).get(NEWS)
+        if news:  # Countersign's news on earlier calls: relayed, never read as a request
+            return ModelResponse(parts=[TextPart("\n".join(map(str, news)))])
         asked = [p.content for p in last.parts if isinstance(p, UserPromptPart)]
         results = [p for p in last.parts if isinstance(p, ToolReturnPart | RetryPromptPart)]
         if results and not asked:  # a new message beside waiting calls is answered as a message
