@@ -110,6 +110,10 @@ def test_a_new_message_gets_its_local_time_too(tab, server):  # noqa: F811
 def test_copy_puts_the_messages_words_on_the_clipboard(tab, server):  # noqa: F811
     sign_in_and_open_chat(tab, server)
     ask(tab, "a line to copy")
+    # Once the turn has ended: until then the stream may send the message again, which replaces
+    # it (and a "Copied" just shown on it) with the same message.
+    expect(tab.locator(".message--assistant").first).to_be_visible()
+    expect(tab.locator("#messages .turn--live")).to_have_count(0)
     mine = sent_messages(tab).first
     mine.get_by_role("button", name="Copy").click()
     expect(mine.get_by_role("button", name="Copied")).to_be_visible()
