@@ -1,0 +1,130 @@
+"""Cards over the API: a person's answers (confirm, decline, cancel, submit, edit, refresh), their
+list, and the countersignature: the queue and the second signature."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from flask import jsonify, request
+
+from app.api.blueprint import body, bp
+from app.api.replies import turn_reply
+from app.api.shapes import prompt
+from app.auth import current_actor
+from app.copilot import agent, events, runs
+from app.copilot.countersigning import waiting_for
+from app.copilot.outcomes import card_label, decided_by_line
+from app.copilot.tokens import Actor, may_answer, sign_second
+from app.errors import BadValues
+from app.extensions import db, limit_per_person_and_address
+from app.models import Approval, User
+from app.status import Status
+
+
+@bp.post("/approvals/<approval_id>/<any(confirm, decline, cancel, submit):decision>")
+@limit_per_person_and_address("ANSWERS")
+def answer(approval_id: str, decision: str) -> Any:
+    """The card's final state (handle() has run when confirmed); the model's continuation is
+    waited for as for a message, or follows on the events with `Prefer: respond-async`."""
+    actor = current_actor("api")
+    data = body()
+    token = data.get("token")
+    if not isinstance(token, str):
+        raise BadValues("`token` must be a string.")
+    values = data.get("values") if decision == "submit" else None
+    if decision == "submit" and not isinstance(values, dict):
+        raise BadValues("`values` must be an object of field names to values.")
+    reason = data.get("reason") if decision == "decline" else None
+    approval = agent.answer(approval_id, token, actor, decision, values, reason)
+    # Read only after the answer (a bad token is refused before anything is looked up); the
+    # continuation's end is after this cursor if runs.wait still finds it going.
+    cursor = events.last_id(approval.conversation_id)
+    return turn_reply(
+        approval.conversation_id,
+        approval.run_id,
+        [],
+        runs.card_message_id(approval),
+        cursor,
+        actor,
+        200,
+        status=approval.status,
+        result=approval.result if approval.type == "confirm" else None,
+    )
+
+
+@bp.get("/approvals")
+def list_approvals() -> Any:
+    """The person's own approvals with this status (pending by default), newest first."""
+    actor = current_actor("api")
+    status = request.args.get("status", Status.PENDING)
+    agent.expire_due(user_id=actor.user.id)  # one past its time is expired, not pending with a token
+    rows = db.session.scalars(
+        sa.select(Approval)
+        .where(Approval.user_id == actor.user.id, Approval.status == status)
+        .order_by(Approval.created_at.desc())
+        .limit(200)
+    )
+    return jsonify(approvals=[prompt(a, actor) for a in rows])
+
+
+def second_prompt(approval: Approval, actor: Actor) -> dict[str, Any]:
+    """A card waiting for this credential's countersignature: the action's words, who confirmed
+    it, and the countersignature token (none for an agent credential: it signs nothing)."""
+    confirmer = db.session.get(User, approval.confirmed_by) if approval.confirmed_by else None
+    return {
+        "id": approval.id,
+        "action": approval.action,
+        "reason": approval.reason,
+        "rows": [{"label": r["label"], "value": r["value"]} for r in approval.rows],
+        "status": approval.status,
+        "requested_by": approval.user.email,
+        "confirmed_by": confirmer.email if confirmer else None,
+        "countersign": approval.countersign,
+        "token": sign_second(approval.id, actor.user, actor.binding) if may_answer(actor, approval) else None,
+        "expires_at": approval.expires_at.isoformat(),
+    }
+
+
+@bp.get("/countersign")
+def countersign_queue() -> Any:
+    """The cards of the tenant waiting for a countersignature this person may give (never their
+    own), each with its countersignature token for this credential."""
+    actor = current_actor("api")
+    return jsonify(approvals=[second_prompt(a, actor) for a in waiting_for(actor.user, agent.engine().registry)])
+
+
+@bp.post("/approvals/<approval_id>/countersign", defaults={"decision": "countersign"}, endpoint="countersign")
+@bp.post("/approvals/<approval_id>/countersign/decline", defaults={"decision": "decline"}, endpoint="countersign_decline")
+@limit_per_person_and_address("ANSWERS")
+def countersign(approval_id: str, decision: str) -> Any:
+    """The second signature (or a decline, with an optional `reason`), with the countersignature
+    token from GET /api/countersign: by a person's own session or client-scope token, never an
+    agent's. The card's final state and its outcome line; what handle() said stays with the
+    person who asked, in their conversation."""
+    actor = current_actor("api")
+    data = body()
+    token = data.get("token")
+    if not isinstance(token, str):
+        raise BadValues("`token` must be a string.")
+    approval = agent.countersign(approval_id, token, actor, decision, data.get("reason"))
+    by = decided_by_line(approval, actor.user.id)
+    return jsonify(id=approval.id, status=approval.status, outcome=card_label(approval), decided_by=by)
+
+
+@bp.post("/approvals/<approval_id>/<any(edit, refresh):decision>")
+@limit_per_person_and_address("ANSWERS")
+def revise(approval_id: str, decision: str) -> Any:
+    """Edit a pending card (`values`: the edited fields), or ask a changed card afresh: 201 with
+    the fresh card (a Prompt, with its token), which the person then confirms. The old card ends
+    `edited` (an edit) or stays `changed` (a refresh)."""
+    actor = current_actor("api")
+    data = body()
+    token = data.get("token")
+    if not isinstance(token, str):
+        raise BadValues("`token` must be a string.")
+    values = data.get("values") if decision == "edit" else None
+    if decision == "edit" and not isinstance(values, dict):
+        raise BadValues("`values` must be an object of field names to values.")
+    fresh = agent.answer(approval_id, token, actor, decision, values)
+    return jsonify(status=fresh.status, replaces=approval_id, approval=prompt(fresh, actor)), 201

@@ -1,0 +1,43 @@
+"""A conversation's live events over the API, as Server-Sent Events of JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import sqlalchemy as sa
+
+from app import sse
+from app.api.blueprint import bp, own_conversation
+from app.api.shapes import message_json, pending_in
+from app.auth import current_actor
+from app.copilot.events import Event
+from app.copilot.tokens import Actor
+from app.extensions import db
+from app.models import Conversation, Message
+
+
+@bp.get("/conversations/<id:conversation_id>/events")
+def conversation_events(conversation_id: int) -> Any:
+    """Server-Sent Events: `text` (the model's words as they come), `turn` (started, and its
+    end: done, paused, failed, stopped, interrupted — with the pass's messages and the pending
+    prompts), `approval` (a card's new status, whoever decided it: `{"id", "status"}`) and `title`
+    (the conversation's new title, from its first message or a rename: `{"title"}`).
+    Resume with Last-Event-ID (or ?after=)."""
+    actor = current_actor("api")
+    conversation = own_conversation(conversation_id, actor)
+    return sse.stream(conversation.id, actor.user.id, lambda event: event_json(event, actor, conversation.id))
+
+
+def event_json(event: Event, actor: Actor, conversation_id: int) -> tuple[str, str] | None:
+    """An event as the API sends it: a turn's end carries its messages and the pending prompts, a
+    title event the title."""
+    data = dict(event.data)
+    if event.type == "title":
+        conversation = db.session.get(Conversation, conversation_id)
+        data["title"] = conversation.title if conversation is not None else None
+    if event.type == "turn" and "messages" in data:
+        shown = db.session.scalars(sa.select(Message).where(Message.id.in_(data["messages"])).order_by(Message.id))
+        data["messages"] = [message_json(m) for m in shown]
+        data["pending"] = pending_in(conversation_id, actor)
+    return event.type, json.dumps(data)

@@ -1,0 +1,86 @@
+"""What the API shows: a card as a Prompt (with its token for this credential), who decided it, a
+message, a conversation, and a conversation's pending prompts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from app.copilot import agent
+from app.copilot.outcomes import card_label, decided_by_line
+from app.copilot.tokens import Actor, may_answer, sign
+from app.extensions import db
+from app.models import Approval, Conversation, Message
+from app.status import Status
+
+
+def prompt(approval: Approval, actor: Actor) -> dict[str, Any]:
+    """A pending card as the API shows it: the action's words only, and a token — none for an
+    agent credential (it never answers), nor for a card outside the credential's toolsets."""
+    # While it waits for its countersignature, its person may still decline it.
+    pending = approval.status in (Status.PENDING, Status.COUNTERSIGNING) and may_answer(actor, approval)
+    return {
+        "id": approval.id,
+        "type": approval.type,
+        "action": approval.action,
+        "reason": approval.reason,
+        "rows": [{"label": r["label"], "value": r["value"]} for r in approval.rows],
+        "form": approval.form if approval.type == "form" else None,
+        "status": approval.status,
+        "token": sign(approval, actor.binding) if pending else None,
+        "expires_at": approval.expires_at.isoformat(),
+        **decided(approval, actor),
+        **revisions(approval),
+    }
+
+
+def decided(approval: Approval, actor: Actor) -> dict[str, Any]:
+    """Who decided a card and when (null while it waits), its outcome label, and who asked for it."""
+    final = Status(approval.status).final
+    return {
+        "outcome": card_label(approval) if final else None,
+        "decided_by": decided_by_line(approval, actor.user.id) or None,
+        "decided_at": approval.decided_at.isoformat() if final and approval.decided_at else None,
+        "requested_by": approval.user.email,
+        "requested_via": approval.requested_via or None,
+        "requested_by_agent": approval.requested_by_agent,
+    }
+
+
+def revisions(approval: Approval) -> dict[str, Any]:
+    """A card's second-signature fields: its Edit form (the action's `editable` fields, an
+    elicitation like a form's; null when it edits nothing), the card it replaces and the names of
+    the fields the person edited, and on a changed card the rows that differ."""
+    from app.copilot.revise import edit_form
+
+    action = agent.engine().registry.get(approval.action)
+    editable = action is not None and approval.type == "confirm" and approval.status == Status.PENDING
+    return {
+        "edit": edit_form(action, approval) if editable and action is not None else None,
+        "replaces": approval.replaces,
+        "edited": approval.edited,
+        "changes": approval.changes,
+    }
+
+
+def message_json(message: Message) -> dict[str, Any]:
+    if message.role == "card" and message.approval is not None:
+        return {"role": "card", "text": message.approval.reason, "approval": message.approval_id}
+    return {"role": message.role, "text": message.text}
+
+
+def pending_in(conversation_id: int, actor: Actor) -> list[dict[str, Any]]:
+    """The conversation's pending cards and forms, as this credential may see them (one past its
+    time is marked expired first, not listed with a token)."""
+    agent.expire_due(conversation_id)
+    rows = db.session.scalars(
+        sa.select(Approval)
+        .where(Approval.conversation_id == conversation_id, Approval.status == Status.PENDING)
+        .order_by(Approval.created_at)
+    )
+    return [prompt(a, actor) for a in rows]
+
+
+def conversation_json(conversation: Conversation) -> dict[str, Any]:
+    return {"id": conversation.id, "title": conversation.title, "created_at": conversation.created_at.isoformat()}
