@@ -1,0 +1,135 @@
+"""The paths of conversations: start, list, read, rename, delete, talk, retry, stop, and the events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.api.openapi.pieces import ERROR, ID, PREFER, QUEUED, _body, _errors, _json, _object, _ok, _operation, _query, _ref
+
+
+def _conversation_paths() -> dict[str, Any]:
+    """Starting a conversation, reading it, talking in it and following its events."""
+    stopping = _object({"run": {"type": ["integer", "null"]}, "stopping": {"type": "boolean"}})
+    return {
+        "/api/conversations": {
+            "get": _list_conversations(),
+            "post": _operation(
+                "Start a conversation",
+                "createConversation",
+                {"201": _ok("Created", _object({"id": {"type": "integer"}})), **_errors(401)},
+            ),
+        },
+        "/api/conversations/{id}": {
+            "get": _operation(
+                "All messages and pending prompts",
+                "getConversation",
+                {"200": _ok("The conversation", _ref("Turn")), **_errors(401, 404)},
+                parameters=[ID],
+            ),
+            **_manage_conversation(),
+        },
+        "/api/conversations/{id}/messages": {
+            "post": _operation(
+                "Say something to the agent",
+                "postMessage",
+                {"200": _ok("What the agent added", _ref("Turn")), "202": QUEUED, **_errors(400, 401, 404, 413, 429)},
+                parameters=[ID, PREFER],
+                body=_body(_object({"text": {"type": "string"}}, ["text"])),
+            )
+        },
+        "/api/conversations/{id}/retry": {
+            "post": _operation(
+                "Run the last turn again after it failed or was interrupted (a second press runs nothing; "
+                "an agent-scoped token only a turn it started: 403)",
+                "retryTurn",
+                {"200": _ok("What the agent added", _ref("Turn")), "202": QUEUED, **_errors(401, 403, 404, 429)},
+                parameters=[ID, PREFER],
+            )
+        },
+        "/api/conversations/{id}/stop": {
+            "post": _operation(
+                "End the running turn at its next step (its `stopped` end follows on the events; an "
+                "agent-scoped token only a turn it started: 403)",
+                "stopTurn",
+                {"200": _ok("Which run will stop (null: none was running)", stopping), **_errors(401, 403, 404)},
+                parameters=[ID],
+            )
+        },
+        "/api/conversations/{id}/events": {"get": _events()},
+    }
+
+
+SUMMARY = _object(
+    {"id": {"type": "integer"}, "title": {"type": "string"}, "created_at": {"type": "string", "format": "date-time"}}
+)
+
+
+def _list_conversations() -> dict[str, Any]:
+    """GET /api/conversations: the person's own, searched with `q`."""
+    summaries = {"type": "array", "items": SUMMARY}
+    return _operation(
+        "The person's conversations, newest first (100 at most)",
+        "listConversations",
+        {"200": _ok("Their conversations", _object({"conversations": summaries})), **_errors(401)},
+        description="`q` keeps those whose title or messages hold it, case-insensitively and literally "
+        "(`%` and `_` are no wildcards). Another person's and deleted conversations are never listed.",
+        parameters=_query("q"),
+    )
+
+
+def _manage_conversation() -> dict[str, Any]:
+    """PATCH and DELETE /api/conversations/{id}: the person renames or deletes their own."""
+    deleted = _object(
+        {"id": {"type": "integer"}, "deleted": {"type": "boolean"}, "cancelled": {"type": "array", "items": {"type": "string"}}}
+    )
+    return {
+        "patch": _operation(
+            "Rename the conversation",
+            "renameConversation",
+            {"200": _ok("Renamed", SUMMARY), **_errors(400, 401, 403, 404)},
+            description="403 for an agent-scoped token: only the person names their conversations.",
+            parameters=[ID],
+            body=_body(_object({"title": {"type": "string", "minLength": 1, "maxLength": 200}}, ["title"])),
+        ),
+        "delete": _operation(
+            "Delete the conversation",
+            "deleteConversation",
+            {
+                "200": _ok("Deleted; the cards it ended", deleted),
+                **_errors(401, 403, 404),
+                "409": {"description": "A turn is still running: stop it, then delete", **_json(ERROR)},
+            },
+            description="From then on the conversation is 404 on every route. Its cards still waiting end "
+            "`cancelled` (audited; nothing runs) and its paused turn is stopped. 403 for an agent-scoped "
+            "token: ending a card is answering it, which only the person does.",
+            parameters=[ID],
+        ),
+    }
+
+
+EVENTS_DESCRIPTION = (
+    "Each event has an `id`; reconnect with `Last-Event-ID` (or `?after=`) to resume "
+    "with no gap and no repeat. `event: text` — `{run, step, text}`, the model's words as "
+    "they are written; `event: turn` — `{run, step, state}` with state `started`, then "
+    "one of `done`, `paused`, `failed`, `stopped`, `interrupted` with the pass's "
+    "`messages` and the `pending` prompts; `event: approval` — `{id, status}`, a card's "
+    "new status, whoever decided it, on any channel; `event: title` — `{title}`, the conversation's "
+    "new title (its first message, or a rename). Without a cursor, a turn still running is "
+    "replayed from its start. The stream ends after EVENTS_STREAM_SECONDS; reconnect."
+)
+
+
+def _events() -> dict[str, Any]:
+    """GET /api/conversations/{id}/events: a Server-Sent Events stream, resumable from a cursor."""
+    cursor = [
+        {"name": "Last-Event-ID", "in": "header", "required": False, "schema": {"type": "string"}},
+        {"name": "after", "in": "query", "required": False, "schema": {"type": "string"}},
+    ]
+    stream = {"description": "text/event-stream", "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+    return _operation(
+        "The conversation's live events (Server-Sent Events)",
+        "conversationEvents",
+        {"200": stream, **_errors(401, 404)},
+        description=EVENTS_DESCRIPTION,
+        parameters=[ID, *cursor],
+    )
