@@ -110,7 +110,7 @@ RULES = {
 
 
 @lru_cache(maxsize=1)
-def _md() -> MarkdownIt:
+def md_parser() -> MarkdownIt:
     """The parser with this module's renderers, made at the first rendering (not at the app's start)."""
     md = _parser()
     for name, rule in RULES.items():
@@ -122,7 +122,7 @@ def _md() -> MarkdownIt:
 def to_html(text: str) -> str:
     """The model's Markdown as safe HTML (also a partial text, mid-stream: always well-formed).
     Cached: a chat page renders every reply of the conversation each time it is shown."""
-    return sanitize(_md().render(shown(text)))
+    return sanitize(md_parser().render(shown(text)))
 
 
 FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")

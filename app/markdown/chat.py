@@ -7,7 +7,7 @@ import re
 from typing import TYPE_CHECKING
 
 from app.copilot.hidden import shown
-from app.markdown.browser import _md
+from app.markdown.browser import md_parser
 from app.markdown.safety import Outbound, outbound
 
 if TYPE_CHECKING:  # markdown-it is imported with the first rendering, not at the app's start (P4)
@@ -172,9 +172,9 @@ def _slack_url(href: str) -> str:
 
 def to_plain(text: str) -> str:
     """The model's Markdown as plain text (email, Telegram): readable, every link's URL in full."""
-    return _Chat().blocks(_md().parse(shown(text)))
+    return _Chat().blocks(md_parser().parse(shown(text)))
 
 
 def to_mrkdwn(text: str) -> str:
     """The model's Markdown as Slack mrkdwn, escaped."""
-    return _Slack().blocks(_md().parse(shown(text)))
+    return _Slack().blocks(md_parser().parse(shown(text)))

@@ -36,7 +36,7 @@ def grouped(messages: list[Message]) -> list[tuple[str | None, list[Message], in
             sa.select(Run.id, Run.message_id).where(Run.id.in_({m.run_id for m in messages if m.run_id}))
         )
     }
-    _mark_agents_words(messages)
+    mark_agents_words(messages)
     groups: list[tuple[str | None, list[Message], int | None]] = []
     for message in messages:
         key = f"turn-{message.run_id}-{message.step}" if message.run_id is not None else None
@@ -48,7 +48,7 @@ def grouped(messages: list[Message]) -> list[tuple[str | None, list[Message], in
     return groups
 
 
-def _mark_agents_words(messages: list[Message]) -> None:
+def mark_agents_words(messages: list[Message]) -> None:
     """The person's side of the chat may hold an agent token's words ("Yes, delete post 3"): each
     such message gets `written_by` ("Written by an agent (token 'laptop') through the API"), shown
     under it, so that it never passes for the person's own."""

@@ -20,7 +20,7 @@ from app.markdown import Live
 from app.models import Approval, Conversation, Message
 from app.web.blueprint import bp
 from app.web.cards import card_context, render_partial
-from app.web.messages import _mark_agents_words, own_conversation
+from app.web.messages import mark_agents_words, own_conversation
 
 
 @bp.get("/c/<id:conversation_id>/events")
@@ -128,5 +128,5 @@ def _asked(message_id: Any, conversation_id: int, actor: Actor) -> str:
     said = db.session.get(Message, int(message_id)) if str(message_id or "").isdigit() else None
     if said is None or said.conversation_id != conversation_id or said.role != "user":
         return ""
-    _mark_agents_words([said])
+    mark_agents_words([said])
     return render_template("partials/_message.html", message=said, actor=actor, card_context=card_context, oob=True)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.api.openapi.approvals import _approval_paths, _countersign_paths
-from app.api.openapi.conversations import _conversation_paths
-from app.api.openapi.schemas import _schemas
-from app.api.openapi.tokens import _token_paths
+from app.api.openapi.approvals import approval_paths, countersign_paths
+from app.api.openapi.conversations import conversation_paths
+from app.api.openapi.schemas import component_schemas
+from app.api.openapi.tokens import token_paths
 
 
 def document() -> dict[str, Any]:
@@ -17,8 +17,8 @@ def document() -> dict[str, Any]:
         "info": {"title": "Countersign API", "version": "1"},
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": _schemas(),
+            "schemas": component_schemas(),
         },
         "security": [{"bearer": []}],
-        "paths": {**_conversation_paths(), **_approval_paths(), **_countersign_paths(), **_token_paths()},
+        "paths": {**conversation_paths(), **approval_paths(), **countersign_paths(), **token_paths()},
     }

@@ -5,7 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.api.openapi.pieces import APPROVAL_ID, PREFER, QUEUED, _array_of, _body, _errors, _object, _ok, _operation, _query, _ref
+from app.api.openapi.pieces import (
+    APPROVAL_ID,
+    PREFER,
+    QUEUED,
+    array_of,
+    errors_of,
+    json_body,
+    object_of,
+    ok,
+    operation,
+    query,
+    ref,
+)
 
 ANSWER_DESCRIPTION = (
     "Decided in this request (a confirmed card's handle() runs here); the model's "
@@ -21,51 +33,51 @@ def _answer(decision: str) -> dict[str, Any]:
     if decision == "decline":
         fields["reason"] = {"type": "string", "maxLength": 1000, "description": "Why, for the assistant (optional)"}
     return {
-        "post": _operation(
+        "post": operation(
             f"{decision.capitalize()} a card",
             f"{decision}Approval",
-            {"200": _ok("The outcome", _ref("Answer")), "202": QUEUED, **_errors(400, 401, 403, 404, 409, 410, 429, 503)},
+            {"200": ok("The outcome", ref("Answer")), "202": QUEUED, **errors_of(400, 401, 403, 404, 409, 410, 429, 503)},
             description=ANSWER_DESCRIPTION,
             parameters=[APPROVAL_ID, PREFER],
-            body=_body(_object(fields, ["token", "values"] if submit else ["token"])),
+            body=json_body(object_of(fields, ["token", "values"] if submit else ["token"])),
         )
     }
 
 
-def _approval_paths() -> dict[str, Any]:
+def approval_paths() -> dict[str, Any]:
     """Listing approvals (a person's own, and the tenant's for admins), the audit log, and answering."""
     status = {"name": "status", "in": "query", "schema": {"type": "string", "default": "pending"}}
     return {
         "/api/approvals": {
-            "get": _operation(
+            "get": operation(
                 "Your approvals",
                 "listApprovals",
-                {"200": _ok("Approvals", _object({"approvals": _array_of("Prompt")})), **_errors(401)},
+                {"200": ok("Approvals", object_of({"approvals": array_of("Prompt")})), **errors_of(401)},
                 parameters=[status],
             )
         },
         "/api/admin/approvals": {
-            "get": _operation(
+            "get": operation(
                 "The tenant's approvals (admins)",
                 "adminApprovals",
-                {"200": _ok("A page of approvals", {"type": "object"}), **_errors(401, 403)},
-                parameters=_query("status", "action", "person", "older_than", "after"),
+                {"200": ok("A page of approvals", {"type": "object"}), **errors_of(401, 403)},
+                parameters=query("status", "action", "person", "older_than", "after"),
             )
         },
         "/api/admin/approvals/{id}/revoke": {
-            "post": _operation(
+            "post": operation(
                 "Revoke a pending approval (admins)",
                 "revokeApproval",
-                {"200": _ok("Revoked", {"type": "object"}), **_errors(401, 403, 404, 409)},
+                {"200": ok("Revoked", {"type": "object"}), **errors_of(401, 403, 404, 409)},
                 parameters=[APPROVAL_ID],
             )
         },
         "/api/admin/audit": {
-            "get": _operation(
+            "get": operation(
                 "The tenant's audit log and whether its chain verifies (admins)",
                 "adminAudit",
-                {"200": _ok("A page of audit rows", {"type": "object"}), **_errors(401, 403)},
-                parameters=_query("event", "outcome", "person", "approval_id", "after"),
+                {"200": ok("A page of audit rows", {"type": "object"}), **errors_of(401, 403)},
+                parameters=query("event", "outcome", "person", "approval_id", "after"),
             )
         },
         **{f"/api/approvals/{{id}}/{d}": _answer(d) for d in ("confirm", "decline", "cancel", "submit")},
@@ -77,14 +89,14 @@ def _revise(decision: str) -> dict[str, Any]:
     """POST /api/approvals/{id}/edit|refresh: a fresh card from an edit, or of a changed card."""
     edit = decision == "edit"
     fields = {"token": {"type": "string"}, **({"values": {"type": "object"}} if edit else {})}
-    fresh = _object({"status": {"type": "string"}, "replaces": {"type": "string"}, "approval": _ref("Prompt")})
+    fresh = object_of({"status": {"type": "string"}, "replaces": {"type": "string"}, "approval": ref("Prompt")})
     return {
-        "post": _operation(
+        "post": operation(
             "Edit a pending card: a fresh card to confirm" if edit else "A fresh card for a changed one",
             f"{decision}Approval",
-            {"201": _ok("The fresh card", fresh), **_errors(400, 401, 403, 404, 409, 410, 429)},
+            {"201": ok("The fresh card", fresh), **errors_of(400, 401, 403, 404, 409, 410, 429)},
             parameters=[APPROVAL_ID],
-            body=_body(_object(fields, ["token", "values"] if edit else ["token"])),
+            body=json_body(object_of(fields, ["token", "values"] if edit else ["token"])),
         )
     }
 
@@ -100,15 +112,15 @@ COUNTERSIGN_DESCRIPTION = (
 )
 
 
-def _countersign_paths() -> dict[str, Any]:
+def countersign_paths() -> dict[str, Any]:
     """The two-person rule: the queue of cards waiting for this person's countersignature, and
     the second signature (or a decline)."""
-    waiting = _object(
+    waiting = object_of(
         {
             "id": {"type": "string"},
             "action": {"type": "string"},
             "reason": {"type": "string"},
-            "rows": {"type": "array", "items": _object({"label": {"type": "string"}, "value": {"type": "string"}})},
+            "rows": {"type": "array", "items": object_of({"label": {"type": "string"}, "value": {"type": "string"}})},
             "status": {"type": "string"},
             "requested_by": {"type": "string"},
             "confirmed_by": {"type": ["string", "null"]},
@@ -118,33 +130,33 @@ def _countersign_paths() -> dict[str, Any]:
         },
         ["id", "action", "reason", "rows", "token", "expires_at"],
     )
-    outcome = _object({"id": {"type": "string"}, "status": {"type": "string"}, "outcome": {"type": "string"}})
-    errors = _errors(400, 401, 403, 404, 409, 410, 429)
+    outcome = object_of({"id": {"type": "string"}, "status": {"type": "string"}, "outcome": {"type": "string"}})
+    errors = errors_of(400, 401, 403, 404, 409, 410, 429)
     return {
         "/api/countersign": {
-            "get": _operation(
+            "get": operation(
                 "Cards waiting for your countersignature (never your own)",
                 "countersignQueue",
-                {"200": _ok("The queue", _object({"approvals": {"type": "array", "items": waiting}})), **_errors(401)},
+                {"200": ok("The queue", object_of({"approvals": {"type": "array", "items": waiting}})), **errors_of(401)},
             )
         },
         "/api/approvals/{id}/countersign": {
-            "post": _operation(
+            "post": operation(
                 "Countersign a card its person confirmed",
                 "countersignApproval",
-                {"200": _ok("The outcome", outcome), **errors},
+                {"200": ok("The outcome", outcome), **errors},
                 description=COUNTERSIGN_DESCRIPTION,
                 parameters=[APPROVAL_ID],
-                body=_body(_object({"token": {"type": "string"}}, ["token"])),
+                body=json_body(object_of({"token": {"type": "string"}}, ["token"])),
             )
         },
         "/api/approvals/{id}/countersign/decline": {
-            "post": _operation(
+            "post": operation(
                 "Decline a card waiting for your countersignature; nothing runs",
                 "declineCountersign",
-                {"200": _ok("The outcome", outcome), **errors},
+                {"200": ok("The outcome", outcome), **errors},
                 parameters=[APPROVAL_ID],
-                body=_body(_object({"token": {"type": "string"}, "reason": {"type": "string"}}, ["token"])),
+                body=json_body(object_of({"token": {"type": "string"}, "reason": {"type": "string"}}, ["token"])),
             )
         },
     }

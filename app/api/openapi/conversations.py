@@ -4,54 +4,67 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.api.openapi.pieces import ERROR, ID, PREFER, QUEUED, _body, _errors, _json, _object, _ok, _operation, _query, _ref
+from app.api.openapi.pieces import (
+    ERROR,
+    ID,
+    PREFER,
+    QUEUED,
+    errors_of,
+    json_body,
+    json_content,
+    object_of,
+    ok,
+    operation,
+    query,
+    ref,
+)
 
 
-def _conversation_paths() -> dict[str, Any]:
+def conversation_paths() -> dict[str, Any]:
     """Starting a conversation, reading it, talking in it and following its events."""
-    stopping = _object({"run": {"type": ["integer", "null"]}, "stopping": {"type": "boolean"}})
+    stopping = object_of({"run": {"type": ["integer", "null"]}, "stopping": {"type": "boolean"}})
     return {
         "/api/conversations": {
             "get": _list_conversations(),
-            "post": _operation(
+            "post": operation(
                 "Start a conversation",
                 "createConversation",
-                {"201": _ok("Created", _object({"id": {"type": "integer"}})), **_errors(401)},
+                {"201": ok("Created", object_of({"id": {"type": "integer"}})), **errors_of(401)},
             ),
         },
         "/api/conversations/{id}": {
-            "get": _operation(
+            "get": operation(
                 "All messages and pending prompts",
                 "getConversation",
-                {"200": _ok("The conversation", _ref("Turn")), **_errors(401, 404)},
+                {"200": ok("The conversation", ref("Turn")), **errors_of(401, 404)},
                 parameters=[ID],
             ),
             **_manage_conversation(),
         },
         "/api/conversations/{id}/messages": {
-            "post": _operation(
+            "post": operation(
                 "Say something to the agent",
                 "postMessage",
-                {"200": _ok("What the agent added", _ref("Turn")), "202": QUEUED, **_errors(400, 401, 404, 413, 429)},
+                {"200": ok("What the agent added", ref("Turn")), "202": QUEUED, **errors_of(400, 401, 404, 413, 429)},
                 parameters=[ID, PREFER],
-                body=_body(_object({"text": {"type": "string"}}, ["text"])),
+                body=json_body(object_of({"text": {"type": "string"}}, ["text"])),
             )
         },
         "/api/conversations/{id}/retry": {
-            "post": _operation(
+            "post": operation(
                 "Run the last turn again after it failed or was interrupted (a second press runs nothing; "
                 "an agent-scoped token only a turn it started: 403)",
                 "retryTurn",
-                {"200": _ok("What the agent added", _ref("Turn")), "202": QUEUED, **_errors(401, 403, 404, 429)},
+                {"200": ok("What the agent added", ref("Turn")), "202": QUEUED, **errors_of(401, 403, 404, 429)},
                 parameters=[ID, PREFER],
             )
         },
         "/api/conversations/{id}/stop": {
-            "post": _operation(
+            "post": operation(
                 "End the running turn at its next step (its `stopped` end follows on the events; an "
                 "agent-scoped token only a turn it started: 403)",
                 "stopTurn",
-                {"200": _ok("Which run will stop (null: none was running)", stopping), **_errors(401, 403, 404)},
+                {"200": ok("Which run will stop (null: none was running)", stopping), **errors_of(401, 403, 404)},
                 parameters=[ID],
             )
         },
@@ -59,7 +72,7 @@ def _conversation_paths() -> dict[str, Any]:
     }
 
 
-SUMMARY = _object(
+SUMMARY = object_of(
     {"id": {"type": "integer"}, "title": {"type": "string"}, "created_at": {"type": "string", "format": "date-time"}}
 )
 
@@ -67,37 +80,37 @@ SUMMARY = _object(
 def _list_conversations() -> dict[str, Any]:
     """GET /api/conversations: the person's own, searched with `q`."""
     summaries = {"type": "array", "items": SUMMARY}
-    return _operation(
+    return operation(
         "The person's conversations, newest first (100 at most)",
         "listConversations",
-        {"200": _ok("Their conversations", _object({"conversations": summaries})), **_errors(401)},
+        {"200": ok("Their conversations", object_of({"conversations": summaries})), **errors_of(401)},
         description="`q` keeps those whose title or messages hold it, case-insensitively and literally "
         "(`%` and `_` are no wildcards). Another person's and deleted conversations are never listed.",
-        parameters=_query("q"),
+        parameters=query("q"),
     )
 
 
 def _manage_conversation() -> dict[str, Any]:
     """PATCH and DELETE /api/conversations/{id}: the person renames or deletes their own."""
-    deleted = _object(
+    deleted = object_of(
         {"id": {"type": "integer"}, "deleted": {"type": "boolean"}, "cancelled": {"type": "array", "items": {"type": "string"}}}
     )
     return {
-        "patch": _operation(
+        "patch": operation(
             "Rename the conversation",
             "renameConversation",
-            {"200": _ok("Renamed", SUMMARY), **_errors(400, 401, 403, 404)},
+            {"200": ok("Renamed", SUMMARY), **errors_of(400, 401, 403, 404)},
             description="403 for an agent-scoped token: only the person names their conversations.",
             parameters=[ID],
-            body=_body(_object({"title": {"type": "string", "minLength": 1, "maxLength": 200}}, ["title"])),
+            body=json_body(object_of({"title": {"type": "string", "minLength": 1, "maxLength": 200}}, ["title"])),
         ),
-        "delete": _operation(
+        "delete": operation(
             "Delete the conversation",
             "deleteConversation",
             {
-                "200": _ok("Deleted; the cards it ended", deleted),
-                **_errors(401, 403, 404),
-                "409": {"description": "A turn is still running: stop it, then delete", **_json(ERROR)},
+                "200": ok("Deleted; the cards it ended", deleted),
+                **errors_of(401, 403, 404),
+                "409": {"description": "A turn is still running: stop it, then delete", **json_content(ERROR)},
             },
             description="From then on the conversation is 404 on every route. Its cards still waiting end "
             "`cancelled` (audited; nothing runs) and its paused turn is stopped. 403 for an agent-scoped "
@@ -126,10 +139,10 @@ def _events() -> dict[str, Any]:
         {"name": "after", "in": "query", "required": False, "schema": {"type": "string"}},
     ]
     stream = {"description": "text/event-stream", "content": {"text/event-stream": {"schema": {"type": "string"}}}}
-    return _operation(
+    return operation(
         "The conversation's live events (Server-Sent Events)",
         "conversationEvents",
-        {"200": stream, **_errors(401, 404)},
+        {"200": stream, **errors_of(401, 404)},
         description=EVENTS_DESCRIPTION,
         parameters=[ID, *cursor],
     )

@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 
-def _ref(name: str) -> dict[str, Any]:
+def ref(name: str) -> dict[str, Any]:
     """A reference to one of components.schemas."""
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-ERROR = _ref("Error")
+ERROR = ref("Error")
 
 
 ERRORS = {
@@ -40,7 +40,7 @@ PREFER = {
 QUEUED = {
     "description": "The turn is still going (or `respond-async`): follow it on `events`",
     "headers": {"Preference-Applied": {"schema": {"type": "string"}}},
-    "content": {"application/json": {"schema": _ref("Queued")}},
+    "content": {"application/json": {"schema": ref("Queued")}},
 }
 
 
@@ -50,40 +50,40 @@ ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"
 APPROVAL_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
 
 
-def _json(schema: dict[str, Any]) -> dict[str, Any]:
+def json_content(schema: dict[str, Any]) -> dict[str, Any]:
     return {"content": {"application/json": {"schema": schema}}}
 
 
-def _errors(*codes: int) -> dict[str, Any]:
+def errors_of(*codes: int) -> dict[str, Any]:
     """The error responses an operation can give, each an Error object."""
-    return {str(c): {"description": ERRORS[c], **_json(ERROR)} for c in codes}
+    return {str(c): {"description": ERRORS[c], **json_content(ERROR)} for c in codes}
 
 
-def _object(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+def object_of(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
     """A JSON object schema: its required names (if any), then its properties."""
     return {"type": "object", **({"required": required} if required else {}), "properties": properties}
 
 
-def _array_of(name: str) -> dict[str, Any]:
-    return {"type": "array", "items": _ref(name)}
+def array_of(name: str) -> dict[str, Any]:
+    return {"type": "array", "items": ref(name)}
 
 
-def _ok(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+def ok(description: str, schema: dict[str, Any]) -> dict[str, Any]:
     """A success response carrying JSON."""
-    return {"description": description, **_json(schema)}
+    return {"description": description, **json_content(schema)}
 
 
-def _body(schema: dict[str, Any]) -> dict[str, Any]:
+def json_body(schema: dict[str, Any]) -> dict[str, Any]:
     """A required JSON request body."""
-    return {"required": True, **_json(schema)}
+    return {"required": True, **json_content(schema)}
 
 
-def _query(*names: str) -> list[dict[str, Any]]:
+def query(*names: str) -> list[dict[str, Any]]:
     """Optional string query parameters (the admin lists' filters)."""
     return [{"name": n, "in": "query", "schema": {"type": "string"}} for n in names]
 
 
-def _operation(
+def operation(
     summary: str,
     operation_id: str,
     responses: dict[str, Any],

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.api.openapi.pieces import _array_of, _object
+from app.api.openapi.pieces import array_of, object_of
 
 
 def _revisions() -> dict[str, Any]:
     """A Prompt's second-signature fields (app/copilot/revise.py)."""
-    change = _object({k: {"type": "string"} for k in ("label", "before", "after")}, ["label", "before", "after"])
+    change = object_of({k: {"type": "string"} for k in ("label", "before", "after")}, ["label", "before", "after"])
     return {
         "edit": {"type": ["object", "null"], "description": "The Edit form (an elicitation) of a pending card"},
         "replaces": {"type": ["string", "null"], "description": "The card this fresh one replaces"},
@@ -31,12 +31,12 @@ def _decided() -> dict[str, Any]:
     }
 
 
-def _schemas() -> dict[str, Any]:
+def component_schemas() -> dict[str, Any]:
     """components.schemas: the objects the operations send and answer with."""
-    row = _object({"label": {"type": "string"}, "value": {"type": "string"}}, ["label", "value"])
+    row = object_of({"label": {"type": "string"}, "value": {"type": "string"}}, ["label", "value"])
     return {
-        "Error": _object({"error": {"type": "string"}, "message": {"type": "string"}}),
-        "Message": _object(
+        "Error": object_of({"error": {"type": "string"}, "message": {"type": "string"}}),
+        "Message": object_of(
             {
                 "role": {"type": "string", "enum": ["user", "assistant", "notice", "error", "card"]},
                 "text": {"type": "string"},
@@ -44,7 +44,7 @@ def _schemas() -> dict[str, Any]:
             },
             ["role", "text"],
         ),
-        "Prompt": _object(
+        "Prompt": object_of(
             {
                 "id": {"type": "string"},
                 "type": {"type": "string", "enum": ["confirm", "form"]},
@@ -60,8 +60,8 @@ def _schemas() -> dict[str, Any]:
             },
             ["id", "type", "action", "reason", "rows", "form", "token", "expires_at"],
         ),
-        "Turn": _object({"messages": _array_of("Message"), "pending": _array_of("Prompt")}),
-        "Queued": _object(
+        "Turn": object_of({"messages": array_of("Message"), "pending": array_of("Prompt")}),
+        "Queued": object_of(
             {
                 "run": {"type": "integer"},
                 "events": {"type": "string", "description": "The events URL"},
@@ -70,14 +70,14 @@ def _schemas() -> dict[str, Any]:
             },
             ["run", "events"],
         ),
-        "Answer": _object(
+        "Answer": object_of(
             {
                 "status": {"type": "string"},
                 "result": {"type": ["string", "null"]},
                 "run": {"type": "integer"},
                 "events": {"type": "string"},
-                "messages": _array_of("Message"),
-                "pending": _array_of("Prompt"),
+                "messages": array_of("Message"),
+                "pending": array_of("Prompt"),
             }
         ),
     }

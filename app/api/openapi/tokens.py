@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.api.openapi.pieces import ID, _body, _errors, _object, _ok, _operation
+from app.api.openapi.pieces import ID, errors_of, json_body, object_of, ok, operation
 
 
-def _token_paths() -> dict[str, Any]:
+def token_paths() -> dict[str, Any]:
     """The tenant's personal access tokens, for an admin's session or `client` token (never an agent's)."""
-    token = _object(
+    token = object_of(
         {
             "id": {"type": "integer"},
             "person": {"type": "string"},
@@ -20,7 +20,7 @@ def _token_paths() -> dict[str, Any]:
             "revoked": {"type": "boolean"},
         }
     )
-    new = _object(
+    new = object_of(
         {
             "person": {"type": "string", "description": "The email of a person of your tenant"},
             "name": {"type": "string"},
@@ -32,25 +32,28 @@ def _token_paths() -> dict[str, Any]:
     made = {**token, "properties": {**token["properties"], "token": {"type": "string", "description": "Shown this once"}}}
     return {
         "/api/admin/tokens": {
-            "get": _operation(
+            "get": operation(
                 "The tenant's tokens (admins)",
                 "adminTokens",
-                {"200": _ok("Tokens, newest first", _object({"tokens": {"type": "array", "items": token}})), **_errors(401, 403)},
+                {
+                    "200": ok("Tokens, newest first", object_of({"tokens": {"type": "array", "items": token}})),
+                    **errors_of(401, 403),
+                },
             ),
-            "post": _operation(
+            "post": operation(
                 "Make a token for a person of the tenant (admins; audited)",
                 "adminCreateToken",
-                {"201": _ok("The token, shown this once", made), **_errors(400, 401, 403, 404)},
-                body=_body(new),
+                {"201": ok("The token, shown this once", made), **errors_of(400, 401, 403, 404)},
+                body=json_body(new),
             ),
         },
         "/api/admin/tokens/{id}/revoke": {
-            "post": _operation(
+            "post": operation(
                 "Revoke a token of the tenant with a reason (admins; audited)",
                 "adminRevokeToken",
-                {"200": _ok("Revoked", token), **_errors(400, 401, 403, 404, 409)},
+                {"200": ok("Revoked", token), **errors_of(400, 401, 403, 404, 409)},
                 parameters=[ID],
-                body=_body(_object({"reason": {"type": "string"}}, ["reason"])),
+                body=json_body(object_of({"reason": {"type": "string"}}, ["reason"])),
             )
         },
     }
