@@ -1,5 +1,6 @@
-"""The code stays small enough to carry on (issue 15): no module of app/copilot reaches 350 lines,
-and no function or method in app/ is over 50 lines (decorators and docstring included)."""
+"""The code stays small enough to carry on (issues 15 and 26): no module of app/ reaches 350 lines
+(split by what it does: a package of modules where it grew), and no function or method in app/ is
+over 50 lines (decorators and docstring included)."""
 
 from __future__ import annotations
 
@@ -29,10 +30,10 @@ def test_the_check_finds_a_long_function():
     assert long_functions(f"def f():\n{body}\n".replace("    x0 = 0\n", "")) == []
 
 
-def test_no_copilot_module_reaches_350_lines():
-    lengths = {p.name: len(p.read_text().splitlines()) for p in (APP / "copilot").glob("*.py")}
-    assert lengths  # the package was found
-    assert {name: n for name, n in lengths.items() if n >= MODULE_LINES} == {}
+def test_no_module_in_app_reaches_350_lines():
+    lengths = {str(p.relative_to(APP)): len(p.read_text().splitlines()) for p in APP.rglob("*.py")}
+    assert "copilot/agent.py" in lengths and "web/__init__.py" in lengths  # every package was read
+    assert {path: n for path, n in lengths.items() if n >= MODULE_LINES} == {}
 
 
 def test_no_function_in_app_is_over_50_lines():
