@@ -55,8 +55,10 @@ Tokens tab (admin@example.com):
 
 
 @functools.cache
+@functools.cache
 def _demo_hash() -> str:
-    """One scrypt hash of the demo password per process (hashing is slow on purpose)."""
+    """One scrypt hash of the demo password per process (hashing is slow on purpose): the demo's
+    people share it, and a process that seeds again (each test does) reuses it."""
     return generate_password_hash(DEMO_PASSWORD)
 
 
