@@ -85,12 +85,12 @@ def no_internet() -> Iterator[None]:
 SLOW_MODULES = {
     "test_concurrency.py",
     "test_docs.py",
-    "test_edges_mcp.py",
     "test_faults.py",
     "test_fuzz.py",
     "test_interrupted.py",
     "test_lint.py",
     "test_mcp.py",
+    "test_mcp_bad_input_and_rate_limit.py",
     "test_mcp_sessions.py",
     "test_migrations.py",
     "test_models_http.py",
