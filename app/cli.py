@@ -55,10 +55,8 @@ Tokens tab (admin@example.com):
 
 
 @functools.cache
-@functools.cache
 def _demo_hash() -> str:
-    """One scrypt hash of the demo password per process (hashing is slow on purpose): the demo's
-    people share it, and a process that seeds again (each test does) reuses it."""
+    """One scrypt hash of the demo password per process (hashing is slow on purpose)."""
     return generate_password_hash(DEMO_PASSWORD)
 
 
