@@ -85,12 +85,12 @@ def no_internet() -> Iterator[None]:
 SLOW_MODULES = {
     "test_concurrency.py",
     "test_docs.py",
-    "test_edges_mcp.py",
     "test_faults.py",
     "test_fuzz.py",
     "test_interrupted.py",
     "test_lint.py",
     "test_mcp.py",
+    "test_mcp_bad_input_and_rate_limit.py",
     "test_mcp_sessions.py",
     "test_migrations.py",
     "test_models_http.py",
@@ -403,3 +403,92 @@ def make_approvals(app, n, email="alice@example.com", status="pending", prefix="
         )
         db.session.commit()
     return [f"{prefix}{i:031x}" for i in range(n)]
+
+
+# The browser tests' fixtures (their steps are in tests/helpers/browser.py). -------------------------
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One Chromium per test module; every test gets a fresh context of its own (`page`), so no
+    cookie or storage crosses from one test to the next. Not one per session: Playwright's sync
+    API leaves its event loop marked as running in this thread until it stops, and the tests after
+    it (an inline turn, an MCP client) call asyncio.run(), which refuses to start then (and
+    clearing the mark breaks Playwright's connection): stopping at the module's end clears it."""
+    from pathlib import Path
+
+    from tests.helpers.browser import CHROMIUM, LONG
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM}: apt-get install chromium (or set CHROMIUM_PATH)")
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=LONG)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def server(app: Flask) -> Iterator[str]:
+    """The test's app served over HTTP on a free local port, for a browser (MCP's tests have a
+    `server` of their own: tests/helpers/mcp.py)."""
+    import threading
+    import time
+
+    from werkzeug.serving import make_server
+
+    from tests.helpers.browser import LONG
+
+    # An open event stream notices its page has gone at its next heartbeat: each second here, so
+    # the wait below is short.
+    app.config["EVENTS_HEARTBEAT"] = 1
+    httpd = make_server("127.0.0.1", 0, app, threaded=True)
+    httpd.daemon_threads = False  # socketserver then keeps each request's thread (in _threads)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_port}"
+    httpd.shutdown()
+    thread.join(timeout=5)
+    # A request still running (an inline turn, a card's expiry) would write into the next test's
+    # tables while they are emptied: the test ends when its requests have.
+    deadline = time.monotonic() + LONG / 1000
+    for request in list(getattr(httpd, "_threads", None) or []):
+        request.join(max(0.0, deadline - time.monotonic()))
+    httpd.server_close()
+
+
+@pytest.fixture
+def page(browser: Any, server: str) -> Iterator[Any]:
+    """A fresh browser context's page (its own cookies), with the test's server running."""
+    from tests.helpers.browser import LONG
+
+    context = browser.new_context(viewport={"width": 1100, "height": 760})
+    page = context.new_page()
+    page.dialogs = []
+    page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    page.set_default_timeout(LONG)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def shots(tmp_path: Any) -> Any:
+    """Where a browser test saves its screenshots: docs/screenshots with COUNTERSIGN_SCREENSHOTS=1."""
+    from tests.helpers.browser import DOCS_SCREENSHOTS
+
+    target = DOCS_SCREENSHOTS if os.environ.get("COUNTERSIGN_SCREENSHOTS") == "1" else tmp_path
+    target.mkdir(parents=True, exist_ok=True)
+    return target

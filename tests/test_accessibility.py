@@ -14,8 +14,7 @@ from playwright.sync_api import expect
 
 from app.extensions import db
 from app.models import Approval
-from tests.test_browser import LONG, ask, browser, page, server, sign_in_and_open_chat  # noqa: F401 (fixtures)
-from tests.test_browser_conversations import composer_done
+from tests.helpers.browser import LONG, ask, composer_done, sign_in_and_open_chat
 
 pytestmark = pytest.mark.browser
 
@@ -45,7 +44,7 @@ def axe_source() -> str:
     return AXE.read_text()
 
 
-def audit(page, name: str) -> dict:  # noqa: F811
+def audit(page, name: str) -> dict:
     """Inject axe (through the DevTools protocol: the page's CSP allows no inline script) and run
     it; print every violation; return the results."""
     page.evaluate(axe_source())
@@ -72,12 +71,12 @@ def test_axe_is_the_pinned_version_from_package_json():
     assert locked == pinned and f"axe v{pinned}" in axe_source()[:200]
 
 
-def test_sign_in_page_has_no_serious_violations(page, server):  # noqa: F811
+def test_sign_in_page_has_no_serious_violations(page, server):
     page.goto(f"{server}/login")
     assert_none_blocking(audit(page, "sign-in"), "sign-in")
 
 
-def test_chat_page_with_a_card_and_a_form_has_no_serious_violations(page, server, posts):  # noqa: F811
+def test_chat_page_with_a_card_and_a_form_has_no_serious_violations(page, server, posts):
     sign_in_and_open_chat(page, server)
     ask(page, f"/delete_post post={posts['Spring meetup']}")
     page.locator(".card").last.get_by_role("button", name="Confirm").wait_for()
@@ -94,7 +93,7 @@ def test_chat_page_with_a_card_and_a_form_has_no_serious_violations(page, server
     assert_none_blocking(audit(page, "chat (card decided)"), "chat page, card decided")
 
 
-def test_chat_page_on_a_phone_has_no_serious_violations(browser, server, posts):  # noqa: F811
+def test_chat_page_on_a_phone_has_no_serious_violations(browser, server, posts):
     context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
     phone = context.new_page()
     phone.set_default_timeout(LONG)
@@ -107,7 +106,7 @@ def test_chat_page_on_a_phone_has_no_serious_violations(browser, server, posts):
         context.close()
 
 
-def test_conversation_list_has_no_serious_violations(app, page, server):  # noqa: F811
+def test_conversation_list_has_no_serious_violations(app, page, server):
     sign_in_and_open_chat(page, server)
     ask(page, "hello")
     page.goto(f"{server}/")
@@ -115,7 +114,7 @@ def test_conversation_list_has_no_serious_violations(app, page, server):  # noqa
     assert_none_blocking(audit(page, "conversation list"), "conversation list")
 
 
-def test_approval_page_has_no_serious_violations(app, page, server, posts):  # noqa: F811
+def test_approval_page_has_no_serious_violations(app, page, server, posts):
     sign_in_and_open_chat(page, server)
     ask(page, f"/delete_post post={posts['Launch notes']}")
     page.locator(".card").last.get_by_role("button", name="Confirm").wait_for()
@@ -126,7 +125,7 @@ def test_approval_page_has_no_serious_violations(app, page, server, posts):  # n
     assert_none_blocking(audit(page, "approval page"), "approval page")
 
 
-def signed_in_admin(browser, server):  # noqa: F811
+def signed_in_admin(browser, server):
     """A browser context of its own with admin@example.com signed in: (the context, its page)."""
     context = browser.new_context(viewport={"width": 1200, "height": 900})
     admin = context.new_page()
@@ -139,7 +138,7 @@ def signed_in_admin(browser, server):  # noqa: F811
     return context, admin
 
 
-def test_admin_token_pages_have_no_serious_violations(browser, server):  # noqa: F811
+def test_admin_token_pages_have_no_serious_violations(browser, server):
     """The new token (its secret shown once), the revoke question, and the list after a revoke."""
     context, admin = signed_in_admin(browser, server)
     try:
@@ -163,7 +162,7 @@ def test_admin_token_pages_have_no_serious_violations(browser, server):  # noqa:
         context.close()
 
 
-def test_admin_console_has_no_serious_violations(app, browser, page, server, posts):  # noqa: F811
+def test_admin_console_has_no_serious_violations(app, browser, page, server, posts):
     sign_in_and_open_chat(page, server)  # alice leaves a card waiting, so the console has a row
     ask(page, f"/delete_post post={posts['Spring meetup']}")
     page.locator(".card").last.get_by_role("button", name="Confirm").wait_for()
@@ -178,7 +177,7 @@ def test_admin_console_has_no_serious_violations(app, browser, page, server, pos
         context.close()
 
 
-def test_the_check_finds_what_it_is_for(page, server):  # noqa: F811
+def test_the_check_finds_what_it_is_for(page, server):
     """A field without a label and an image without a text are critical: the check above can fail."""
     page.goto(f"{server}/login")
     page.evaluate("""() => {

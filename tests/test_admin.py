@@ -10,31 +10,13 @@ import sqlalchemy as sa
 
 from app.auth import create_token
 from app.extensions import db
-from app.models import Approval, AuditEvent, Post, Run, Tenant, User
+from app.models import Approval, AuditEvent, Post, Run, User
 from tests.conftest import api_headers, make_approvals, outcome_row
+from tests.helpers.cards import pending_delete
+from tests.helpers.people import globex_admin  # noqa: F401 (a fixture)
 
 ADMIN_PAGES = ["/admin/", "/admin/audit", "/admin/audit.csv"]
 ADMIN_API = ["/api/admin/approvals", "/api/admin/audit"]
-
-
-@pytest.fixture
-def globex_admin(app):
-    with app.app_context():
-        globex = db.session.scalar(sa.select(Tenant).where(Tenant.slug == "globex"))
-        admin = User(
-            tenant_id=globex.id,
-            email="dave@globex.example",
-            is_admin=True,
-            password_hash=db.session.scalar(sa.select(User.password_hash).limit(1)),
-        )
-        db.session.add(admin)
-        db.session.commit()
-    return "dave@globex.example"
-
-
-def pending_delete(alice, posts, title="Spring meetup"):
-    html = alice.say(alice.new_conversation(), f"/delete_post post={posts[title]}")
-    return alice.card(html)
 
 
 def test_admin_sees_the_pending_card_with_its_sentence_and_rows(sign_in, alice, posts):

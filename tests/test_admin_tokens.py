@@ -13,7 +13,7 @@ from app.copilot import audit
 from app.extensions import db
 from app.models import ApiToken, AuditEvent, User
 from tests.conftest import api_headers
-from tests.test_admin import globex_admin  # noqa: F401 (fixture)
+from tests.helpers.people import globex_admin  # noqa: F401 (fixture)
 
 SECRET = re.compile(r"cs_[A-Za-z0-9_-]{20,}")
 TABS = ("Approvals", "Audit log", "Tokens")

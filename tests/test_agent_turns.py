@@ -16,7 +16,8 @@ from app.extensions import db, redis_client
 from app.models import Approval, ConnectorThread, Run, User
 from tests.conftest import api_headers
 from tests.fake_chat import Chat, chat_fixtures
-from tests.test_connectors_agents import agent_token, card_of
+from tests.helpers.cards import card_of
+from tests.helpers.people import agent_token
 
 services, app_config, _ = chat_fixtures()
 

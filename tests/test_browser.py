@@ -2,112 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import threading
-import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from werkzeug.serving import make_server
 
 from app.extensions import db
 from app.models import Post
+from tests.helpers.browser import LONG, ask, sign_in, sign_in_and_open_chat
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = os.environ.get("CHROMIUM_PATH", shutil.which("chromium") or "/usr/bin/chromium")
-# COUNTERSIGN_SCREENSHOTS=1 refreshes the README's pictures; otherwise they go to a temp dir.
-DOCS_SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 XSS = "<img src=x onerror=alert(1)>"
-# ms: the limit for anything the page must do. Playwright's own defaults (30 s for actions, 5 s
-# for expect) are about a quick machine; a loaded one may take seconds to render, so a wait that
-# runs out means a broken page, not a slow one.
-LONG = 30_000
-
-
-@pytest.fixture
-def server(app) -> Iterator[str]:
-    # An open event stream notices its page has gone at its next heartbeat: each second here, so
-    # the wait below is short.
-    app.config["EVENTS_HEARTBEAT"] = 1
-    httpd = make_server("127.0.0.1", 0, app, threaded=True)
-    httpd.daemon_threads = False  # socketserver then keeps each request's thread (in _threads)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_port}"
-    httpd.shutdown()
-    thread.join(timeout=5)
-    # A request still running (an inline turn, a card's expiry) would write into the next test's
-    # tables while they are emptied: the test ends when its requests have.
-    deadline = time.monotonic() + LONG / 1000
-    for request in list(getattr(httpd, "_threads", None) or []):
-        request.join(max(0.0, deadline - time.monotonic()))
-    httpd.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM}: apt-get install chromium (or set CHROMIUM_PATH)")
-    from playwright.sync_api import expect, sync_playwright
-
-    expect.set_options(timeout=LONG)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser, server):
-    context = browser.new_context(viewport={"width": 1100, "height": 760})
-    page = context.new_page()
-    page.dialogs = []
-    page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
-    page.set_default_timeout(LONG)
-    yield page
-    context.close()
-
-
-def sign_in(page, server, email="alice@example.com"):
-    """Sign in through the form, with the demo password."""
-    page.goto(f"{server}/login")
-    page.get_by_label("Email").fill(email)
-    page.get_by_label("Password").fill("demo")
-    page.get_by_role("button", name="Sign in").click()
-
-
-def sign_in_and_open_chat(page, server, email="alice@example.com"):
-    sign_in(page, server, email)
-    page.get_by_role("button", name="New conversation").first.click()
-    page.wait_for_url("**/c/*")
-
-
-def ask(page, text):
-    page.get_by_label("Message").fill(text)
-    page.get_by_label("Message").press("Enter")
-
-
-@pytest.fixture
-def shots(tmp_path) -> Path:
-    target = DOCS_SCREENSHOTS if os.environ.get("COUNTERSIGN_SCREENSHOTS") == "1" else tmp_path
-    target.mkdir(parents=True, exist_ok=True)
-    return target
 
 
 def test_confirm_deletes_and_shows_done(app, page, server, posts, shots):

@@ -16,7 +16,7 @@ from app.copilot import jobs
 from app.extensions import db
 from app.models import Approval, Run, User
 from app.status import RunStatus
-from tests.test_browser import LONG, ask, browser, page, server, sign_in, sign_in_and_open_chat  # noqa: F401  (fixtures)
+from tests.helpers.browser import LONG, ask, sign_in, sign_in_and_open_chat
 
 pytestmark = pytest.mark.browser
 
@@ -32,7 +32,7 @@ def unstarted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return handed
 
 
-def test_the_working_bubble_shows_as_soon_as_the_message_is_accepted(page, server, unstarted):  # noqa: F811
+def test_the_working_bubble_shows_as_soon_as_the_message_is_accepted(page, server, unstarted):
     sign_in_and_open_chat(page, server)
     ask(page, "Are you there?")
     expect(page.locator("#messages .message--user p")).to_have_text("Are you there?")
@@ -43,7 +43,7 @@ def test_the_working_bubble_shows_as_soon_as_the_message_is_accepted(page, serve
     assert unstarted, "the turn was queued"
 
 
-def test_stop_before_the_first_words_stops_the_turn(app, page, server, unstarted):  # noqa: F811
+def test_stop_before_the_first_words_stops_the_turn(app, page, server, unstarted):
     sign_in_and_open_chat(page, server)
     ask(page, "Count to a thousand")
     stop = page.locator("button.stop")
@@ -57,7 +57,7 @@ def test_stop_before_the_first_words_stops_the_turn(app, page, server, unstarted
         assert db.session.scalar(sa.select(Run.status).where(Run.id == unstarted[0])) == RunStatus.STOPPED
 
 
-def test_stop_before_the_first_words_says_stopped_and_a_reload_still_does(page, server, unstarted):  # noqa: F811
+def test_stop_before_the_first_words_says_stopped_and_a_reload_still_does(page, server, unstarted):
     sign_in_and_open_chat(page, server)
     ask(page, "Count to a thousand")
     stop = page.locator("button.stop")
@@ -71,7 +71,7 @@ def test_stop_before_the_first_words_says_stopped_and_a_reload_still_does(page, 
     expect(notice).to_have_text("Stopped. Nothing ran.")
 
 
-def test_the_first_message_titles_the_heading_the_list_and_the_tab_at_once(page, server, posts):  # noqa: F811
+def test_the_first_message_titles_the_heading_the_list_and_the_tab_at_once(page, server, posts):
     sign_in_and_open_chat(page, server)
     ask(page, f"/delete_post post={posts['Spring meetup']}")
     expect(page.get_by_role("heading", level=1)).to_have_text("Delete post")
@@ -79,7 +79,7 @@ def test_the_first_message_titles_the_heading_the_list_and_the_tab_at_once(page,
     expect(page).to_have_title("Delete post · Countersign")
 
 
-def test_a_rename_retitles_the_tab(page, server):  # noqa: F811
+def test_a_rename_retitles_the_tab(page, server):
     sign_in_and_open_chat(page, server)
     page.get_by_text("Rename or delete").click()
     page.get_by_label("New title").fill("Spring plans")
@@ -97,7 +97,7 @@ def second_tab(page):
     return other
 
 
-def test_a_first_message_sent_in_one_tab_titles_the_other_tab_live(page, server, posts):  # noqa: F811
+def test_a_first_message_sent_in_one_tab_titles_the_other_tab_live(page, server, posts):
     sign_in_and_open_chat(page, server)
     other = second_tab(page)
     ask(page, f"/delete_post post={posts['Spring meetup']}")
@@ -106,7 +106,7 @@ def test_a_first_message_sent_in_one_tab_titles_the_other_tab_live(page, server,
     expect(other).to_have_title("Delete post · Countersign")
 
 
-def test_a_rename_in_one_tab_retitles_the_other_tab_live(page, server):  # noqa: F811
+def test_a_rename_in_one_tab_retitles_the_other_tab_live(page, server):
     sign_in_and_open_chat(page, server)
     other = second_tab(page)
     page.get_by_text("Rename or delete").click()
@@ -117,7 +117,7 @@ def test_a_rename_in_one_tab_retitles_the_other_tab_live(page, server):  # noqa:
     expect(other).to_have_title("Spring plans · Countersign")
 
 
-def test_focus_moves_to_the_outcome_after_enter_on_confirm(page, server, posts):  # noqa: F811
+def test_focus_moves_to_the_outcome_after_enter_on_confirm(page, server, posts):
     sign_in_and_open_chat(page, server)
     ask(page, f"/delete_post post={posts['Spring meetup']}")
     card = page.locator(".card").last
@@ -131,7 +131,7 @@ def test_focus_moves_to_the_outcome_after_enter_on_confirm(page, server, posts):
     expect(page.locator("#card-said")).to_have_text(re.compile(r"^Removed \(done\)\. Confirmed by you, 20\d\d-"))
 
 
-def test_shift_tab_from_the_message_box_does_not_reach_confirm(page, server, posts):  # noqa: F811
+def test_shift_tab_from_the_message_box_does_not_reach_confirm(page, server, posts):
     sign_in_and_open_chat(page, server)
     ask(page, f"/delete_post post={posts['Spring meetup']}")
     expect(page.locator(".card").last.get_by_role("button", name="Confirm")).to_be_visible()
@@ -144,7 +144,7 @@ def test_shift_tab_from_the_message_box_does_not_reach_confirm(page, server, pos
 
 
 @pytest.fixture
-def phone(browser):  # noqa: F811
+def phone(browser):
     context = browser.new_context(viewport=PHONE, is_mobile=True)
     tab = context.new_page()
     tab.set_default_timeout(LONG)
@@ -176,7 +176,7 @@ def test_on_a_phone_the_composer_stays_at_the_bottom(phone, server):
     expect(phone.get_by_label("Message")).to_be_in_viewport()
 
 
-def test_on_a_phone_no_page_scrolls_sideways(app, admin_phone, phone, server, posts):  # noqa: F811
+def test_on_a_phone_no_page_scrolls_sideways(app, admin_phone, phone, server, posts):
     phone.goto(f"{server}/login")
     assert sideways(phone) <= 0, "login"
     sign_in_and_open_chat(phone, server)
@@ -215,7 +215,7 @@ BROKEN_WORDS = """els => els.flatMap(el => {
 
 
 @pytest.fixture
-def admin_phone(browser, server):  # noqa: F811
+def admin_phone(browser, server):
     """The admin, signed in on a phone of their own."""
     context = browser.new_context(viewport=PHONE, is_mobile=True)
     admin = context.new_page()
@@ -226,7 +226,7 @@ def admin_phone(browser, server):  # noqa: F811
     context.close()
 
 
-def test_on_a_phone_admin_tables_and_the_top_bar_break_no_word(app, admin_phone, phone, server, posts):  # noqa: F811
+def test_on_a_phone_admin_tables_and_the_top_bar_break_no_word(app, admin_phone, phone, server, posts):
     sign_in_and_open_chat(phone, server)
     ask(phone, f"/delete_post post={posts['Spring meetup']}")
     expect(phone.locator(".card").last.get_by_role("button", name="Confirm")).to_be_visible()

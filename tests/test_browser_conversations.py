@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from app.extensions import db
 from app.models import Conversation, User
-from tests.test_browser import LONG, ask, browser, server, shots, sign_in_and_open_chat  # noqa: F401 (fixtures)
+from tests.helpers.browser import LONG, ask, composer_done, sent_messages, sign_in_and_open_chat
 
 pytestmark = pytest.mark.browser
 
@@ -22,7 +22,7 @@ TOKYO = "Asia/Tokyo"  # a zone far from UTC, so a time shown in UTC cannot pass 
 
 
 @pytest.fixture
-def tab(browser, server):  # noqa: F811
+def tab(browser, server):
     """A page in Tokyo, in English, allowed to use the clipboard, that accepts confirm() dialogs."""
     context = browser.new_context(
         viewport={"width": 1100, "height": 760},
@@ -38,19 +38,7 @@ def tab(browser, server):  # noqa: F811
     context.close()
 
 
-def sent_messages(tab):
-    return tab.locator(".message--user")
-
-
-def composer_done(tab, sent):
-    """The POST of the `sent`-th message has come back (its answer holds the person's message, and
-    the composer is cleared in the same step): a reply can arrive over the events first, and a
-    next message typed before then would be cleared."""
-    expect(sent_messages(tab)).to_have_count(sent)
-    expect(tab.locator("#composer.htmx-request")).to_have_count(0)
-
-
-def test_shift_enter_makes_a_new_line_and_enter_sends(tab, server):  # noqa: F811
+def test_shift_enter_makes_a_new_line_and_enter_sends(tab, server):
     sign_in_and_open_chat(tab, server)
     box = tab.get_by_label("Message")
     box.fill("first line")
@@ -64,7 +52,7 @@ def test_shift_enter_makes_a_new_line_and_enter_sends(tab, server):  # noqa: F81
     expect(box).to_have_value("")
 
 
-def test_an_enter_that_ends_an_ime_composition_does_not_send(tab, server):  # noqa: F811
+def test_an_enter_that_ends_an_ime_composition_does_not_send(tab, server):
     """The handler claims (preventDefault) an Enter only when it sends: a composing one is left
     to the input method, and a plain one is claimed."""
     sign_in_and_open_chat(tab, server)
@@ -82,7 +70,7 @@ def test_an_enter_that_ends_an_ime_composition_does_not_send(tab, server):  # no
     assert sent_messages(tab).first.locator("p").inner_text() == "にほんご"
 
 
-def test_each_message_shows_its_time_in_the_persons_zone(tab, server):  # noqa: F811
+def test_each_message_shows_its_time_in_the_persons_zone(tab, server):
     sign_in_and_open_chat(tab, server)
     ask(tab, "hello")
     tab.locator(".message--assistant").first.wait_for()
@@ -100,14 +88,14 @@ def test_each_message_shows_its_time_in_the_persons_zone(tab, server):  # noqa: 
         assert time.get_attribute("title").endswith("UTC")  # the server's words, kept in the tooltip
 
 
-def test_a_new_message_gets_its_local_time_too(tab, server):  # noqa: F811
+def test_a_new_message_gets_its_local_time_too(tab, server):
     sign_in_and_open_chat(tab, server)
     ask(tab, "hello")
     expect(tab.locator(".message--assistant .message__meta time[data-local]")).to_have_count(1)
     expect(tab.locator(".message--user .message__meta time[data-local]")).to_have_count(1)
 
 
-def test_copy_puts_the_messages_words_on_the_clipboard(tab, server):  # noqa: F811
+def test_copy_puts_the_messages_words_on_the_clipboard(tab, server):
     sign_in_and_open_chat(tab, server)
     ask(tab, "a line to copy")
     # Once the turn has ended: until then the stream may send the message again, which replaces
@@ -126,7 +114,7 @@ def test_copy_puts_the_messages_words_on_the_clipboard(tab, server):  # noqa: F8
     assert "Assistant:" not in copied and "Copy" not in copied
 
 
-def test_rename_from_the_page(app, tab, server):  # noqa: F811
+def test_rename_from_the_page(app, tab, server):
     sign_in_and_open_chat(tab, server)
     ask(tab, "hello")
     tab.locator(".message--assistant").first.wait_for()
@@ -140,7 +128,7 @@ def test_rename_from_the_page(app, tab, server):  # noqa: F811
         assert db.session.scalar(sa.select(Conversation.title)) == "Plans for <b>spring</b>"
 
 
-def test_an_empty_title_is_refused_on_the_page(app, tab, server):  # noqa: F811
+def test_an_empty_title_is_refused_on_the_page(app, tab, server):
     sign_in_and_open_chat(tab, server)
     tab.get_by_text("Rename or delete").click()
     tab.get_by_label("New title").fill("   ")
@@ -149,7 +137,7 @@ def test_an_empty_title_is_refused_on_the_page(app, tab, server):  # noqa: F811
     expect(tab.get_by_role("heading", level=1)).to_have_text("New conversation")
 
 
-def test_delete_from_the_page_asks_first_and_lands_on_the_list(app, tab, server, posts, shots):  # noqa: F811
+def test_delete_from_the_page_asks_first_and_lands_on_the_list(app, tab, server, posts, shots):
     with app.app_context():  # two older conversations, for the sidebar of the README's picture
         alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
         for title in ("Quarterly numbers", "Launch checklist"):
@@ -173,7 +161,7 @@ def test_delete_from_the_page_asks_first_and_lands_on_the_list(app, tab, server,
     expect(tab.locator("#conversation-list li")).to_have_count(2)
 
 
-def test_search_from_the_list_as_the_person_types(app, tab, server):  # noqa: F811
+def test_search_from_the_list_as_the_person_types(app, tab, server):
     sign_in_and_open_chat(tab, server)
     ask(tab, "the budget for 2027")
     composer_done(tab, 1)
@@ -190,7 +178,7 @@ def test_search_from_the_list_as_the_person_types(app, tab, server):  # noqa: F8
     expect(tab.locator("#conversation-list")).to_contain_text("No conversation of yours holds “100%”.")
 
 
-def test_the_sidebar_search_opens_the_results(app, tab, server):  # noqa: F811
+def test_the_sidebar_search_opens_the_results(app, tab, server):
     sign_in_and_open_chat(tab, server)
     ask(tab, "the budget for 2027")
     tab.locator(".message--assistant").first.wait_for()
@@ -200,7 +188,7 @@ def test_the_sidebar_search_opens_the_results(app, tab, server):  # noqa: F811
     expect(tab.locator("#conversation-list li")).to_have_count(1)
 
 
-def test_words_typed_before_the_message_comes_back_are_kept(tab, server):  # noqa: F811
+def test_words_typed_before_the_message_comes_back_are_kept(tab, server):
     """The composer clears what was sent, never what the person typed after: here they type their
     next words while the message's POST is on its way."""
     sign_in_and_open_chat(tab, server)

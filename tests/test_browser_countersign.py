@@ -4,24 +4,13 @@ admin) cannot either."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from app.extensions import db
 from app.models import Approval
-from tests.test_browser import LONG, ask, browser, page, server, shots, sign_in_and_open_chat  # noqa: F401
+from tests.helpers.browser import ask, folder, sign_in_and_open_chat, signed_in  # noqa: F401 (folder: a fixture)
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture
-def folder(app):
-    reports = Path(app.config["FILES_ROOT"], "acme", "reports")
-    reports.mkdir(parents=True, exist_ok=True)
-    (reports / "q1.csv").write_text("a,b\n1,2\n")
-    (reports / "q2.csv").write_text("a,b\n3,4\n")
-    return reports
 
 
 @pytest.fixture
@@ -39,19 +28,7 @@ def handled(monkeypatch):
     return runs
 
 
-def signed_in(browser, server, email):  # noqa: F811
-    context = browser.new_context(viewport={"width": 1100, "height": 900})
-    other = context.new_page()
-    other.set_default_timeout(LONG)
-    other.goto(f"{server}/login")
-    other.get_by_label("Email").fill(email)
-    other.get_by_label("Password").fill("demo")
-    other.get_by_role("button", name="Sign in").click()
-    other.wait_for_url(f"{server}/")
-    return context, other
-
-
-def test_a_folder_delete_waits_for_the_admins_countersignature(app, page, browser, server, folder, handled, shots):  # noqa: F811
+def test_a_folder_delete_waits_for_the_admins_countersignature(app, page, browser, server, folder, handled, shots):
     sign_in_and_open_chat(page, server)
     ask(page, "/manage_files operation=delete_folder path=reports")
     card = page.locator(".card").last

@@ -14,8 +14,7 @@ from playwright.sync_api import expect
 
 from app.extensions import db
 from app.models import Approval, utcnow
-from tests.test_browser import LONG, ask, browser, page, server, sign_in_and_open_chat  # noqa: F401 (fixtures)
-from tests.test_browser_countersign import folder, signed_in  # noqa: F401 (fixtures)
+from tests.helpers.browser import LONG, ask, folder, sign_in_and_open_chat, signed_in  # noqa: F401 (folder: a fixture)
 
 pytestmark = pytest.mark.browser
 
@@ -43,7 +42,7 @@ def confirmed_folder_delete(page, server):
     return card
 
 
-def test_alices_card_follows_the_admins_countersignature_and_so_do_the_counts(page, browser, server, folder):  # noqa: F811
+def test_alices_card_follows_the_admins_countersignature_and_so_do_the_counts(page, browser, server, folder):
     card = confirmed_folder_delete(page, server)
     admin_context, admin = signed_in(browser, server, "admin@example.com")
     try:
@@ -57,7 +56,7 @@ def test_alices_card_follows_the_admins_countersignature_and_so_do_the_counts(pa
         admin_context.close()
 
 
-def test_alices_card_follows_the_admins_countersign_decline(page, browser, server, folder):  # noqa: F811
+def test_alices_card_follows_the_admins_countersign_decline(page, browser, server, folder):
     card = confirmed_folder_delete(page, server)
     admin_context, admin = signed_in(browser, server, "admin@example.com")
     try:
@@ -130,7 +129,7 @@ def test_a_card_whose_time_runs_out_shows_expired_without_a_reload(app, page, se
     expect(card.get_by_role("button")).to_have_count(0)
 
 
-def test_the_consoles_poll_waits_while_the_admin_writes_a_decline_reason(page, browser, server, folder, posts):  # noqa: F811
+def test_the_consoles_poll_waits_while_the_admin_writes_a_decline_reason(page, browser, server, folder, posts):
     confirmed_folder_delete(page, server)
     admin_context, admin = signed_in(browser, server, "admin@example.com")
     try:

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from tests.helpers.browser import LONG, ask, sign_in_and_open_chat
 from tests.streamed import StreamedModel
-from tests.test_browser import LONG, ask, browser, page, server, shots, sign_in_and_open_chat  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.browser
 
@@ -88,7 +88,7 @@ def leak() -> Iterator[tuple[int, list[str]]]:
     thread.join(timeout=5)
 
 
-def test_a_reply_renders_its_list_code_table_and_link_and_code_copies(page, server, model, shots):  # noqa: F811
+def test_a_reply_renders_its_list_code_table_and_link_and_code_copies(page, server, model, shots):
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server)
     model.enqueue(REPLY)
     sign_in_and_open_chat(page, server)
@@ -126,7 +126,7 @@ def _requests_to(page: Any, port: int) -> list[str]:
     return [url for url in page.requested if f":{port}/" in url]
 
 
-def test_nothing_the_reply_shows_is_fetched_streamed_stored_or_reloaded(page, server, model, gate, leak):  # noqa: F811
+def test_nothing_the_reply_shows_is_fetched_streamed_stored_or_reloaded(page, server, model, gate, leak):
     port, seen = leak
     page.requested = []
     page.on("request", lambda request: page.requested.append(request.url))

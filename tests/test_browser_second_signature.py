@@ -12,7 +12,7 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolRetu
 from app.copilot.testing import QueuedModel
 from app.extensions import db
 from app.models import Post
-from tests.test_browser import ask, browser, page, server, shots, sign_in_and_open_chat  # noqa: F401 (fixtures)
+from tests.helpers.browser import ask, sign_in_and_open_chat
 
 pytestmark = pytest.mark.browser
 

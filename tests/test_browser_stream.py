@@ -16,8 +16,8 @@ import sqlalchemy as sa
 from playwright.sync_api import expect
 
 from app.extensions import db
+from tests.helpers.browser import LONG, ask, sign_in_and_open_chat
 from tests.streamed import StreamedModel
-from tests.test_browser import LONG, ask, browser, page, server, sign_in_and_open_chat  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.browser
 
@@ -47,7 +47,7 @@ def gate() -> Any:
 
 
 @pytest.fixture
-def console(page: Any) -> list[str]:  # noqa: F811
+def console(page: Any) -> list[str]:
     """What the page logged as errors (shown when a test fails)."""
     seen: list[str] = []
     page.on("console", lambda m: seen.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
@@ -55,11 +55,11 @@ def console(page: Any) -> list[str]:  # noqa: F811
     return seen
 
 
-def messages_text(page: Any) -> str:  # noqa: F811
+def messages_text(page: Any) -> str:
     return page.locator("#messages").inner_text()
 
 
-def test_the_reply_appears_in_parts_before_the_turn_ends(page, server, model, gate, console):  # noqa: F811
+def test_the_reply_appears_in_parts_before_the_turn_ends(page, server, model, gate, console):
     model.enqueue("Alpha bravo charlie delta", gate=gate)
     sign_in_and_open_chat(page, server)
     ask(page, "Say four words")
@@ -87,7 +87,7 @@ def test_the_reply_appears_in_parts_before_the_turn_ends(page, server, model, ga
     assert order == ["user", "assistant"], (order, console)
 
 
-def test_a_reload_mid_reply_shows_the_text_so_far_and_the_rest_once(page, server, model, gate, console):  # noqa: F811
+def test_a_reload_mid_reply_shows_the_text_so_far_and_the_rest_once(page, server, model, gate, console):
     model.enqueue("Echo foxtrot golf hotel", gate=gate)
     sign_in_and_open_chat(page, server)
     ask(page, "Tell me the second four")
@@ -114,7 +114,7 @@ def test_a_reload_mid_reply_shows_the_text_so_far_and_the_rest_once(page, server
     expect(page.locator("button.stop")).to_be_hidden()
 
 
-def test_stop_ends_the_reply_where_it_was(page, server, model, gate, console):  # noqa: F811
+def test_stop_ends_the_reply_where_it_was(page, server, model, gate, console):
     model.enqueue("India juliett kilo lima", gate=gate)
     sign_in_and_open_chat(page, server)
     ask(page, "Count slowly")
@@ -146,7 +146,7 @@ def test_a_confirmed_card_shows_its_outcome_before_the_continuation(
     server,
     model,
     gate,
-    posts,  # noqa: F811
+    posts,
     console,
 ):
     sign_in_and_open_chat(page, server)
@@ -181,7 +181,7 @@ def test_a_confirmed_card_shows_its_outcome_before_the_continuation(
     expect(page.locator("button.stop")).to_be_hidden()
 
 
-def test_an_agents_message_shows_live_on_the_persons_page_as_the_agents(app, page, server, model, gate, console):  # noqa: F811
+def test_an_agents_message_shows_live_on_the_persons_page_as_the_agents(app, page, server, model, gate, console):
     """Words an agent token posts into the conversation the person has open appear there before
     the reply that answers them, once, marked as the agent's (red team, 2026-12-01: only the
     reply arrived, answering words the page did not show)."""
@@ -224,14 +224,14 @@ IN_VIEW = """() => {
 }"""
 
 
-def test_the_page_follows_a_streaming_reply(page, server, model, gate, console):  # noqa: F811
+def test_the_page_follows_a_streaming_reply(page, server, model, gate, console):
     model.enqueue([TALL, "end"], gate=gate)
     sign_in_and_open_chat(page, server)
     ask(page, "Write a long answer")
     page.wait_for_function(IN_VIEW, timeout=LONG)  # the newest words are in the window, not below it
 
 
-def test_a_person_who_scrolled_up_stays_there_and_is_offered_the_new_words(page, server, model, gate, console):  # noqa: F811
+def test_a_person_who_scrolled_up_stays_there_and_is_offered_the_new_words(page, server, model, gate, console):
     model.enqueue([TALL, "and the last words"], gate=gate)
     sign_in_and_open_chat(page, server)
     ask(page, "Write a long answer")

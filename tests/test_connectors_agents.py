@@ -10,18 +10,15 @@ import sqlalchemy as sa
 from app.auth import create_token
 from app.connectors.email import card_message_id
 from app.extensions import db
-from app.models import Approval, ConnectorThread, Post, User
+from app.models import ConnectorThread, Post, User
 from tests.conftest import api_headers
 from tests.fake_chat import chat_fixtures
+from tests.helpers.cards import card_of
+from tests.helpers.people import agent_token
 
 PROMPT = "Reply 'Yes' to confirm."
 
 services, app_config, chat = chat_fixtures()
-
-
-def agent_token(app, name="laptop", email="alice@example.com"):
-    with app.app_context():
-        return create_token(db.session.scalar(sa.select(User).where(User.email == email)), name=name, scope="agent")
 
 
 def agent_says(app, chat, token, text, thread="main"):
@@ -36,11 +33,6 @@ def agent_says(app, chat, token, text, thread="main"):
     )
     assert response.status_code == 202, response.get_data(as_text=True)
     chat.work()
-
-
-def card_of(app, post_id):
-    with app.app_context():
-        return next(a for a in db.session.scalars(sa.select(Approval)) if a.arguments.get("post") == post_id)
 
 
 def alice_says_yes_to(app, chat, post_id):

@@ -4,25 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from app import create_app
 from app.copilot.discovery import discover
 from app.copilot.testing import actions_contract_test
 from app.errors import ActionDeclarationError
+from tests.helpers.actions import cli_app
 
 # The kit's parametrized contract test, over the demo's risky actions.
 test_demo_actions_contract = actions_contract_test()
-
-
-def cli_app(database_url, package):
-    return create_app(
-        {
-            "COUNTERSIGN_ENV": "testing",
-            "SECRET_KEY": "k",
-            "SWEEP_ON_START": False,
-            "SQLALCHEMY_DATABASE_URI": database_url,
-            "ACTIONS_PACKAGE": package,
-        }
-    )
 
 
 def test_actions_check_passes_on_the_demo_actions(database_url):

@@ -15,58 +15,21 @@ from app.auth import create_token
 from app.extensions import db
 from app.models import Approval, AuditEvent, Message, User
 from tests.conftest import TOKEN, api_headers, outcome_row
-
-FOLDER_DELETE = "/manage_files operation=delete_folder path=reports"
-
-
-@pytest.fixture
-def folder(app):
-    acme = Path(app.config["FILES_ROOT"], "acme")
-    (acme / "reports").mkdir(parents=True, exist_ok=True)
-    (acme / "reports" / "old.csv").write_text("a,b\n1,2\n")
-    return acme / "reports"
-
-
-@pytest.fixture
-def handled(monkeypatch):
-    """Every ManageFiles.handle() run: (operation, the ActionContext's user's email)."""
-    from app.actions.manage_files import ManageFiles
-
-    runs: list[tuple[str, str]] = []
-    original = ManageFiles.handle
-
-    def counted(self, ctx, input):
-        runs.append((input.operation, ctx.user.email))
-        return original(self, ctx, input)
-
-    monkeypatch.setattr(ManageFiles, "handle", counted)
-    return runs
-
-
-@pytest.fixture
-def admin(sign_in):
-    return sign_in("admin@example.com")
+from tests.helpers.countersign import (  # noqa: F401 (admin, folder, handled: fixtures)
+    FOLDER_DELETE,
+    admin,
+    card_for,
+    confirmed,
+    folder,
+    handled,
+    second_token,
+    token_for,
+)
 
 
 @pytest.fixture
 def bob(sign_in):
     return sign_in("bob@example.com")
-
-
-def confirmed(alice) -> str:
-    """alice asks for the folder delete and confirms it: the card's id (now countersigning)."""
-    approval_id, token = alice.card(alice.say(alice.new_conversation(), FOLDER_DELETE))
-    body = alice.answer(approval_id, token).get_data(as_text=True)
-    assert "Confirmed — waiting for a countersignature" in body
-    return approval_id
-
-
-def second_token(person, approval_id: str) -> str:
-    page = person.client.get(f"/approvals/{approval_id}")
-    assert page.status_code == 200, page.status_code
-    html = page.get_data(as_text=True)
-    assert f"/approvals/{approval_id}/countersign" in html
-    return TOKEN.findall(html)[-1]
 
 
 def status_of(app, approval_id: str) -> Approval:
@@ -87,11 +50,6 @@ def audit_rows(app, approval_id: str) -> list[tuple[str, str, int | None, str]]:
     with app.app_context():
         rows = db.session.scalars(sa.select(AuditEvent).where(AuditEvent.approval_id == approval_id).order_by(AuditEvent.id))
         return [(r.event, r.outcome, r.user_id, r.detail) for r in rows]
-
-
-def token_for(app, email: str, scope: str) -> dict[str, str]:
-    with app.app_context():
-        return api_headers(create_token(db.session.scalar(sa.select(User).where(User.email == email)), scope=scope))
 
 
 # The engine and the browser ------------------------------------------------------------------
@@ -471,7 +429,7 @@ def test_a_chat_yes_gives_no_signature(app, folder, handled):
     from app.copilot.tokens import Actor, ChannelProof
     from app.errors import NeedsSecondSignature
 
-    approval_id = _card_for(app, "alice@example.com")
+    approval_id = card_for(app, "alice@example.com")
     with app.app_context():
         alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
         actor = Actor(user=alice, binding="telegram:42", channel="telegram")
@@ -484,7 +442,7 @@ def test_a_chat_yes_gives_no_signature(app, folder, handled):
 def test_a_connector_links_a_countersigned_card_instead_of_asking_yes(app, folder):
     from app.connectors.base import post_card
 
-    approval_id = _card_for(app, "alice@example.com")
+    approval_id = card_for(app, "alice@example.com")
     sent: list[str] = []
 
     class Chat:
@@ -534,7 +492,7 @@ def test_32_simultaneous_countersigns_run_handle_exactly_once(app, folder, handl
     for trial in range(5):
         (folder.parent / f"r{trial}").mkdir()
         (folder.parent / f"r{trial}" / "x.txt").write_text("x")
-        approval_id = _card_for(app, "alice@example.com", path=f"r{trial}", confirm=True)
+        approval_id = card_for(app, "alice@example.com", path=f"r{trial}", confirm=True)
         (queued,) = [
             q for q in client.get("/api/countersign", headers=client_headers).get_json()["approvals"] if q["id"] == approval_id
         ]
@@ -625,7 +583,7 @@ def test_a_callable_rule_names_who_may_sign(app, folder, handled, monkeypatch):
         "bob", lambda signer, ctx, input: signer.email == "bob@example.com" and ctx.user.email == "alice@example.com"
     )
     monkeypatch.setattr(ManageFiles, "countersign", {"delete_folder": bob_only})
-    approval_id = _card_for(app, "alice@example.com", confirm=True)
+    approval_id = card_for(app, "alice@example.com", confirm=True)
     from app.copilot.agent import engine
     from app.copilot.countersigning import may_countersign
 
@@ -637,26 +595,6 @@ def test_a_callable_rule_names_who_may_sign(app, folder, handled, monkeypatch):
 
 
 # helpers ----------------------------------------------------------------------------------------
-
-
-def _card_for(app, email: str, path: str = "reports", confirm: bool = False) -> str:
-    """A folder-delete card of this person's, straight through the engine (as the web would)."""
-    from app.copilot import agent
-    from app.copilot.tokens import Actor, sign
-    from app.models import Conversation
-
-    with app.app_context():
-        person = db.session.scalar(sa.select(User).where(User.email == email))
-        conversation = Conversation(tenant_id=person.tenant_id, user_id=person.id)
-        db.session.add(conversation)
-        db.session.commit()
-        actor = Actor(user=person, binding="web:test", channel="web")
-        agent.send_message(conversation, actor, f"/manage_files operation=delete_folder path={path}")
-        approval = db.session.scalar(sa.select(Approval).where(Approval.conversation_id == conversation.id))
-        assert approval is not None and approval.status == "pending"
-        if confirm:
-            agent.answer(approval.id, sign(approval, actor.binding), actor, "confirm")
-        return approval.id
 
 
 def _session_id(app, person) -> str:

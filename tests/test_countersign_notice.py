@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from app.auth import create_token
 from app.extensions import db
 from app.models import ApiToken, Approval, User
-from tests.test_countersign import FOLDER_DELETE, _card_for, confirmed, handled  # noqa: F401
+from tests.helpers.countersign import FOLDER_DELETE, card_for, confirmed, handled  # noqa: F401
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def test_mcp_keeps_waiting_after_the_first_signature_and_signs_nothing(app, fold
 
     from app.mcp import _answer
 
-    approval_id = _card_for(app, "alice@example.com", confirm=True)
+    approval_id = card_for(app, "alice@example.com", confirm=True)
     alice_token = _mcp_token(app, "alice@example.com", "client")
     admin_token = _mcp_token(app, "admin@example.com", "client")
     with app.app_context():

@@ -10,8 +10,8 @@ import sqlalchemy as sa
 from app.extensions import db
 from app.models import Approval
 from tests.conftest import outcome_row
-from tests.test_admin import pending_delete
-from tests.test_countersign import admin, confirmed, folder, second_token, token_for  # noqa: F401 (fixtures)
+from tests.helpers.cards import pending_delete
+from tests.helpers.countersign import admin, confirmed, folder, second_token, token_for  # noqa: F401 (fixtures)
 
 WHEN = r"\d{4}-\d\d-\d\d \d\d:\d\d UTC"
 
@@ -35,7 +35,7 @@ def test_the_persons_own_decline_says_you_and_when(alice, posts):
 
 def test_a_submitted_form_says_submitted_by_you(alice, model):
     from app.copilot.testing import tool_call
-    from tests.test_forms import form_of, submit
+    from tests.helpers.cards import form_of, submit
 
     model.enqueue(tool_call("draft_post", title="Launch notes"))
     approval, token = form_of(alice.say(alice.new_conversation(), "write a post"))

@@ -20,6 +20,7 @@ from app.copilot.testing import tool_call
 from app.extensions import db
 from app.models import Approval, AuditEvent, Message, Post, Run
 from tests.conftest import outcome_row
+from tests.helpers.cards import form_of, submit
 
 CANARY = "CANARY-f0rm-51e"
 FORM_TYPES = {"string", "number", "integer", "boolean"}
@@ -37,16 +38,6 @@ FORM_KEYS = {
     "enum",
     "enumNames",
 }
-
-
-def form_of(html):
-    approval = re.findall(r'id="approval-([0-9a-f]{32})"', html)[-1]
-    token = re.findall(r'name="token" value="([^"]+)"', html)[-1]
-    return approval, token
-
-
-def submit(person, approval, token, **values):
-    return person.htmx_post(f"/approvals/{approval}/submit", token=token, **values)
 
 
 def test_missing_fields_give_a_form_with_the_given_ones_filled(alice):

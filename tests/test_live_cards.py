@@ -15,7 +15,7 @@ import pytest
 from app.copilot import events
 from app.extensions import db
 from app.models import Approval, utcnow
-from tests.test_countersign import FOLDER_DELETE, admin, folder, second_token, token_for  # noqa: F401 (fixtures)
+from tests.helpers.countersign import FOLDER_DELETE, admin, folder, second_token, token_for  # noqa: F401 (fixtures)
 
 
 @pytest.fixture

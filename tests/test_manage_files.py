@@ -66,7 +66,7 @@ def test_paths_outside_the_tenants_folder_are_not_found(alice, folder, path):
 
 @pytest.mark.parametrize("extra, said", [(0, "the 1 item in it"), (1, "the 2 items in it")])
 def test_a_folder_delete_counts_its_items_in_good_english(alice, sign_in, model, folder, extra, said):
-    from tests.adversarial.test_file_paths import both_signatures
+    from tests.helpers.countersign import both_signatures
 
     for n in range(extra):
         (folder / "reports" / f"more{n}.csv").write_text("x")

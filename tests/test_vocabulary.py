@@ -13,7 +13,7 @@ from app.extensions import db
 from app.models import Approval
 from app.status import FINAL, NO_ONE, OUTCOMES, RunStatus, Status, card_line, chat_line, model_line
 from tests.conftest import outcome_row
-from tests.test_forms import form_of, submit
+from tests.helpers.cards import form_of, submit
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = sorted({s.value for s in Status} | {s.value for s in RunStatus})

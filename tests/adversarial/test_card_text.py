@@ -218,7 +218,7 @@ def test_a_placeholder_approval_values_forgot_fails_instead_of_printing_the_raw_
 
 
 def test_actions_check_catches_approval_values_that_hand_back_the_models_string(database_url):
-    from tests.test_contract import cli_app
+    from tests.helpers.actions import cli_app
 
     result = cli_app(database_url, "tests.fixtures.echo_values").test_cli_runner().invoke(args=["actions", "check"])
     assert result.exit_code == 1

@@ -14,7 +14,8 @@ import sqlalchemy as sa
 from app.copilot.testing import tool_call
 from app.extensions import db
 from app.models import Approval, AuditEvent, Message
-from tests.conftest import TOKEN, outcome_row
+from tests.conftest import outcome_row
+from tests.helpers.countersign import both_signatures
 
 
 @pytest.fixture
@@ -85,15 +86,6 @@ def test_a_linked_folder_is_never_entered_to_read_list_or_delete(app, alice, mod
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Approval)) == 0
     assert (globex / "secret.txt").exists()
-
-
-def both_signatures(alice, admin, html: str) -> str:
-    """A folder delete needs an admin's countersignature (the demo's two-person rule): alice
-    confirms, the admin countersigns on the card's page; the card as the admin's answer shows it."""
-    approval_id, token = alice.card(html)
-    assert "waiting for a countersignature" in alice.answer(approval_id, token).get_data(as_text=True)
-    second = TOKEN.findall(admin.client.get(f"/approvals/{approval_id}").get_data(as_text=True))[-1]
-    return admin.htmx_post(f"/approvals/{approval_id}/countersign", token=second).get_data(as_text=True)
 
 
 def test_a_folder_delete_removes_links_inside_it_but_not_their_targets(app, alice, files, sign_in):

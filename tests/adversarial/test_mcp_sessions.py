@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.models import Post
-from tests.test_mcp import HTTP_TIMEOUT, clients, server, tokens  # noqa: F401  (the fixtures)
+from tests.helpers.mcp import HTTP_TIMEOUT, clients, mcp_process, server, tokens  # noqa: F401  (the fixtures)
 
 LEGACY = "2025-06-18"
 FORM = {"title": "Bob's draft", "body": "Bob's own words", "status": "draft"}
@@ -81,14 +81,14 @@ class Session:
 
 
 @pytest.fixture
-def bob(server, clients):  # noqa: F811
+def bob(server, clients):
     """Bob's own app (client token) in a handshake-era session: it may fill his forms itself."""
     session = Session(server.url, clients["bob"])
     yield session
     session.http.close()
 
 
-def others(tokens, clients) -> dict[str, str]:  # noqa: F811
+def others(tokens, clients) -> dict[str, str]:
     """Every token but the session's own: another person's, another tenant's, bob's own agent's."""
     return {
         "alice's agent": tokens["alice"],
@@ -107,7 +107,7 @@ def saved(app, title: str) -> Post | None:
         return db.session.scalar(sa.select(Post).where(Post.title == title))
 
 
-def test_another_token_cannot_answer_the_sessions_pending_form(app, bob, tokens, clients):  # noqa: F811
+def test_another_token_cannot_answer_the_sessions_pending_form(app, bob, tokens, clients):
     with bob.call("draft_post", {"title": FORM["title"]}) as stream:
         ask = next(stream)
         assert ask["method"] == "elicitation/create" and ask["params"]["mode"] == "form"
@@ -121,7 +121,7 @@ def test_another_token_cannot_answer_the_sessions_pending_form(app, bob, tokens,
     assert saved(app, FORM["title"]).body == "Bob's own words"
 
 
-def test_another_token_cannot_decline_the_sessions_pending_form(app, bob, tokens):  # noqa: F811
+def test_another_token_cannot_decline_the_sessions_pending_form(app, bob, tokens):
     with bob.call("draft_post", {"title": FORM["title"]}) as stream:
         ask = next(stream)
         assert is_unknown(bob.answer(ask["id"], {"action": "decline"}, tokens["carol"]))
@@ -130,7 +130,7 @@ def test_another_token_cannot_decline_the_sessions_pending_form(app, bob, tokens
     assert saved(app, FORM["title"]).status == "draft"
 
 
-def test_another_token_cannot_answer_under_another_protocol_header(app, bob, tokens):  # noqa: F811
+def test_another_token_cannot_answer_under_another_protocol_header(app, bob, tokens):
     """No MCP-Protocol-Version is the handshake route (404); a stateless one never reads the session id."""
     with bob.call("draft_post", {"title": FORM["title"]}) as stream:
         ask = next(stream)
@@ -146,7 +146,7 @@ def test_another_token_cannot_answer_under_another_protocol_header(app, bob, tok
     assert saved(app, FORM["title"]).body == "Bob's own words"
 
 
-def test_another_token_cannot_delete_the_session_and_its_own_can(bob, tokens, clients):  # noqa: F811
+def test_another_token_cannot_delete_the_session_and_its_own_can(bob, tokens, clients):
     for who, token in others(tokens, clients).items():
         assert is_unknown(bob.delete(token)), who
     ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
@@ -155,7 +155,7 @@ def test_another_token_cannot_delete_the_session_and_its_own_can(bob, tokens, cl
     assert is_unknown(bob.post(ping, bob.token))
 
 
-def test_another_token_cannot_open_the_sessions_stream_or_call_in_it(app, bob, tokens, clients):  # noqa: F811
+def test_another_token_cannot_open_the_sessions_stream_or_call_in_it(app, bob, tokens, clients):
     call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "draft_post", "arguments": FORGED["content"]}}
     for who, token in others(tokens, clients).items():
         assert bob.get_status(token) == 404, who
@@ -164,7 +164,7 @@ def test_another_token_cannot_open_the_sessions_stream_or_call_in_it(app, bob, t
     assert bob.get_status(bob.token) == 200
 
 
-def test_refused_looks_exactly_like_an_unknown_session(bob, tokens):  # noqa: F811
+def test_refused_looks_exactly_like_an_unknown_session(bob, tokens):
     """404, not 403: a wrong token learns nothing about whether the id exists."""
     ping = {"jsonrpc": "2.0", "id": 4, "method": "ping"}
     foreign = bob.post(ping, tokens["carol"])

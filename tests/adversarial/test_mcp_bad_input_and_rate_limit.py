@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 
 import httpx2
-import pytest
 import sqlalchemy as sa
 
 from app.extensions import db
 from app.models import Approval, Post
-from tests.test_mcp import HTTP_TIMEOUT, McpServer, first_leg, tokens  # noqa: F401  (the fixture)
+from tests.helpers.mcp import HTTP_TIMEOUT, McpServer, first_leg, module_server, tokens  # noqa: F401 (tokens: a fixture)
 
 ENVELOPE = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -29,11 +28,7 @@ class LimitedMcpServer(McpServer):
         super().start()
 
 
-@pytest.fixture
-def server(app, database_url):
-    process = LimitedMcpServer(database_url)
-    yield process
-    process.kill()
+mcp_process, server = module_server(LimitedMcpServer)
 
 
 def raw_call(server, token, arguments_json: str):
@@ -71,7 +66,7 @@ def nothing_stored(app):
         assert db.session.scalar(sa.select(Post).where(Post.title.like("a%b"))) is None
 
 
-def test_unstorable_arguments_are_a_tool_error_and_nothing_is_stored(app, server, tokens):  # noqa: F811
+def test_unstorable_arguments_are_a_tool_error_and_nothing_is_stored(app, server, tokens):
     nul = first_leg(server, tokens["alice"], "draft_post", {"title": "a\x00b"})
     assert nul.is_error and nul.content[0].text == "Invalid arguments: Text may not contain the NUL character (U+0000)."
     surrogate = tool_error(raw_call(server, tokens["bob"], '{"title": "a\\ud800b"}'))
@@ -81,7 +76,7 @@ def test_unstorable_arguments_are_a_tool_error_and_nothing_is_stored(app, server
     nothing_stored(app)
 
 
-def test_a_body_nested_too_deep_is_a_parse_error(server, tokens):  # noqa: F811
+def test_a_body_nested_too_deep_is_a_parse_error(server, tokens):
     with httpx2.Client(timeout=HTTP_TIMEOUT) as http:
         response = http.post(
             server.url,
@@ -96,7 +91,7 @@ def test_a_body_nested_too_deep_is_a_parse_error(server, tokens):  # noqa: F811
     assert response.status_code == 400 and response.json()["error"]["message"] == "Parse error"
 
 
-def test_tool_calls_are_limited_per_token(app, server, tokens):  # noqa: F811
+def test_tool_calls_are_limited_per_token(app, server, tokens):
     said = [first_leg(server, tokens["alice"], "list_posts", {}) for _ in range(3)]
     assert [r.is_error for r in said] == [False, False, True]
     assert said[2].content[0].text.startswith("Too many tool calls with this token. Try again in ")

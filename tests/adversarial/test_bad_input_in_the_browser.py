@@ -9,12 +9,12 @@ from playwright.sync_api import expect
 
 from app.extensions import db
 from app.models import Message
-from tests.test_browser import LONG, ask, browser, page, server, sign_in_and_open_chat  # noqa: F401  (fixtures)
+from tests.helpers.browser import LONG, ask, sign_in_and_open_chat
 
 pytestmark = pytest.mark.browser
 
 
-def test_an_over_long_message_is_refused_in_place_and_stays_in_the_composer(app, page, server):  # noqa: F811
+def test_an_over_long_message_is_refused_in_place_and_stays_in_the_composer(app, page, server):
     sign_in_and_open_chat(page, server)
     words = "y" * 4001
     ask(page, words)

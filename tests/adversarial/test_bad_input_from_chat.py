@@ -11,8 +11,8 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.models import Message
-from tests.adversarial.test_edges_more import LIMIT
 from tests.fake_chat import chat_fixtures
+from tests.helpers.messages import LIMIT
 
 services, app_config, chat = chat_fixtures()
 

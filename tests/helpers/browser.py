@@ -1,0 +1,73 @@
+"""The browser tests' steps (the fixtures, `browser`, `page`, `server` and `shots`, are in
+tests/conftest.py): sign in through the form, open a chat, type a message."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", shutil.which("chromium") or "/usr/bin/chromium")
+# COUNTERSIGN_SCREENSHOTS=1 refreshes the README's pictures; otherwise they go to a temp dir.
+DOCS_SCREENSHOTS = Path(__file__).resolve().parent.parent.parent / "docs" / "screenshots"
+# ms: the limit for anything the page must do. Playwright's own defaults (30 s for actions, 5 s
+# for expect) are about a quick machine; a loaded one may take seconds to render, so a wait that
+# runs out means a broken page, not a slow one.
+LONG = 30_000
+
+
+def sign_in(page, server, email="alice@example.com"):
+    """Sign in through the form, with the demo password."""
+    page.goto(f"{server}/login")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill("demo")
+    page.get_by_role("button", name="Sign in").click()
+
+
+def sign_in_and_open_chat(page, server, email="alice@example.com"):
+    sign_in(page, server, email)
+    page.get_by_role("button", name="New conversation").first.click()
+    page.wait_for_url("**/c/*")
+
+
+def ask(page, text):
+    page.get_by_label("Message").fill(text)
+    page.get_by_label("Message").press("Enter")
+
+
+def signed_in(browser, server, email):
+    """A second browser context (its own cookies) signed in as `email`: (context, its page)."""
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    other = context.new_page()
+    other.set_default_timeout(LONG)
+    other.goto(f"{server}/login")
+    other.get_by_label("Email").fill(email)
+    other.get_by_label("Password").fill("demo")
+    other.get_by_role("button", name="Sign in").click()
+    other.wait_for_url(f"{server}/")
+    return context, other
+
+
+def sent_messages(tab):
+    return tab.locator(".message--user")
+
+
+def composer_done(tab, sent):
+    """The POST of the `sent`-th message has come back (its answer holds the person's message, and
+    the composer is cleared in the same step): a reply can arrive over the events first, and a
+    next message typed before then would be cleared."""
+    expect(sent_messages(tab)).to_have_count(sent)
+    expect(tab.locator("#composer.htmx-request")).to_have_count(0)
+
+
+@pytest.fixture
+def folder(app):
+    """acme's reports folder with two files: a folder delete needs an admin's countersignature."""
+    reports = Path(app.config["FILES_ROOT"], "acme", "reports")
+    reports.mkdir(parents=True, exist_ok=True)
+    (reports / "q1.csv").write_text("a,b\n1,2\n")
+    (reports / "q2.csv").write_text("a,b\n3,4\n")
+    return reports
