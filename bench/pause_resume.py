@@ -16,9 +16,9 @@ The same instant model decides in each: a `delete_post` call for the message, th
 once the call's result is back (pydantic-ai's `FunctionModel` for Countersign and pydantic-ai; a
 plain function in LangGraph's model node, its messages plain dicts: no LangChain message objects).
 
-    python bench/pause_resume.py [--n 300] [--json]
+    python bench/pause_resume.py [--n 300] [--warm 20] [--json]
 
-After 20 warm-up approvals of each, n approvals of each, the three in a rotating order. Medians
+After `--warm` approvals of each (not counted), n approvals of each, the three in a rotating order. Medians
 and p95s, and the ratios: ours ÷ LangGraph, ours ÷ pydantic-ai (medians, and p95s).
 """
 
@@ -299,10 +299,11 @@ def run(n: int, database_url: str, warm: int = 20) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=300)
+    parser.add_argument("--warm", type=int, default=20, help="approvals of each before the measured ones")
     parser.add_argument("--database-url", default=None, help="Countersign's database (default: a new SQLite file)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    r = run(args.n, args.database_url or temp_sqlite())
+    r = run(args.n, args.database_url or temp_sqlite(), args.warm)
     if args.json:
         print(json.dumps(r))
         return

@@ -2,10 +2,12 @@
 run), and one table of the figures: the median of the runs and their min–max, beside the goal.
 
     .venv/bin/python bench/run.py [--runs 3] [--pg postgresql://...] [--redis redis://127.0.0.1:6379] [--smoke] [--only P4]
+                                  [--save FILE]
 
 --smoke: one short run of each, to show the benchmarks still work (CI prints it; no goal is
 asserted anywhere). Without --pg, the PostgreSQL rows use COUNTERSIGN_BENCH_PG_URL, or are left out.
---only P4: only the benchmarks of the figures whose names start so (P1 … P6, L1, L2).
+--only P4: only the benchmarks of the figures whose names start so (P1 … P6, L1, L2; several: "L1 ours,P6").
+--save FILE: every run's own figures (each benchmark's JSON, L1's with its peer's) as one JSON file.
 
 L1 (slow_model.py) runs alternating with its peer, pydantic-ai's own AG-UI server (peer_agui.py):
 L1, peer, L1, peer, …, each pair in the same minutes; the ratios (ours ÷ the peer's) are taken
@@ -199,7 +201,7 @@ def plan(smoke: bool, pg: str | None, redis: str) -> list[Row]:
     rows.append(
         (
             "pause_resume.py",
-            ["--n", "20" if small else "300"],
+            ["--n", "20", "--warm", "5"] if small else ["--n", "300"],
             [
                 Figure(
                     "P6 one approval in process, ours ÷ LangGraph, median (SQLite)",
@@ -408,13 +410,15 @@ def main() -> None:
     parser.add_argument("--redis", default="redis://127.0.0.1:6379", help="the Redis server of P1, L1, L2 (databases 12–14)")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--only", default="", metavar="NAME")
+    parser.add_argument("--save", default=None, metavar="FILE")
     args = parser.parse_args()
     runs = 1 if args.smoke else args.runs
     started = time.monotonic()
     load = [round(x, 2) for x in os.getloadavg()]
     table: list[tuple[Figure, list[float]]] = []
+    saved: list[dict[str, Any]] = []
     for script, script_args, every, *beside in plan(args.smoke, args.pg, args.redis.rstrip("/")):
-        figures = [f for f in every if f.name.startswith(args.only)]
+        figures = [f for f in every if f.name.startswith(tuple(args.only.split(",")))]
         if not figures:
             continue
         results = []
@@ -424,7 +428,10 @@ def main() -> None:
                 result["peer"] = timed(*beside[0], f"beside run {i + 1} of {runs}")
             results.append(result)
         table.extend((f, [f.read(r) for r in results]) for f in figures)
+        saved.append({"script": script, "args": script_args, "runs": results})
 
+    if args.save:
+        Path(args.save).write_text(json.dumps(saved))
     print(
         f"\nCountersign benchmarks: median of {runs} run(s), min–max beside it"
         f"{' (SMOKE: short runs, figures not meaningful)' if args.smoke else ''}; {os.cpu_count()} CPUs, "
