@@ -98,15 +98,18 @@ class EventStream:
         self.ended = False
 
     @classmethod
-    async def open(cls, port: int, path: str, headers: dict[str, str]) -> EventStream:
+    async def open(cls, port: int, path: str, headers: dict[str, str], method: str = "GET", body: Any = None) -> EventStream:
+        """GET the stream, or (`method="POST"`, a JSON `body`) post a request whose answer is one."""
         reader, writer = await asyncio.open_connection(HOST, port)
+        data = b"" if body is None else json.dumps(body).encode()
+        sent = {"Accept": "text/event-stream", **({"Content-Type": "application/json"} if body is not None else {}), **headers}
         try:
-            writer.write(_head("GET", path, {"Accept": "text/event-stream", **headers}, b""))
+            writer.write(_head(method, path, sent, data))
             await writer.drain()
             status, got = await _read_head(reader)
             if status != 200 or not got.get("content-type", "").startswith("text/event-stream"):
                 body = await asyncio.wait_for(_read_body(reader, got), 5)
-                raise HTTPError(f"GET {path}: {status} {got.get('content-type')} {body[:200]!r}")
+                raise HTTPError(f"{method} {path}: {status} {got.get('content-type')} {body[:200]!r}")
         except BaseException:
             writer.close()
             raise

@@ -465,11 +465,11 @@ def seed_people(env: dict[str, str], n: int, tenant: str = "bench", fresh: bool 
 
 
 class LoginProbe:
-    """`GET /login` every 100 ms from a process of its own (bench/_login_probe.py: the benchmark's
-    own busy client does not slow the probe), open loop, a new connection each."""
+    """`GET /login` (or `path`) every 100 ms from a process of its own (bench/_login_probe.py: the
+    benchmark's own busy client does not slow the probe), open loop, a new connection each."""
 
-    def __init__(self, port: int, every: float = 0.1, limit: float = 600) -> None:
-        self.port, self.every, self.limit = port, every, limit
+    def __init__(self, port: int, every: float = 0.1, limit: float = 600, path: str = "/login") -> None:
+        self.port, self.every, self.limit, self.path = port, every, limit, path
         self.proc: subprocess.Popen[str] | None = None
 
     def start(self) -> None:
@@ -482,6 +482,8 @@ class LoginProbe:
                 str(self.every),
                 "--limit",
                 str(self.limit),
+                "--path",
+                self.path,
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -1,10 +1,10 @@
-"""`GET /login` every `--every` seconds on 127.0.0.1:PORT, each on a new connection in a thread of
+"""`GET /login` (or `--path`) every `--every` seconds on 127.0.0.1:PORT, each on a new connection in a thread of
 its own (open loop: a stalled server meets as many probes as a person reloading would send), until
 a line on standard input (or its end: the benchmark is gone) or `--limit` seconds; then it waits
 up to 60 s for the probes still out and prints their figures as one JSON line. A failed probe
 counts at the time it gave up; one not back in time counts as failed and is left out of the times.
 
-    python bench/_login_probe.py PORT [--every 0.1] [--limit 600]
+    python bench/_login_probe.py PORT [--every 0.1] [--limit 600] [--path /login]
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ def main() -> None:
     parser.add_argument("port", type=int)
     parser.add_argument("--every", type=float, default=0.1)
     parser.add_argument("--limit", type=float, default=600.0)
+    parser.add_argument("--path", default="/login")
     args = parser.parse_args()
     samples: list[float] = []
     failed = 0
@@ -35,7 +36,7 @@ def main() -> None:
         start = time.perf_counter()
         try:
             conn = http.client.HTTPConnection("127.0.0.1", args.port, timeout=TIMEOUT)
-            conn.request("GET", "/login")
+            conn.request("GET", args.path)
             response = conn.getresponse()
             response.read()
             conn.close()

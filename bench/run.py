@@ -1,15 +1,21 @@
 """Every benchmark, each run three times in a fresh interpreter (A and B alternate inside each
 run), and one table of the figures: the median of the runs and their min–max, beside the goal.
 
-    .venv/bin/python bench/run.py [--runs 3] [--pg postgresql://...] [--smoke] [--only P4]
+    .venv/bin/python bench/run.py [--runs 3] [--pg postgresql://...] [--redis redis://127.0.0.1:6379] [--smoke] [--only P4]
+                                  [--save FILE]
 
 --smoke: one short run of each, to show the benchmarks still work (CI prints it; no goal is
 asserted anywhere). Without --pg, the PostgreSQL rows use COUNTERSIGN_BENCH_PG_URL, or are left out.
---only P4: only the benchmarks of the figures whose names start so (P1 … P5, L1, L2).
+--only P4: only the benchmarks of the figures whose names start so (P1 … P6, L1, L2; several: "L1 ours,P6").
+--save FILE: every run's own figures (each benchmark's JSON, L1's with its peer's) as one JSON file.
+
+L1 (slow_model.py) runs alternating with its peer, pydantic-ai's own AG-UI server (peer_agui.py):
+L1, peer, L1, peer, …, each pair in the same minutes; the ratios (ours ÷ the peer's) are taken
+within each pair, then their median and min–max. The smoke runs the peer beside the first L1 only.
 
 The web of P1 and L1 runs under WEB (gunicorn `-k gevent` where gevent is installed, else `-k
 gthread`); L2 runs under each worker class installed, WEB first (the smoke: WEB only). P1 and L1
-start `flask --app wsgi worker` beside it and use Redis databases 14 and 13 (flushed first).
+start `flask --app wsgi worker` beside it and use databases 14 and 13 of `--redis` (flushed first).
 """
 
 from __future__ import annotations
@@ -51,16 +57,77 @@ def bench(script: str, *args: str) -> dict[str, Any]:
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def plan(smoke: bool, pg: str | None) -> list[tuple[str, list[str], list[Figure]]]:
+def ours_cpu_per_turn_ms(r: dict[str, Any]) -> float:
+    """L1's server CPU per turn: the web, the turn workers and the Redis server, per person."""
+    return 1000 * sum(r["cpu_s"][role] for role in ("web", "worker", "redis")) / r["n"]
+
+
+def peer_figures(label: str, people: str) -> list[Figure]:
+    """The figures of an L1 run and its peer's run (r["peer"]) of the same minutes."""
+    return [
+        Figure(
+            f"L1 ours ÷ peer: turn end p99 ({label})",
+            "≤ 1.1×",
+            "×",
+            lambda r: r["turn"]["p99_ms"] / r["peer"]["turn"]["p99_ms"],
+            lambda v: v <= 1.1,
+        ),
+        Figure(
+            f"L1 ours ÷ peer: server CPU per turn ({label})",
+            "≤ 1.25×",
+            "×",
+            lambda r: ours_cpu_per_turn_ms(r) / r["peer"]["cpu_per_turn_ms"],
+            lambda v: v <= 1.25,
+        ),
+        Figure(f"L1 server CPU per turn: web + workers + Redis ({label})", "", "ms", ours_cpu_per_turn_ms, lambda v: True),
+        Figure(
+            f"L1 peer: turn end p99, {people} at once ({label} run)",
+            "",
+            "s",
+            lambda r: r["peer"]["turn"]["p99_ms"] / 1000,
+            lambda v: True,
+        ),
+        Figure(f"L1 peer: failed turns ({label} run)", "0", "", lambda r: r["peer"]["failures"]["total"], lambda v: v == 0),
+        Figure(
+            f"L1 peer: server CPU per turn, uvicorn ({label} run)",
+            "",
+            "ms",
+            lambda r: r["peer"]["cpu_per_turn_ms"],
+            lambda v: True,
+        ),
+        Figure(
+            f"L1 peer: first words p95, fake sent → read ({label} run)",
+            "",
+            "ms",
+            lambda r: r["peer"]["first_words"].get("p95_ms", float("inf")),
+            lambda v: True,
+        ),
+        Figure(
+            f"L1 peer: GET /health p99 during ÷ idle ({label} run)",
+            "",
+            "×",
+            lambda r: r["peer"]["health"]["ratio_p99"] or float("inf"),
+            lambda v: True,
+        ),
+    ]
+
+
+# A benchmark: its script, its arguments, its figures; a fourth element, when there is one, is the
+# peer's script and arguments, run after each of its runs (their figures read r["peer"]).
+Row = tuple[str, list[str], list[Figure]] | tuple[str, list[str], list[Figure], tuple[str, list[str]]]
+
+
+def plan(smoke: bool, pg: str | None, redis: str) -> list[Row]:
+    """Each benchmark: its script, its arguments, its figures, and the peer run beside each of its runs (or None)."""
     small = smoke
     few, many = ("100", "1k") if small else ("1k", "100k")
     databases: list[tuple[str, list[str]]] = [("SQLite", [])] + ([("PostgreSQL", ["--database-url", pg])] if pg else [])
-    rows: list[tuple[str, list[str], list[Figure]]] = []
+    rows: list[Row] = []
     for label, db in databases:
         rows.append(
             (
                 "confirm_roundtrip.py",
-                ["--n", "10" if small else "200", "--worker-class", WEB, *db],
+                ["--n", "10" if small else "200", "--worker-class", WEB, "--redis", f"{redis}/14", *db],
                 [
                     Figure(
                         f"P1 confirm (respond-async) ÷ one INSERT, median ({label})",
@@ -133,6 +200,33 @@ def plan(smoke: bool, pg: str | None) -> list[tuple[str, list[str], list[Figure]
         )
     rows.append(
         (
+            "pause_resume.py",
+            ["--n", "20", "--warm", "5"] if small else ["--n", "300"],
+            [
+                Figure(
+                    "P6 one approval in process, ours ÷ LangGraph, median (SQLite)",
+                    "≤ 0.6×",
+                    "×",
+                    lambda r: r["ratio_langgraph_median"],
+                    lambda v: v <= 0.6,
+                ),
+                Figure(
+                    "P6 one approval, ours ÷ pydantic-ai alone, median (SQLite)",
+                    "",
+                    "×",
+                    lambda r: r["ratio_pydantic_ai_median"],
+                    lambda v: True,
+                ),
+                Figure("P6 one approval, Countersign, median", "", "ms", lambda r: r["countersign"]["p50_ms"], lambda v: True),
+                Figure("P6 one approval, LangGraph, median", "", "ms", lambda r: r["langgraph"]["p50_ms"], lambda v: True),
+                Figure(
+                    "P6 one approval, pydantic-ai alone, median", "", "ms", lambda r: r["pydantic_ai"]["p50_ms"], lambda v: True
+                ),
+            ],
+        )
+    )
+    rows.append(
+        (
             "startup_and_page.py",
             ["--n", "1" if small else "5"],
             [
@@ -155,12 +249,15 @@ def plan(smoke: bool, pg: str | None) -> list[tuple[str, list[str], list[Figure]
         )
     )
     people = "20" if small else "200"
-    for label, db in [(f"{name}, {WEB}", args) for name, args in databases]:
+    peer = ("peer_agui.py", ["--smoke"] if small else [])
+    for k, (label, db) in enumerate([(f"{name}, {WEB}", args) for name, args in databases]):
+        paired = not small or k == 0  # the smoke: one short peer run, beside the first L1 only
         rows.append(
             (
                 "slow_model.py",
-                [*(["--smoke"] if small else []), "--worker-class", WEB, *db],
+                [*(["--smoke"] if small else []), "--worker-class", WEB, "--redis", f"{redis}/13", *db],
                 [
+                    *(peer_figures(label, people) if paired else []),
                     Figure(
                         f"L1 turn end p99, {people} at once ({label})",
                         "≤ 3.5 s",
@@ -217,13 +314,14 @@ def plan(smoke: bool, pg: str | None) -> list[tuple[str, list[str], list[Figure]
                         lambda v: True,
                     ),
                 ],
+                *((peer,) if paired else ()),
             )
         )
     for label, db in databases:
         rows.append(
             (
                 "pass_floor.py",
-                [*(["--smoke"] if small else []), *db],
+                [*(["--smoke"] if small else []), "--redis", f"{redis}/12", *db],
                 [
                     Figure(f"L1 floor: a pass's CPU ÷ the agent alone ({label})", "", "×", lambda r: r["ratio"], lambda v: True),
                     Figure(
@@ -241,7 +339,7 @@ def plan(smoke: bool, pg: str | None) -> list[tuple[str, list[str], list[Figure]
         rows.append(
             (
                 "streams.py",
-                [*(["--smoke"] if small else []), "--worker-class", worker_class],
+                [*(["--smoke"] if small else []), "--worker-class", worker_class, "--redis", f"{redis}/14"],
                 [
                     Figure(
                         f"L2 {streams} open streams: failures ({worker_class})",
@@ -296,29 +394,44 @@ def plan(smoke: bool, pg: str | None) -> list[tuple[str, list[str], list[Figure]
     return rows
 
 
+def timed(script: str, script_args: list[str], which: str) -> dict[str, Any]:
+    """One run of a benchmark, saying on standard error what runs and how long it took."""
+    print(f"… {script} {' '.join(script_args)} ({which})", file=sys.stderr, end="", flush=True)
+    began = time.monotonic()
+    result = bench(script, *script_args)
+    print(f": {time.monotonic() - began:.0f} s", file=sys.stderr, flush=True)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--pg", default=os.environ.get("COUNTERSIGN_BENCH_PG_URL"))
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379", help="the Redis server of P1, L1, L2 (databases 12–14)")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--only", default="", metavar="NAME")
+    parser.add_argument("--save", default=None, metavar="FILE")
     args = parser.parse_args()
     runs = 1 if args.smoke else args.runs
     started = time.monotonic()
     load = [round(x, 2) for x in os.getloadavg()]
     table: list[tuple[Figure, list[float]]] = []
-    for script, script_args, every in plan(args.smoke, args.pg):
-        figures = [f for f in every if f.name.startswith(args.only)]
+    saved: list[dict[str, Any]] = []
+    for script, script_args, every, *beside in plan(args.smoke, args.pg, args.redis.rstrip("/")):
+        figures = [f for f in every if f.name.startswith(tuple(args.only.split(",")))]
         if not figures:
             continue
         results = []
         for i in range(runs):
-            print(f"… {script} {' '.join(script_args)} (run {i + 1} of {runs})", file=sys.stderr, end="", flush=True)
-            began = time.monotonic()
-            results.append(bench(script, *script_args))
-            print(f": {time.monotonic() - began:.0f} s", file=sys.stderr, flush=True)
+            result = timed(script, script_args, f"run {i + 1} of {runs}")
+            if beside:  # the peer in the same minutes: L1, peer, L1, peer, …
+                result["peer"] = timed(*beside[0], f"beside run {i + 1} of {runs}")
+            results.append(result)
         table.extend((f, [f.read(r) for r in results]) for f in figures)
+        saved.append({"script": script, "args": script_args, "runs": results})
 
+    if args.save:
+        Path(args.save).write_text(json.dumps(saved))
     print(
         f"\nCountersign benchmarks: median of {runs} run(s), min–max beside it"
         f"{' (SMOKE: short runs, figures not meaningful)' if args.smoke else ''}; {os.cpu_count()} CPUs, "

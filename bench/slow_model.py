@@ -186,7 +186,16 @@ def warm_up(port: int, token: str, width: int = 8, rounds: int = 3) -> None:
     problems: list[str] = []
 
     def turn(convo: int) -> None:
-        status, body, _ = Client(port, token).post(f"/api/conversations/{convo}/messages", {"text": "[warm] hello"})
+        client = Client(port, token)
+        status, body, _ = client.post(f"/api/conversations/{convo}/messages", {"text": "[warm] hello"})
+        deadline = time.monotonic() + 60
+        while status == 202 and time.monotonic() < deadline:
+            # Not answered within the POST's own wait: a turn worker still starting (it imports the
+            # agent and its model's SDK first; slow on a loaded machine). Its answer comes later.
+            time.sleep(0.5)
+            got, body, _ = client.get(f"/api/conversations/{convo}")
+            if got == 200 and any(m.get("role") == "assistant" for m in body.get("messages", [])):
+                status = 200
         if status != 200 or not any(m.get("role") == "assistant" for m in body.get("messages", [])):
             problems.append(f"{status} {body}")
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
