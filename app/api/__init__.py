@@ -130,8 +130,7 @@ def openapi() -> Any:
 @bp.post("/conversations")
 def create_conversation() -> Any:
     actor = current_actor("api")
-    conversation = Conversation(tenant_id=actor.user.tenant_id, user_id=actor.user.id)
-    db.session.add(conversation)
+    conversation = conversations.start(actor.user)
     db.session.commit()
     return jsonify(id=conversation.id), 201
 

@@ -25,6 +25,26 @@ DELETED_DETAIL = "conversation deleted"
 OPEN = (Status.PENDING, Status.COUNTERSIGNING)
 
 
+def start(user: User, title: str | None = None, channel_key: str | None = None) -> Conversation:
+    """A new conversation of the person's (flushed, not committed): the one place one is made."""
+    conversation = Conversation(tenant_id=user.tenant_id, user_id=user.id, channel_key=channel_key)
+    if title is not None:
+        conversation.title = title
+    db.session.add(conversation)
+    db.session.flush()
+    return conversation
+
+
+def for_channel(user: User, channel_key: str, title: str) -> Conversation:
+    """The person's conversation for a channel's own calls (MCP's), found by its key, never by
+    its title (renaming any conversation never moves where calls land); started on first use,
+    and again after the person deleted it."""
+    found = db.session.scalar(
+        sa.select(Conversation).where(Conversation.user_id == user.id, Conversation.channel_key == channel_key)
+    )
+    return found if found is not None else start(user, title, channel_key)
+
+
 def own(conversation_id: int, user: User) -> Conversation:
     """The person's conversation; NotFound for another person's, another tenant's, a deleted one
     or none (they all look the same to the caller)."""
@@ -101,7 +121,7 @@ def delete(conversation: Conversation, actor: Actor) -> list[Approval]:
     if not won(
         sa.update(Conversation)
         .where(Conversation.id == conversation.id, Conversation.deleted_at.is_(None), ~going, ~running)
-        .values(deleted_at=utcnow())
+        .values(deleted_at=utcnow(), channel_key=None)  # (a channel's next call starts a new one)
     ):
         db.session.rollback()
         db.session.refresh(conversation)

@@ -121,8 +121,7 @@ def index() -> Any:
 @login_required
 def new_conversation() -> Any:
     actor = current_actor()
-    conversation = Conversation(tenant_id=actor.user.tenant_id, user_id=actor.user.id)
-    db.session.add(conversation)
+    conversation = conversations.start(actor.user)
     db.session.commit()
     return redirect(url_for("web.chat", conversation_id=conversation.id))
 

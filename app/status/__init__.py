@@ -1,0 +1,77 @@
+"""The one vocabulary: every word the database and the channels share (statuses, roles, types,
+decisions, events, refusals), and what each outcome says on every channel.
+
+The card, a chat thread, the model and the admin console each read their line from OUTCOMES;
+nothing else spells a status or any other word here. (A bottom layer like errors.py: the tables'
+CHECK constraints read it.)
+"""
+
+from app.status._outcomes import (
+    CONFIRMED_BY,
+    CONFIRMER,
+    COUNTERSIGNED_BY,
+    FORM_SUBMITTED,
+    NO_ONE,
+    OUTCOMES,
+    RAN,
+    SECOND_DECLINED,
+    SUBMITTED_BY,
+    TWO_SIGNATURES,
+    Decided,
+    Outcome,
+    Words,
+    badge,
+    card_line,
+    chat_line,
+    decided_line,
+    model_line,
+)
+from app.status._words import (
+    FINAL,
+    GOING,
+    PASS_ENDS,
+    RETRYABLE,
+    ApprovalType,
+    Decision,
+    Delivery,
+    EventType,
+    Role,
+    RunNext,
+    RunStatus,
+    Status,
+    TurnState,
+)
+
+__all__ = [
+    "CONFIRMED_BY",
+    "CONFIRMER",
+    "COUNTERSIGNED_BY",
+    "FINAL",
+    "FORM_SUBMITTED",
+    "GOING",
+    "NO_ONE",
+    "OUTCOMES",
+    "PASS_ENDS",
+    "RAN",
+    "RETRYABLE",
+    "SECOND_DECLINED",
+    "SUBMITTED_BY",
+    "TWO_SIGNATURES",
+    "ApprovalType",
+    "Decided",
+    "Decision",
+    "Delivery",
+    "EventType",
+    "Outcome",
+    "Role",
+    "RunNext",
+    "RunStatus",
+    "Status",
+    "TurnState",
+    "Words",
+    "badge",
+    "card_line",
+    "chat_line",
+    "decided_line",
+    "model_line",
+]
