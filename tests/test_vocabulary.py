@@ -24,8 +24,9 @@ A_LIST = re.compile(rf"""["']({QUOTED})["']\s*[,:]\s*(?:[^,\n]*,\s*)?["']({QUOTE
 SPELT = re.compile(rf"""status\s*(?:[!=]=|=|\bin\b)\s*\(?["']({QUOTED})["']""")
 
 
-# The demo's own records (a post's, an outbox email's status) are not approvals or runs.
-DEMO = (ROOT / "app" / "actions", ROOT / "app" / "mail.py")
+# The demo's own records (a post's, an outbox email's status) are not approvals or runs; a Markdown
+# token's type ("text") is not an event's.
+DEMO = (ROOT / "app" / "actions", ROOT / "app" / "mail.py", ROOT / "app" / "markdown.py", ROOT / "app" / "markdown")
 
 
 def sources() -> list[Path]:
@@ -40,6 +41,50 @@ def test_no_module_but_app_status_spells_a_list_of_statuses_or_compares_with_a_s
             if A_LIST.search(line) or SPELT.search(line):
                 problems.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not problems, "status words spelt outside app/status.py:\n" + "\n".join(problems)
+
+
+# The other words of the vocabulary, each compared with or set to a spelt word.
+OTHER_WORDS = {
+    "message role": re.compile(r"""\brole\s*(?:[!=]=|=|:)\s*["'](user|assistant|notice|error|card)["']"""),
+    "approval type": re.compile(r"""\b(?:type|kind)\s*(?:[!=]=|=)\s*["'](confirm|form)["']"""),
+    "run's next": re.compile(r"""\bnext["']?\s*(?:[!=]=|=|:)\s*["'](prompt|results|continue)["']"""),
+    "event type": re.compile(r"""(?:publish\([^,()]+,\s*|\.type\s*[!=]=\s*)["'](text|turn|approval|title)["']"""),
+    "refusal reason": re.compile(r"""\brefuse\((?:[^()]|\([^()]*\))*?,\s*f?["']"""),
+    "turn state": re.compile(r"""\bstate["')]*\s*(?:[!=]=|=)\s*["'](started|paused|stopped)["']"""),
+}
+
+
+def spelt_words(text: str) -> list[str]:
+    """The vocabulary words `text` spells instead of naming their enum (for each, what it is)."""
+    return [what for what, pattern in OTHER_WORDS.items() if pattern.search(text)]
+
+
+def test_no_module_but_app_status_spells_a_role_a_type_a_next_an_event_or_a_state():
+    problems = []
+    for path in sources():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for what in spelt_words(line):
+                problems.append(f"{path.relative_to(ROOT)}:{number}: {what}: {line.strip()}")
+    assert not problems, "vocabulary words spelt outside app/status:\n" + "\n".join(problems)
+
+
+def test_the_words_check_finds_each_spelling_the_old_code_had():
+    old = {
+        'said = Message(conversation_id=conversation.id, role="user", text=text)': "message role",
+        '{% if message.role == "card" and message.approval %}': "message role",
+        'if approval.type == "form" and approval.form and pending:': "approval type",
+        'verb = "confirm this" if self.kind == "confirm" else "fill this in"': "approval type",
+        'values = {"status": RunStatus.QUEUED, "next": "results", "queued_at": now}': "run's next",
+        'if run.next == "results":': "run's next",
+        'events.publish(run.conversation_id, "turn", run=run.id, state="started")': "event type",
+        'if event.type == "text":': "event type",
+        'if event.type == EventType.TURN and event.data.get("state") == "started":': "turn state",
+        'raise refuse(Expired(), "token_expired", actor, approval, approval_id)': "refusal reason",
+        'raise refuse(AlreadyDecided(msg), f"refresh_{approval.status}", actor, approval, approval.id)': "refusal reason",
+    }
+    for text, what in old.items():
+        assert what in spelt_words(text), text
+    assert spelt_words("events.publish(run.conversation_id, EventType.TURN, state=TurnState.STARTED)") == []
 
 
 def test_the_checks_above_would_find_the_old_lists():

@@ -22,7 +22,7 @@ from app.errors import BadValues
 from app.extensions import csrf, db, limit_per_person_and_address
 from app.json_body import json_object
 from app.models import Approval, Conversation, Message, User
-from app.status import Status
+from app.status import ApprovalType, EventType, Role, Status
 
 bp = Blueprint("api", __name__)
 csrf.exempt(bp)
@@ -57,7 +57,7 @@ def prompt(approval: Approval, actor: Actor) -> dict[str, Any]:
         "action": approval.action,
         "reason": approval.reason,
         "rows": [{"label": r["label"], "value": r["value"]} for r in approval.rows],
-        "form": approval.form if approval.type == "form" else None,
+        "form": approval.form if approval.type == ApprovalType.FORM else None,
         "status": approval.status,
         "token": sign(approval, actor.binding) if pending else None,
         "expires_at": approval.expires_at.isoformat(),
@@ -86,7 +86,7 @@ def revisions(approval: Approval) -> dict[str, Any]:
     from app.copilot.revise import edit_form
 
     action = agent.engine().registry.get(approval.action)
-    editable = action is not None and approval.type == "confirm" and approval.status == Status.PENDING
+    editable = action is not None and approval.type == ApprovalType.CONFIRM and approval.status == Status.PENDING
     return {
         "edit": edit_form(action, approval) if editable and action is not None else None,
         "replaces": approval.replaces,
@@ -96,8 +96,8 @@ def revisions(approval: Approval) -> dict[str, Any]:
 
 
 def message_json(message: Message) -> dict[str, Any]:
-    if message.role == "card" and message.approval is not None:
-        return {"role": "card", "text": message.approval.reason, "approval": message.approval_id}
+    if message.role == Role.CARD and message.approval is not None:
+        return {"role": Role.CARD, "text": message.approval.reason, "approval": message.approval_id}
     return {"role": message.role, "text": message.text}
 
 
@@ -277,10 +277,10 @@ def event_json(event: Event, actor: Actor, conversation_id: int) -> tuple[str, s
     """An event as the API sends it: a turn's end carries its messages and the pending prompts, a
     title event the title."""
     data = dict(event.data)
-    if event.type == "title":
+    if event.type == EventType.TITLE:
         conversation = db.session.get(Conversation, conversation_id)
         data["title"] = conversation.title if conversation is not None else None
-    if event.type == "turn" and "messages" in data:
+    if event.type == EventType.TURN and "messages" in data:
         shown = db.session.scalars(sa.select(Message).where(Message.id.in_(data["messages"])).order_by(Message.id))
         data["messages"] = [message_json(m) for m in shown]
         data["pending"] = pending_in(conversation_id, actor)
@@ -314,7 +314,7 @@ def answer(approval_id: str, decision: str) -> Any:
         actor,
         200,
         status=approval.status,
-        result=approval.result if approval.type == "confirm" else None,
+        result=approval.result if approval.type == ApprovalType.CONFIRM else None,
     )
 
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.status import ApprovalType, Decision, Role
+
+ANSWERED = (Decision.CONFIRM, Decision.DECLINE, Decision.CANCEL, Decision.SUBMIT)  # answers of their own route
+
 
 def _ref(name: str) -> dict[str, Any]:
     """A reference to one of components.schemas."""
@@ -138,7 +142,7 @@ def _schemas() -> dict[str, Any]:
         "Error": _object({"error": {"type": "string"}, "message": {"type": "string"}}),
         "Message": _object(
             {
-                "role": {"type": "string", "enum": ["user", "assistant", "notice", "error", "card"]},
+                "role": {"type": "string", "enum": [role.value for role in Role]},
                 "text": {"type": "string"},
                 "approval": {"type": "string"},
             },
@@ -147,7 +151,7 @@ def _schemas() -> dict[str, Any]:
         "Prompt": _object(
             {
                 "id": {"type": "string"},
-                "type": {"type": "string", "enum": ["confirm", "form"]},
+                "type": {"type": "string", "enum": [kind.value for kind in ApprovalType]},
                 "action": {"type": "string"},
                 "reason": {"type": "string"},
                 "rows": {"type": "array", "items": row},
@@ -353,8 +357,11 @@ def _approval_paths() -> dict[str, Any]:
                 parameters=_query("event", "outcome", "person", "approval_id", "after"),
             )
         },
-        **{f"/api/approvals/{{id}}/{d}": _answer(d) for d in ("confirm", "decline", "cancel", "submit")},
-        **{f"/api/approvals/{{id}}/{d}": _revise(d) for d in ("edit", "refresh")},
+        **{
+            f"/api/approvals/{{id}}/{d}": _answer(d)
+            for d in (Decision.CONFIRM, Decision.DECLINE, Decision.CANCEL, Decision.SUBMIT)
+        },
+        **{f"/api/approvals/{{id}}/{d}": _revise(d) for d in (Decision.EDIT, Decision.REFRESH)},
     }
 
 

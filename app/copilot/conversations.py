@@ -13,7 +13,7 @@ from app.copilot.tokens import Actor
 from app.errors import AgentCannotManage, BadValues, ConversationBusy, NotFound
 from app.extensions import db, won
 from app.models import Approval, Conversation, Message, Run, User, utcnow
-from app.status import GOING, RunStatus, Status
+from app.status import GOING, Role, RunStatus, Status
 
 TITLE_MAX = 200  # the column's length
 QUERY_MAX = 200
@@ -76,7 +76,7 @@ def listed(user: User, query: str = "", limit: int = 100) -> list[Conversation]:
         pattern = like_pattern(query.lower())
         said = sa.exists().where(
             Message.conversation_id == Conversation.id,
-            Message.role.in_(("user", "assistant")),
+            Message.role.in_((Role.USER, Role.ASSISTANT)),
             sa.func.lower(Message.text).like(pattern, escape="\\"),
         )
         select = select.where(sa.or_(sa.func.lower(Conversation.title).like(pattern, escape="\\"), said))

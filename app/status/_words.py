@@ -130,3 +130,58 @@ class TurnState(StrEnum):
     FAILED = "failed"
     STOPPED = "stopped"
     INTERRUPTED = "interrupted"
+
+
+class Refusal(StrEnum):
+    """Why an attempt on a card was refused: the audit row's detail (outcome `refused_attempt`).
+    Three more are made from a card's status: `already_<status>` (it was decided) and
+    `refresh_<status>` (a refresh of a decided card), and `countersign_already_<status>`: see the
+    static methods."""
+
+    AGENT_CREDENTIAL = "agent_credential"
+    BAD_TOKEN = "bad_token"
+    TOKEN_EXPIRED = "token_expired"
+    TOKEN_FOR_OTHER_APPROVAL = "token_for_other_approval"
+    NOT_FOUND = "not_found"
+    WRONG_PERSON_OR_SESSION = "wrong_person_or_session"
+    OUTSIDE_TOOLSETS = "outside_toolsets"
+    EXPIRED = "expired"
+    LOST_CLAIM = "lost_claim"
+    FORM_NEEDS_CARD = "form_needs_card"
+    EDIT_REFUSED = "edit_refused"
+    EDIT_NOT_FOUND = "edit_not_found"
+    EDIT_NOT_EDITABLE = "edit_not_editable"
+    EDIT_FIELD_NOT_EDITABLE = "edit_field_not_editable"
+    REFRESH_REFUSED = "refresh_refused"
+    REFRESH_NOT_FOUND = "refresh_not_found"
+    REFRESH_AGAIN = "refresh_again"
+    REVOKE_AGENT_CREDENTIAL = "revoke_agent_credential"
+    REVOKE_NOT_ADMIN = "revoke_not_admin"
+    REVOKE_NOT_FOUND = "revoke_not_found"
+    REVOKE_ALREADY_DECIDED = "revoke_already_decided"
+    COUNTERSIGN_AGENT_CREDENTIAL = "countersign_agent_credential"
+    COUNTERSIGN_NOT_FOUND = "countersign_not_found"
+    COUNTERSIGN_TOKEN_EXPIRED = "countersign_token_expired"
+    COUNTERSIGN_EXPIRED = "countersign_expired"
+    COUNTERSIGN_WRONG_PERSON_OR_SESSION = "countersign_wrong_person_or_session"
+    COUNTERSIGN_OWN_REQUEST = "countersign_own_request"
+    COUNTERSIGN_OUTSIDE_TOOLSETS = "countersign_outside_toolsets"
+    COUNTERSIGN_NOT_ALLOWED = "countersign_not_allowed"
+    COUNTERSIGN_NOT_NEEDED = "countersign_not_needed"
+    COUNTERSIGN_NOT_CONFIRMED = "countersign_not_confirmed"
+    COUNTERSIGNED_CARD_BY_CHANNEL = "countersigned_card_by_channel"
+
+    @staticmethod
+    def already(status: str) -> str:
+        """An answer to a card already decided (`already_done`, …)."""
+        return f"already_{status}"
+
+    @staticmethod
+    def countersign_already(status: str) -> str:
+        """A countersignature of a card already decided (`countersign_already_done`, …)."""
+        return f"countersign_already_{status}"
+
+    @staticmethod
+    def refresh(status: str) -> str:
+        """A refresh of a card no longer waiting (`refresh_declined`, …)."""
+        return f"refresh_{status}"

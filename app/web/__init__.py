@@ -21,7 +21,7 @@ from app.errors import CountersignError, FormInvalid, NotFound, WrongPerson
 from app.extensions import db, limit_per_person_and_address
 from app.markdown import Live, to_html
 from app.models import Approval, Conversation, Message, Run, User, utcnow
-from app.status import GOING, Status
+from app.status import GOING, EventType, Role, Status, TurnState
 from app.web.cards import card_context, edit_errors, render_partial, submitted_values
 
 bp = Blueprint("web", __name__)
@@ -85,7 +85,7 @@ def _mark_agents_words(messages: list[Message]) -> None:
     """The person's side of the chat may hold an agent token's words ("Yes, delete post 3"): each
     such message gets `written_by` ("Written by an agent (token 'laptop') through the API"), shown
     under it, so that it never passes for the person's own."""
-    said = {m.id: m for m in messages if m.role == "user"}
+    said = {m.id: m for m in messages if m.role == Role.USER}
     if not said:
         return
     runs = sa.select(Run.message_id, Run.via).where(Run.message_id.in_(said), Run.agent.is_(True))
@@ -294,22 +294,22 @@ class LiveText:
 def render_event(event: Event, actor: Actor, live: LiveText) -> str | None:
     """One event of a conversation as the HTML fragment htmx's SSE extension swaps in (None: none)."""
     run, step = event.data.get("run"), event.data.get("step")
-    if event.type == "text":
+    if event.type == EventType.TEXT:
         _, html = live.add(event)
         if html is None:
             return None
         return render_template("partials/_live_text.html", run=run, step=step, html=Markup(html))  # noqa: S704  (sanitized)
-    if event.type == "approval":
+    if event.type == EventType.APPROVAL:
         return card_event(event, actor, live.conversation_id) or ""
-    if event.type == "title":
+    if event.type == EventType.TITLE:
         conversation = db.session.get(Conversation, live.conversation_id)
         return render_template("partials/_titles.html", conversation=conversation) if conversation else ""
     answers = event.data.get("answers")
-    if event.type == "turn" and event.data.get("state") == "started":
+    if event.type == EventType.TURN and event.data.get("state") == TurnState.STARTED:
         live.started(run, step)
         reply = render_template("partials/_live.html", run=run, step=step, answers=answers)
         return _asked(answers, live.conversation_id, actor) + reply
-    if event.type == "turn":
+    if event.type == EventType.TURN:
         live.ended(run, step)
         ids = [int(i) for i in event.data.get("messages", [])]
         messages = list(db.session.scalars(sa.select(Message).where(Message.id.in_(ids)).order_by(Message.id)))
@@ -351,7 +351,7 @@ def _asked(message_id: Any, conversation_id: int, actor: Actor) -> str:
     agent token, an app, another tab), it is not on this page yet; where it is, it replaces
     itself (app.js places each id once)."""
     said = db.session.get(Message, int(message_id)) if str(message_id or "").isdigit() else None
-    if said is None or said.conversation_id != conversation_id or said.role != "user":
+    if said is None or said.conversation_id != conversation_id or said.role != Role.USER:
         return ""
     _mark_agents_words([said])
     return render_template("partials/_message.html", message=said, actor=actor, card_context=card_context, oob=True)
@@ -391,7 +391,7 @@ def approval_events(approval_id: str) -> Any:
     conversation_id = _own_approval(approval_id, actor).conversation_id
 
     def shown(event: Event) -> tuple[str, str] | None:
-        if event.type != "approval" or event.data.get("id") != approval_id:
+        if event.type != EventType.APPROVAL or event.data.get("id") != approval_id:
             return None
         html = card_event(event, actor, conversation_id)
         return None if html is None else ("message", html)
