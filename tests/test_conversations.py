@@ -358,7 +358,7 @@ def test_an_mcp_clients_deleted_conversation_is_not_written_into_again(app, api)
         user = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
         actor = Actor(user=user, binding="pat:1", channel="mcp", agent=True)
         call_direct(actor, "list_posts", {})
-        first = db.session.scalar(sa.select(Conversation.id).where(Conversation.title == "mcp client"))
+        first = db.session.scalar(sa.select(Conversation.id).where(Conversation.channel_key == "mcp"))
     assert api("alice").delete(f"/api/conversations/{first}").status_code == 200
     with app.app_context():
         user = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
@@ -366,6 +366,38 @@ def test_an_mcp_clients_deleted_conversation_is_not_written_into_again(app, api)
         ids = db.session.scalars(sa.select(Conversation.id).where(Conversation.title == "mcp client")).all()
         assert len(ids) == 2
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Run).where(Run.conversation_id == first)) == 1
+
+
+def mcp_call(app, email="alice@example.com"):
+    """One MCP client call of list_posts as the person; the conversation its run landed in."""
+    from app.copilot.agent import call_direct
+    from app.copilot.tokens import Actor
+
+    with app.app_context():
+        user = db.session.scalar(sa.select(User).where(User.email == email))
+        call_direct(Actor(user=user, binding="pat:1", channel="mcp", agent=True), "list_posts", {})
+        return db.session.scalar(sa.select(Run.conversation_id).order_by(Run.id.desc()).limit(1))
+
+
+def test_a_conversation_the_person_renames_mcp_client_does_not_receive_mcp_calls(app, api):
+    own = conversation_of(app, "alice@example.com", title="Planning")
+    assert api("alice").patch(f"/api/conversations/{own}", {"title": "mcp client"}).status_code == 200
+    landed = mcp_call(app)
+    assert landed != own
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Run).where(Run.conversation_id == own)) == 0
+
+
+def test_mcps_own_conversation_renamed_still_receives_its_calls(app, api):
+    first = mcp_call(app)
+    assert api("alice").patch(f"/api/conversations/{first}", {"title": "Agent work"}).status_code == 200
+    assert mcp_call(app) == first
+    with app.app_context():
+        assert db.session.get(Conversation, first).channel_key == "mcp"
+
+
+def test_each_person_has_their_own_mcp_conversation(app):
+    assert mcp_call(app, "alice@example.com") != mcp_call(app, "bob@example.com")
 
 
 def test_a_message_for_a_conversation_deleted_since_it_was_looked_up_is_refused_whole(app):

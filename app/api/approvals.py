@@ -19,7 +19,7 @@ from app.copilot.tokens import Actor, may_answer, sign_second
 from app.errors import BadValues
 from app.extensions import db, limit_per_person_and_address
 from app.models import Approval, User
-from app.status import Status
+from app.status import ApprovalType, Status
 
 
 @bp.post("/approvals/<approval_id>/<any(confirm, decline, cancel, submit):decision>")
@@ -49,7 +49,7 @@ def answer(approval_id: str, decision: str) -> Any:
         actor,
         200,
         status=approval.status,
-        result=approval.result if approval.type == "confirm" else None,
+        result=approval.result if approval.type == ApprovalType.CONFIRM else None,
     )
 
 

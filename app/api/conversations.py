@@ -16,14 +16,13 @@ from app.copilot import agent, conversations, events, runs
 from app.copilot.text import check_message
 from app.errors import BadValues
 from app.extensions import db, limit_per_person_and_address
-from app.models import Conversation, Message
+from app.models import Message
 
 
 @bp.post("/conversations")
 def create_conversation() -> Any:
     actor = current_actor("api")
-    conversation = Conversation(tenant_id=actor.user.tenant_id, user_id=actor.user.id)
-    db.session.add(conversation)
+    conversation = conversations.start(actor.user)
     db.session.commit()
     return jsonify(id=conversation.id), 201
 

@@ -15,6 +15,7 @@ from app.copilot.events import Event
 from app.copilot.tokens import Actor
 from app.extensions import db
 from app.models import Conversation, Message
+from app.status import EventType
 
 
 @bp.get("/conversations/<id:conversation_id>/events")
@@ -33,10 +34,10 @@ def event_json(event: Event, actor: Actor, conversation_id: int) -> tuple[str, s
     """An event as the API sends it: a turn's end carries its messages and the pending prompts, a
     title event the title."""
     data = dict(event.data)
-    if event.type == "title":
+    if event.type == EventType.TITLE:
         conversation = db.session.get(Conversation, conversation_id)
         data["title"] = conversation.title if conversation is not None else None
-    if event.type == "turn" and "messages" in data:
+    if event.type == EventType.TURN and "messages" in data:
         shown = db.session.scalars(sa.select(Message).where(Message.id.in_(data["messages"])).order_by(Message.id))
         data["messages"] = [message_json(m) for m in shown]
         data["pending"] = pending_in(conversation_id, actor)

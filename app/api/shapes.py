@@ -12,7 +12,7 @@ from app.copilot.outcomes import card_label, decided_by_line
 from app.copilot.tokens import Actor, may_answer, sign
 from app.extensions import db
 from app.models import Approval, Conversation, Message
-from app.status import Status
+from app.status import ApprovalType, Role, Status
 
 
 def prompt(approval: Approval, actor: Actor) -> dict[str, Any]:
@@ -26,7 +26,7 @@ def prompt(approval: Approval, actor: Actor) -> dict[str, Any]:
         "action": approval.action,
         "reason": approval.reason,
         "rows": [{"label": r["label"], "value": r["value"]} for r in approval.rows],
-        "form": approval.form if approval.type == "form" else None,
+        "form": approval.form if approval.type == ApprovalType.FORM else None,
         "status": approval.status,
         "token": sign(approval, actor.binding) if pending else None,
         "expires_at": approval.expires_at.isoformat(),
@@ -55,7 +55,7 @@ def revisions(approval: Approval) -> dict[str, Any]:
     from app.copilot.revise import edit_form
 
     action = agent.engine().registry.get(approval.action)
-    editable = action is not None and approval.type == "confirm" and approval.status == Status.PENDING
+    editable = action is not None and approval.type == ApprovalType.CONFIRM and approval.status == Status.PENDING
     return {
         "edit": edit_form(action, approval) if editable and action is not None else None,
         "replaces": approval.replaces,
@@ -65,8 +65,8 @@ def revisions(approval: Approval) -> dict[str, Any]:
 
 
 def message_json(message: Message) -> dict[str, Any]:
-    if message.role == "card" and message.approval is not None:
-        return {"role": "card", "text": message.approval.reason, "approval": message.approval_id}
+    if message.role == Role.CARD and message.approval is not None:
+        return {"role": Role.CARD, "text": message.approval.reason, "approval": message.approval_id}
     return {"role": message.role, "text": message.text}
 
 

@@ -22,6 +22,7 @@ from app.copilot.text import scrub
 from app.extensions import db, redis_client
 from app.markdown import to_plain
 from app.models import Approval, ConnectorThread, Message, Run, utcnow
+from app.status import ApprovalType, Role
 
 LINK = "Please answer this in Countersign: {url}"
 WINDOW = 300  # seconds a signed webhook timestamp is good for (Slack's, and the email provider's)
@@ -166,7 +167,7 @@ def post_messages(connector: Connector, thread: ConnectorThread, message_ids: li
             continue
         run = agents.get(message.run_id or 0)
         said = f"{credential_words('Asked', run.via, agent=True)}:\n{message.text}" if run else message.text
-        if message.text and message.role == "assistant":
+        if message.text and message.role == Role.ASSISTANT:
             connector.send_reply(thread, said)
         elif message.text:
             connector.send(thread, said)
@@ -182,7 +183,7 @@ def card_text(approval: Approval) -> str:
 def agent_card_text(approval: Approval, link: str) -> str:
     """An agent's card in the thread: who asked first, what it would do, and the link: a reply here
     answers only the cards the person's own requests made, so this one is answered on the web."""
-    card = f"\n⚠️ {_one_line(approval.reason)}{_rows(approval)}" if approval.type == "confirm" else ""
+    card = f"\n⚠️ {_one_line(approval.reason)}{_rows(approval)}" if approval.type == ApprovalType.CONFIRM else ""
     return f"{asked_by(approval)}: a reply here cannot answer it.{card}\n{link}"
 
 
@@ -206,7 +207,8 @@ def post_card(connector: Connector, thread: ConnectorThread, approval: Approval,
     if approval.requested_by_agent:
         connector.send(thread, agent_card_text(approval, link))
         return
-    if approval.type != "confirm" or not connector.confirms_by_reply or approval.countersign:  # two signatures: web only
+    # (a card needing two signatures is answered on the web only)
+    if approval.type != ApprovalType.CONFIRM or not connector.confirms_by_reply or approval.countersign:
         connector.send(thread, link)
         return
     redis = redis_client.client

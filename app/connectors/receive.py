@@ -11,7 +11,7 @@ from redis.exceptions import RedisError
 
 from app.connectors import dedupe
 from app.connectors.base import KEEP_FOR, Connector, Inbound, keep_wait_key, text_of, wait_key, wait_ttl
-from app.copilot import agent, audit, jobs
+from app.copilot import agent, audit, conversations, jobs
 from app.copilot.cards import card_url
 from app.copilot.outcomes import chat_outcome
 from app.copilot.revise import REASON_MAX
@@ -139,11 +139,7 @@ def _thread(inbound: Inbound, identity: ConnectorIdentity) -> ConnectorThread:
     )
     if thread is None or deleted:  # (the person deleted the thread's conversation: a new one from here)
         user = identity.user
-        conversation = Conversation(
-            tenant_id=user.tenant_id, user_id=user.id, title=f"{inbound.connector}: {inbound.text.strip()[:40] or 'thread'}"
-        )
-        db.session.add(conversation)
-        db.session.flush()
+        conversation = conversations.start(user, title=f"{inbound.connector}: {inbound.text.strip()[:40] or 'thread'}")
         if thread is not None:
             thread.conversation_id = conversation.id
             db.session.commit()

@@ -9,11 +9,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import sqlalchemy as sa
 from flask import current_app
 from pydantic import ValidationError
 
-from app.copilot import approvals, audit, countersigning, llm, notices, runs
+from app.copilot import approvals, audit, conversations, countersigning, llm, notices, runs
 from app.copilot.actions import Action, ActionContext, Registry, needs_card_with
 from app.copilot.approvals import short
 from app.copilot.schema import missing_fields, secret_fields
@@ -259,16 +258,7 @@ def call_direct(actor: Actor, action_name: str, arguments: dict[str, Any]) -> tu
     action = engine().registry.get(action_name)
     if action is None or action.name not in allowed:
         return f"Unknown tool {action_name!r}.", None
-    title = f"{channel} client"
-    conversation = db.session.scalar(
-        sa.select(Conversation).where(
-            Conversation.user_id == user.id, Conversation.title == title, Conversation.deleted_at.is_(None)
-        )
-    )  # (a deleted one stays deleted: the next call starts a new one)
-    if conversation is None:
-        conversation = Conversation(tenant_id=user.tenant_id, user_id=user.id, title=title)
-        db.session.add(conversation)
-        db.session.flush()
+    conversation = conversations.for_channel(user, channel, title=f"{channel} client")
     run = Run(
         conversation_id=conversation.id,
         status=RunStatus.EXTERNAL,

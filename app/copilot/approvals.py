@@ -36,7 +36,7 @@ from app.errors import (
 )
 from app.extensions import commit_kept, db, won
 from app.models import Approval, Run, User, utcnow
-from app.status import Delivery, Status
+from app.status import ApprovalType, Delivery, Refusal, Status
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def create(ctx: ActionContext, run: Run, action: type[Action], input: BaseModel,
     NotFound when the card names a record outside the person's tenant."""
     check_cap(ctx, run, action)
     fields = card_fields(action, input, build_card(action, ctx, input))
-    return _new(ctx, run, action, tool_call_id=tool_call_id, step=step, type="confirm", **fields)
+    return _new(ctx, run, action, tool_call_id=tool_call_id, step=step, type=ApprovalType.CONFIRM, **fields)
 
 
 def card_fields(action: type[Action], input: BaseModel, card: Card) -> dict[str, Any]:
@@ -103,7 +103,7 @@ def create_form(
     given, form = form_for(action, ctx, given)
     digest = hashlib.sha256(json.dumps(form, sort_keys=True, default=str).encode()).hexdigest()
     fields = {"arguments": given, "reason": form["message"], "rows": [], "digest": digest, "form": form}
-    return _new(ctx, run, action, tool_call_id=tool_call_id, step=step, type="form", **fields)
+    return _new(ctx, run, action, tool_call_id=tool_call_id, step=step, type=ApprovalType.FORM, **fields)
 
 
 def answer(
@@ -144,9 +144,9 @@ def _open(approval: Approval, actor: Actor, withdrawing: bool = False) -> None:
     if approval.status in WAITING and approval.expires_at <= utcnow():
         expire(approval, channel=actor.channel)
     if approval.status == Status.EXPIRED:
-        raise refuse(Expired(), "expired", actor, approval, approval.id)
+        raise refuse(Expired(), Refusal.EXPIRED, actor, approval, approval.id)
     if approval.status != Status.PENDING and not (withdrawing and approval.status == Status.COUNTERSIGNING):
-        raise refuse(already_decided(approval, actor.user.id), f"already_{approval.status}", actor, approval, approval.id)
+        raise refuse(already_decided(approval, actor.user.id), Refusal.already(approval.status), actor, approval, approval.id)
 
 
 def _claim(
@@ -157,7 +157,7 @@ def _claim(
     stamps = {"claimed_at": now, "decided_by": actor.user.id, **values}
     when = [Approval.expires_at > now]
     if not move(approval, status, actor.user.id, actor.channel, detail, source=source, when=when, **stamps):
-        raise refuse(already_decided(approval, actor.user.id), "lost_claim", actor, approval, approval.id)
+        raise refuse(already_decided(approval, actor.user.id), Refusal.LOST_CLAIM, actor, approval, approval.id)
 
 
 def _context(actor: Actor, approval: Approval) -> ActionContext:
@@ -201,7 +201,7 @@ def _submit(approval: Approval, actor: Actor, registry: Registry, values: Mappin
         raise BadValues("This action no longer exists.")
     input, filled = validate_form(approval.form["requestedSchema"], action, approval.arguments, values)
     if action.needs_card(input):  # whatever field made it so, on any channel: a form never gives a card
-        raise refuse(FormNeedsCard(), "form_needs_card", actor, approval, approval.id)
+        raise refuse(FormNeedsCard(), Refusal.FORM_NEEDS_CARD, actor, approval, approval.id)
     _claim(approval, Status.RUNNING, actor)
     ctx = _context(actor, approval)
     if not _authorized(action, ctx, input):
@@ -296,14 +296,16 @@ def revoke(approval_id: str, admin: User, channel: str = "admin", by_agent: bool
     NotFound outside the admin's tenant, WrongPerson for a non-admin, AlreadyDecided if answered."""
     actor = Actor(user=admin, binding="admin", channel=channel, agent=by_agent)
     if by_agent:
-        raise refuse(AgentCannotAnswer(), "revoke_agent_credential", actor, None, approval_id)
+        raise refuse(AgentCannotAnswer(), Refusal.REVOKE_AGENT_CREDENTIAL, actor, None, approval_id)
     approval = db.session.get(Approval, approval_id)
     if approval is None or approval.tenant_id != admin.tenant_id:
-        raise refuse(NotFound(), "revoke_not_found", actor, None, approval_id)
+        raise refuse(NotFound(), Refusal.REVOKE_NOT_FOUND, actor, None, approval_id)
     if not admin.is_admin:
-        raise refuse(WrongPerson("Only an admin of this tenant may revoke."), "revoke_not_admin", actor, approval, approval_id)
+        raise refuse(
+            WrongPerson("Only an admin of this tenant may revoke."), Refusal.REVOKE_NOT_ADMIN, actor, approval, approval_id
+        )
     if not any(move(approval, Status.REVOKED, admin.id, channel, source=s, decided_by=admin.id) for s in WAITING):
-        raise refuse(already_decided(approval, admin.id), "revoke_already_decided", actor, approval, approval_id)
+        raise refuse(already_decided(approval, admin.id), Refusal.REVOKE_ALREADY_DECIDED, actor, approval, approval_id)
     return approval
 
 

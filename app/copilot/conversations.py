@@ -13,7 +13,7 @@ from app.copilot.tokens import Actor
 from app.errors import AgentCannotManage, BadValues, ConversationBusy, NotFound
 from app.extensions import db, won
 from app.models import Approval, Conversation, Message, Run, User, utcnow
-from app.status import GOING, RunStatus, Status
+from app.status import GOING, Role, RunStatus, Status
 
 TITLE_MAX = 200  # the column's length
 QUERY_MAX = 200
@@ -23,6 +23,26 @@ _SPACES = re.compile(r"\s+")
 # `declined` a no they never gave. The audit row's detail says why.
 DELETED_DETAIL = "conversation deleted"
 OPEN = (Status.PENDING, Status.COUNTERSIGNING)
+
+
+def start(user: User, title: str | None = None, channel_key: str | None = None) -> Conversation:
+    """A new conversation of the person's (flushed, not committed): the one place one is made."""
+    conversation = Conversation(tenant_id=user.tenant_id, user_id=user.id, channel_key=channel_key)
+    if title is not None:
+        conversation.title = title
+    db.session.add(conversation)
+    db.session.flush()
+    return conversation
+
+
+def for_channel(user: User, channel_key: str, title: str) -> Conversation:
+    """The person's conversation for a channel's own calls (MCP's), found by its key, never by
+    its title (renaming any conversation never moves where calls land); started on first use,
+    and again after the person deleted it."""
+    found = db.session.scalar(
+        sa.select(Conversation).where(Conversation.user_id == user.id, Conversation.channel_key == channel_key)
+    )
+    return found if found is not None else start(user, title, channel_key)
 
 
 def own(conversation_id: int, user: User) -> Conversation:
@@ -56,7 +76,7 @@ def listed(user: User, query: str = "", limit: int = 100) -> list[Conversation]:
         pattern = like_pattern(query.lower())
         said = sa.exists().where(
             Message.conversation_id == Conversation.id,
-            Message.role.in_(("user", "assistant")),
+            Message.role.in_((Role.USER, Role.ASSISTANT)),
             sa.func.lower(Message.text).like(pattern, escape="\\"),
         )
         select = select.where(sa.or_(sa.func.lower(Conversation.title).like(pattern, escape="\\"), said))
@@ -101,7 +121,7 @@ def delete(conversation: Conversation, actor: Actor) -> list[Approval]:
     if not won(
         sa.update(Conversation)
         .where(Conversation.id == conversation.id, Conversation.deleted_at.is_(None), ~going, ~running)
-        .values(deleted_at=utcnow())
+        .values(deleted_at=utcnow(), channel_key=None)  # (a channel's next call starts a new one)
     ):
         db.session.rollback()
         db.session.refresh(conversation)

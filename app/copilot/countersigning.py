@@ -16,7 +16,7 @@ from app.copilot.tokens import Actor, ChannelProof, refuse, verify_second
 from app.errors import AlreadyDecided, BadValues, Expired, NeedsSecondSignature, WrongPerson
 from app.extensions import db
 from app.models import Approval, User, utcnow
-from app.status import Status
+from app.status import Refusal, Status
 
 log = logging.getLogger(__name__)
 
@@ -26,13 +26,13 @@ def first_signature(approval: Approval, proof: str | ChannelProof, actor: Actor)
     (conditionally, within its time), their signature recorded and audited; nothing runs yet. A
     chat reply gives no signature here: the person signs on the web card (or with a client token)."""
     if isinstance(proof, ChannelProof):
-        raise refuse(NeedsSecondSignature(), "countersigned_card_by_channel", actor, approval, approval.id)
+        raise refuse(NeedsSecondSignature(), Refusal.COUNTERSIGNED_CARD_BY_CHANNEL, actor, approval, approval.id)
     now = utcnow()
     when = [Approval.expires_at > now]
     if not move(
         approval, Status.COUNTERSIGNING, actor.user.id, actor.channel, when=when, confirmed_by=actor.user.id, confirmed_at=now
     ):
-        raise refuse(already_decided(approval, actor.user.id), "lost_claim", actor, approval, approval.id)
+        raise refuse(already_decided(approval, actor.user.id), Refusal.LOST_CLAIM, actor, approval, approval.id)
     return approval
 
 
@@ -46,17 +46,20 @@ def countersign(
     the countersigner is recorded as `decided_by`, the person as `confirmed_by`."""
     approval = verify_second(approval_id, token, actor)
     if not approval.countersign:
-        raise refuse(BadValues("This card needs no countersignature."), "countersign_not_needed", actor, approval, approval.id)
+        raise refuse(
+            BadValues("This card needs no countersignature."), Refusal.COUNTERSIGN_NOT_NEEDED, actor, approval, approval.id
+        )
     if approval.status == Status.COUNTERSIGNING and approval.expires_at <= utcnow():
         expire(approval, channel=actor.channel)
     if approval.status == Status.EXPIRED:
-        raise refuse(Expired(), "countersign_expired", actor, approval, approval.id)
+        raise refuse(Expired(), Refusal.COUNTERSIGN_EXPIRED, actor, approval, approval.id)
     if approval.status != Status.COUNTERSIGNING:
-        why = "countersign_not_confirmed" if approval.status == Status.PENDING else f"countersign_already_{approval.status}"
+        pending = approval.status == Status.PENDING
+        why = Refusal.COUNTERSIGN_NOT_CONFIRMED if pending else Refusal.countersign_already(approval.status)
         raise refuse(AlreadyDecided(_not_waiting(approval, actor)), why, actor, approval, approval.id)
     if not may_countersign(approval, actor.user, registry):
         who = f"Only {approval.countersign} of this tenant may countersign this."
-        raise refuse(WrongPerson(who), "countersign_not_allowed", actor, approval, approval.id)
+        raise refuse(WrongPerson(who), Refusal.COUNTERSIGN_NOT_ALLOWED, actor, approval, approval.id)
     if decision == "decline":
         said = revise.reason(reason)  # the second person's words for the model, checked as the first's
         detail = "a reason was given" if said else ""

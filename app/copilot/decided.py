@@ -10,7 +10,7 @@ from datetime import datetime
 from app.errors import AlreadyDecided
 from app.extensions import db
 from app.models import Approval, User, utcnow
-from app.status import FORM_SUBMITTED, NO_ONE, OUTCOMES, TWO_SIGNATURES, Status
+from app.status import FORM_SUBMITTED, NO_ONE, OUTCOMES, TWO_SIGNATURES, ApprovalType, Status
 
 
 def decided_words(approval: Approval, viewer_id: int) -> str:
@@ -25,7 +25,7 @@ def decided_words(approval: Approval, viewer_id: int) -> str:
     if not single:
         for did, both in TWO_SIGNATURES.items():
             sentence = sentence.replace(did, both)
-    if approval.type == "form" and status is Status.DONE:
+    if approval.type == ApprovalType.FORM and status is Status.DONE:
         sentence = sentence.replace(*FORM_SUBMITTED)
     mine = status not in NO_ONE and single and decider == viewer_id  # (here, in another tab or on another channel)
     who = "You already" if mine else _who(decider, viewer_id)

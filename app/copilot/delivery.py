@@ -15,11 +15,11 @@ from app.copilot.actions import ActionContext
 from app.copilot.outcomes import settled_line
 from app.extensions import db
 from app.models import Approval, Message
-from app.status import Status
+from app.status import Role, Status
 
 log = logging.getLogger(__name__)
 JOB = "app.copilot.delivery:deliver"
-NOTICE = "notice"  # the message role a delivery's outcome is told with (the model reads it too)
+NOTICE = Role.NOTICE  # the message role a delivery's outcome is told with (the model reads it too)
 
 
 def queued(approval: Approval) -> Approval:

@@ -20,7 +20,7 @@ from app.copilot.agent import Turn
 from app.copilot.history import NOT_RUN, Pass, answer_open_calls, dump, ran_in_pass, unanswered
 from app.extensions import db, redis_client, won
 from app.models import Conversation, Message, Run
-from app.status import RunStatus
+from app.status import Role, RunNext, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def save_progress(work: Pass, messages: list[ModelMessage]) -> None:
         db.session.commit()  # (ends the read: nothing is held while the model thinks)
         return
     db.session.execute(sa.update(Conversation).where(Conversation.id == work.run.conversation_id).values(history=dump(messages)))
-    db.session.execute(sa.update(Run).where(Run.id == work.run.id).values(next="continue"))
+    db.session.execute(sa.update(Run).where(Run.id == work.run.id).values(next=RunNext.CONTINUE))
     db.session.commit()
     work.progressed = True
 
@@ -93,13 +93,13 @@ def end_finished(work: Pass, turn: Turn, result: Any, started: float) -> None:
     history = dump(result.all_messages())
     conversation_id = run.conversation_id
     said = "\n\n".join(work.texts) or (str(result.output) if not isinstance(result.output, DeferredToolRequests) else "")
-    added = [Message(conversation_id=conversation_id, role="assistant", text=said)] if said else []
+    added = [Message(conversation_id=conversation_id, role=Role.ASSISTANT, text=said)] if said else []
     if isinstance(result.output, DeferredToolRequests):
         status = RunStatus.PAUSED
-        added += [Message(conversation_id=conversation_id, role="card", approval_id=a.id) for a in turn.created]
+        added += [Message(conversation_id=conversation_id, role=Role.CARD, approval_id=a.id) for a in turn.created]
     else:
         status = RunStatus.DONE
-    values = {"history": history, "step": work.step, "next": "results", **usage_after(run, result.usage, started)}
+    values = {"history": history, "step": work.step, "next": RunNext.RESULTS, **usage_after(run, result.usage, started)}
     end(work, status, added, conversation_history=history, **values)
 
 
@@ -121,11 +121,11 @@ def end_stopped(work: Pass, messages: list[ModelMessage], text: Shown, started: 
     conversation_id = work.run.conversation_id
     added = []
     if text.shown.strip():
-        added.append(Message(conversation_id=conversation_id, role="assistant", text=text.shown.strip()))
+        added.append(Message(conversation_id=conversation_id, role=Role.ASSISTANT, text=text.shown.strip()))
     added.append(
         Message(
             conversation_id=conversation_id,
-            role="notice",
+            role=Role.NOTICE,
             text=f"Stopped. Before it stopped: {'; '.join(ran)}." if ran else runs.NOTHING_RAN,
         )
     )
@@ -136,7 +136,7 @@ def end_stopped(work: Pass, messages: list[ModelMessage], text: Shown, started: 
         added,
         conversation_history=dump(history) if moved else None,
         step=work.step,
-        next="continue",
+        next=RunNext.CONTINUE,
         duration_ms=(work.run.duration_ms or 0) + int((time.perf_counter() - started) * 1000),
     )
     try:
@@ -150,7 +150,7 @@ def end_failed(work: Pass, exc: Exception, started: float) -> None:
     and a notice with Retry says so plainly. Retry runs this same pass again."""
     log.warning("pass of run %s failed: %s: %s", work.run.id, type(exc).__name__, exc)
     db.session.rollback()
-    notice = Message(conversation_id=work.run.conversation_id, role="error", text=failure_message(exc))
+    notice = Message(conversation_id=work.run.conversation_id, role=Role.ERROR, text=failure_message(exc))
     end(
         work,
         RunStatus.FAILED,

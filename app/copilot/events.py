@@ -16,7 +16,7 @@ from flask import current_app
 from redis.exceptions import RedisError
 
 from app.extensions import redis_client, redis_from_url
-from app.status import PASS_ENDS
+from app.status import PASS_ENDS, EventType, TurnState
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class Event:
         return int(run) if run is not None else None
 
     def ends_turn(self) -> bool:
-        return self.type == "turn" and self.data.get("state") in ENDS
+        return self.type == EventType.TURN and self.data.get("state") in ENDS
 
 
 def key(conversation_id: int) -> str:
@@ -79,13 +79,13 @@ def publish(conversation_id: int, type: str, unless: str | None = None, **data: 
 def card_changed(conversation_id: int, approval_id: str, status: str) -> None:
     """Tell every open view of the conversation that this card changed (its status, or a fresh
     card made in its place): each renders it again for its own viewer."""
-    publish(conversation_id, "approval", id=approval_id, status=str(status))
+    publish(conversation_id, EventType.APPROVAL, id=approval_id, status=str(status))
 
 
 def retitled(conversation_id: int) -> None:
     """Tell the conversation's open views that its title changed (they read it afresh: the event
     carries none), so every tab's heading, list and tab title follow, whoever wrote it."""
-    publish(conversation_id, "title")
+    publish(conversation_id, EventType.TITLE)
 
 
 def _appender() -> Any:
@@ -137,7 +137,7 @@ def replay_from(conversation_id: int, cursor: str) -> str:
             event = _event(raw_id, fields)
             if event.ends_turn() and event.run is not None:
                 ended.add(event.run)
-            elif event.type == "turn" and event.data.get("state") == "started":
+            elif event.type == EventType.TURN and event.data.get("state") == TurnState.STARTED:
                 return _before(event.id) if event.run not in ended else cursor
         if len(page) < REPLAY_PAGE:
             return cursor
@@ -162,9 +162,9 @@ def text_before(conversation_id: int, run: object, step: object, before: str) ->
         event = _event(raw_id, fields)
         if event.run != run or event.data.get("step") != step:
             continue
-        if event.type == "turn":
+        if event.type == EventType.TURN:
             break
-        if event.type == "text":
+        if event.type == EventType.TEXT:
             pieces.append(str(event.data.get("text", "")))
     return "".join(reversed(pieces))
 

@@ -27,7 +27,7 @@ from app.copilot.revise import told
 from app.copilot.text import AGENT_WORDS
 from app.extensions import db
 from app.models import ApiToken, Approval, Conversation, Message, Run, User
-from app.status import FINAL, Status
+from app.status import FINAL, Role, RunNext, Status
 
 WAITING = "Waiting for the person's answer on a card. It has not run."
 NOT_RUN = "Not run: the person stopped the turn before this call ran."
@@ -95,7 +95,7 @@ def prepare(run: Run) -> Pass:
     work = Pass(run=run, user=user, history=history, step=run.step + 1)
     calls = unanswered(history)
     said: Message | None = None
-    if run.next == "results":
+    if run.next == RunNext.RESULTS:
         # An edited card's fresh one, in the same run and step, answers the model's call in its place.
         step = [a for a in runs.step_approvals(run) if a.status != Status.EDITED]
         lines = {a.tool_call_id: told(a) for a in step}
@@ -106,7 +106,7 @@ def prepare(run: Run) -> Pass:
             note = " ".join(f"{a.action} ({a.tool_call_id}): {lines[a.tool_call_id]}" for a in step)
             tell_news(work.history, answers_for(run.conversation_id, calls) if calls else [], note, [*lines.values()])
             work.news = True
-    elif run.next == "prompt":
+    elif run.next == RunNext.PROMPT:
         said = db.session.get(Message, run.message_id) if run.message_id else None
         work.prompt = written_by(run) + (said.text if said is not None else "")
     if work.prompt is not None and calls:
@@ -157,7 +157,7 @@ def delivered(said: Message | None) -> list[str]:
     if said is None:
         return []
     convo = Message.conversation_id == said.conversation_id
-    before = sa.select(sa.func.max(Message.id)).where(convo, Message.role == "user", Message.id < said.id).scalar_subquery()
+    before = sa.select(sa.func.max(Message.id)).where(convo, Message.role == Role.USER, Message.id < said.id).scalar_subquery()
     since = Message.id > sa.func.coalesce(before, 0)
     news = db.session.scalars(
         sa.select(Message.text)

@@ -18,6 +18,7 @@ from app.copilot.agent import BadArguments, Engine, Paused, Turn, call_action
 from app.copilot.llm import make_model
 from app.copilot.schema import tool_schema
 from app.extensions import db
+from app.status import ApprovalType
 
 SYSTEM_PROMPT = """\
 You are Countersign, an assistant inside a web app. You act only through the tools given.
@@ -79,7 +80,7 @@ def _tool(action: type[Action]) -> Tool[Turn]:
             said = call_action(ctx.deps, action, arguments, ctx.tool_call_id or "")
         except Paused as paused:
             db.session.commit()  # the card or form it created
-            kind: Literal["external", "question"] = "question" if paused.approval.type == "form" else "external"
+            kind: Literal["external", "question"] = "question" if paused.approval.type == ApprovalType.FORM else "external"
             raise CallDeferred(metadata={"approval_id": paused.approval.id}, kind=kind) from None
         except BadArguments as exc:
             db.session.rollback()

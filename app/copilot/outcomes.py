@@ -8,7 +8,7 @@ from datetime import datetime
 
 from app.extensions import db
 from app.models import Approval, User
-from app.status import Status, Words, card_line, chat_line, decided_line, model_line
+from app.status import ApprovalType, Status, Words, card_line, chat_line, decided_line, model_line
 
 
 def words_of(approval: Approval) -> Words:
@@ -81,4 +81,4 @@ def decided_by_line(approval: Approval, viewer_id: int | None = None) -> str:
     # The moment of the decision: the press that claimed it (not when its work or a sweep ended),
     # or for an expired card the end of its time.
     moment = approval.expires_at if status is Status.EXPIRED else (approval.claimed_at or approval.decided_at)
-    return decided_line(status, name(decider), when(moment), confirmer, form=approval.type == "form")
+    return decided_line(status, name(decider), when(moment), confirmer, form=approval.type == ApprovalType.FORM)

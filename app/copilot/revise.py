@@ -27,7 +27,7 @@ from app.copilot.tokens import Actor, refuse
 from app.errors import AlreadyDecided, BadValues, CountersignError, TooManyPending, UnstorableText, WrongPerson
 from app.extensions import db
 from app.models import Approval, Message, Run
-from app.status import SECOND_DECLINED, RunStatus, Status
+from app.status import SECOND_DECLINED, ApprovalType, Refusal, Role, RunNext, RunStatus, Status
 
 # What each of these answers may be given to (None: a card or a form).
 ANSWERS = {"decline": None, "edit": "confirm", "refresh": "confirm"}
@@ -90,8 +90,8 @@ def _edit(approval: Approval, actor: Actor, registry: Registry, values: Mapping[
     ctx = approvals._context(actor, approval)
     if not approvals._authorized(action, ctx, input):
         message = "You may not do this with the edited values. The card is unchanged."
-        raise refuse(WrongPerson(message), "edit_refused", actor, approval, approval.id)
-    card = _rebuilt(action, ctx, input, actor, approval, "edit_not_found")
+        raise refuse(WrongPerson(message), Refusal.EDIT_REFUSED, actor, approval, approval.id)
+    card = _rebuilt(action, ctx, input, actor, approval, Refusal.EDIT_NOT_FOUND)
     run = db.session.get(Run, approval.run_id)
     assert run is not None
     edited = list(dict.fromkeys([*(approval.edited or []), *changed]))
@@ -111,11 +111,11 @@ def _edited(
     form = edit_form(action, approval) if action is not None else None
     if action is None or form is None:
         message = "This card cannot be edited: confirm or decline it."
-        raise refuse(BadValues(message), "edit_not_editable", actor, approval, approval.id)
+        raise refuse(BadValues(message), Refusal.EDIT_NOT_EDITABLE, actor, approval, approval.id)
     schema = form["requestedSchema"]
     if any(name not in schema["properties"] for name in values):  # a secret, the operation, a stray name
         message = f"Only {', '.join(schema['properties'])} can be edited on this card. Nothing was changed."
-        raise refuse(BadValues(message), "edit_field_not_editable", actor, approval, approval.id)
+        raise refuse(BadValues(message), Refusal.EDIT_FIELD_NOT_EDITABLE, actor, approval, approval.id)
     input, _ = validate_form(schema, action, approval.arguments, values)
     after = input.model_dump(mode="json")
     changed = [name for name in schema["properties"] if after.get(name) != approval.arguments.get(name)]
@@ -160,7 +160,7 @@ def _refresh(approval: Approval, actor: Actor, registry: Registry) -> Approval:
     One fresh card per changed card: its id is derived from the old one's (a second press collides)."""
     if approval.status != Status.CHANGED or not approval.changes:
         message = "Only a card that changed since you were asked can be made afresh."
-        raise refuse(AlreadyDecided(message), f"refresh_{approval.status}", actor, approval, approval.id)
+        raise refuse(AlreadyDecided(message), Refusal.refresh(approval.status), actor, approval, approval.id)
     action = registry.get(approval.action)
     if action is None:
         raise BadValues("This action no longer exists.")
@@ -168,7 +168,7 @@ def _refresh(approval: Approval, actor: Actor, registry: Registry) -> Approval:
     input = action.Input.model_validate(approval.arguments)
     if not approvals._authorized(action, ctx, input):
         message = "You may no longer do this. No fresh card was made."
-        raise refuse(WrongPerson(message), "refresh_refused", actor, approval, approval.id)
+        raise refuse(WrongPerson(message), Refusal.REFRESH_REFUSED, actor, approval, approval.id)
     return _afresh(approval, actor, action, ctx, input)
 
 
@@ -181,7 +181,7 @@ def _afresh(approval: Approval, actor: Actor, action: type[Action], ctx: ActionC
     except TooManyPending:
         db.session.commit()  # its audit row; nothing else was added
         raise
-    card = _rebuilt(action, ctx, input, actor, approval, "refresh_not_found")
+    card = _rebuilt(action, ctx, input, actor, approval, Refusal.REFRESH_NOT_FOUND)
     db.session.add(run)
     db.session.flush()
     try:
@@ -189,7 +189,7 @@ def _afresh(approval: Approval, actor: Actor, action: type[Action], ctx: ActionC
     except sa.exc.IntegrityError:
         db.session.rollback()
         again = AlreadyDecided("A fresh card was already made from this one.")
-        raise refuse(again, "refresh_again", actor, approval, approval.id) from None
+        raise refuse(again, Refusal.REFRESH_AGAIN, actor, approval, approval.id) from None
     audit.record(
         "approval.refreshed",
         Status.PENDING,
@@ -214,7 +214,7 @@ def _run_for_fresh(approval: Approval) -> Run:
     return Run(
         conversation_id=approval.conversation_id,
         status=status,
-        next="results",
+        next=RunNext.RESULTS,
         step=1,
         channel=old.channel,
         via=old.via,
@@ -252,7 +252,7 @@ def _fresh(
         action,
         tool_call_id=old.tool_call_id,
         step=run.step if run.id != old.run_id else old.step,
-        type="confirm",
+        type=ApprovalType.CONFIRM,
         replaces=old.id,
         requested_via=old.requested_via,  # whoever asked for the card asked for its edit's too
         requested_by_agent=old.requested_by_agent,
@@ -262,7 +262,9 @@ def _fresh(
     line = db.session.scalar(sa.select(Message).where(Message.approval_id == old.id).order_by(Message.id).limit(1))
     if line is not None:
         step = line.step if line.run_id == run.id else run.step
-        db.session.add(Message(conversation_id=old.conversation_id, role="card", approval_id=fresh.id, run_id=run.id, step=step))
+        db.session.add(
+            Message(conversation_id=old.conversation_id, role=Role.CARD, approval_id=fresh.id, run_id=run.id, step=step)
+        )
     return fresh
 
 

@@ -17,7 +17,7 @@ from app.copilot.tokens import Actor
 from app.errors import AgentNotItsTurn, NotFound
 from app.extensions import commit_kept, db, redis_client, won
 from app.models import Approval, Conversation, Message, Run, utcnow
-from app.status import FINAL, GOING, RETRYABLE, RunStatus
+from app.status import FINAL, GOING, RETRYABLE, EventType, Role, RunNext, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     what both the credential and the conversation's last run reach: a conversation an agent token
     started stays within that token's toolsets, also when the person writes in it."""
     conversation_toolsets = hold_live(conversation.id)
-    said = Message(conversation_id=conversation.id, role="user", text=text)
+    said = Message(conversation_id=conversation.id, role=Role.USER, text=text)
     db.session.add(said)
     titled = conversation.title == "New conversation" and bool(text.strip())
     if titled:
@@ -91,7 +91,7 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     run = Run(
         conversation_id=conversation.id,
         status=RunStatus.QUEUED,
-        next="prompt",
+        next=RunNext.PROMPT,
         message=said,  # (its id is given to the run as both are written, in one flush)
         channel=actor.channel,
         via=actor.credential,
@@ -111,7 +111,7 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
 def publish_end(run: Run, step: int, state: str, message_ids: list[int]) -> None:
     """Tell the conversation's streams that this pass ended, how, and which messages it wrote."""
     events.publish(
-        run.conversation_id, "turn", run=run.id, step=step, state=state, messages=message_ids, answers=answers(run, step)
+        run.conversation_id, EventType.TURN, run=run.id, step=step, state=state, messages=message_ids, answers=answers(run, step)
     )
 
 
@@ -137,7 +137,7 @@ def resume_if_ready(run_id: int) -> Run | None:
     if any(a.status not in FINAL for a in step_approvals(run)):
         return None
     now = utcnow()
-    values = {"status": RunStatus.QUEUED, "next": "results", "queued_at": now, "updated_at": now}
+    values = {"status": RunStatus.QUEUED, "next": RunNext.RESULTS, "queued_at": now, "updated_at": now}
     queued = won(sa.update(Run).where(Run.id == run.id, Run.status == RunStatus.PAUSED, Run.step == run.step).values(**values))
     if not queued:
         db.session.rollback()
@@ -192,7 +192,7 @@ def retry(conversation: Conversation, actor: Actor) -> Run | None:
         db.session.rollback()
         return None
     # The failure's note stays, without its Retry button.
-    db.session.execute(sa.update(Message).where(Message.run_id == run.id, Message.role == "error").values(role="notice"))
+    db.session.execute(sa.update(Message).where(Message.run_id == run.id, Message.role == Role.ERROR).values(role=Role.NOTICE))
     db.session.commit()
     jobs.submit(run.id)
     db.session.refresh(run)
@@ -214,7 +214,7 @@ def stop(conversation: Conversation, actor: Actor) -> Run | None:
     if run.status == RunStatus.QUEUED and won(
         sa.update(Run).where(Run.id == run.id, Run.status == RunStatus.QUEUED).values(status=RunStatus.STOPPED)
     ):  # it ends as a stopped pass does, with its notice (nothing ran, no words were said)
-        notice = Message(conversation_id=conversation.id, role="notice", text=NOTHING_RAN, run_id=run.id, step=run.step + 1)
+        notice = Message(conversation_id=conversation.id, role=Role.NOTICE, text=NOTHING_RAN, run_id=run.id, step=run.step + 1)
         db.session.add(notice)
         db.session.commit()
         publish_end(run, run.step + 1, RunStatus.STOPPED, [notice.id])
@@ -315,7 +315,7 @@ def mark_interrupted(run: Run) -> bool:
         return False
     notice = Message(
         conversation_id=run.conversation_id,
-        role="error",
+        role=Role.ERROR,
         run_id=run.id,
         step=run.step + 1,
         text="This turn was interrupted before it finished. Your message is saved; press Retry to run it again.",

@@ -154,6 +154,7 @@ class Copilot:
     def chat(self, message: str) -> list[str]:
         """Say something and wait for the turn; returns what came back (assistant lines, notices,
         card sentences)."""
+        from app.copilot import conversations
         from app.copilot.agent import send_message
         from app.extensions import db
         from app.models import Conversation, Message
@@ -162,8 +163,7 @@ class Copilot:
             user = self._user()
             conversation = db.session.get(Conversation, self._conversation) if self._conversation else None
             if conversation is None:
-                conversation = Conversation(tenant_id=user.tenant_id, user_id=user.id)
-                db.session.add(conversation)
+                conversation = conversations.start(user)
                 db.session.commit()
                 self._conversation = conversation.id
             said, run = send_message(conversation, self._actor(), message)

@@ -24,7 +24,7 @@ from app.errors import (
 )
 from app.extensions import db
 from app.models import Approval, Run, User
-from app.status import RunStatus
+from app.status import Refusal, RunStatus
 
 TOKEN_SALT = "countersign.approval-token"
 SECOND_SALT = "countersign.countersignature"  # a second signature's token is never a card's, nor the reverse
@@ -137,20 +137,20 @@ def verify(approval_id: str, proof: str | ChannelProof, actor: Actor) -> Approva
     credential's toolsets. Raises AgentCannotAnswer, BadToken, NotFound, Expired, WrongPerson or
     OutsideToolsets (each audited)."""
     if actor.agent:
-        raise refuse(AgentCannotAnswer(), "agent_credential", actor, None, approval_id)
+        raise refuse(AgentCannotAnswer(), Refusal.AGENT_CREDENTIAL, actor, None, approval_id)
     if isinstance(proof, ChannelProof):
         payload, expired = {"a": approval_id, "u": actor.user.id, "b": actor.binding}, False
     else:
         payload, expired = _read_token(approval_id, proof, actor)
     approval = db.session.get(Approval, approval_id)
     if approval is None or approval.tenant_id != actor.user.tenant_id:
-        raise refuse(NotFound(), "not_found", actor, None, approval_id)
+        raise refuse(NotFound(), Refusal.NOT_FOUND, actor, None, approval_id)
     if expired:
-        raise refuse(Expired(), "token_expired", actor, approval, approval_id)
+        raise refuse(Expired(), Refusal.TOKEN_EXPIRED, actor, approval, approval_id)
     if payload.get("u") != actor.user.id or approval.user_id != actor.user.id or payload.get("b") != actor.binding:
-        raise refuse(WrongPerson(), "wrong_person_or_session", actor, approval, approval_id)
+        raise refuse(WrongPerson(), Refusal.WRONG_PERSON_OR_SESSION, actor, approval, approval_id)
     if actor.toolsets is not None and not reaches(actor.toolsets, approval.action):
-        raise refuse(OutsideToolsets(), "outside_toolsets", actor, approval, approval_id)
+        raise refuse(OutsideToolsets(), Refusal.OUTSIDE_TOOLSETS, actor, approval, approval_id)
     return approval
 
 
@@ -168,19 +168,19 @@ def verify_second(approval_id: str, token: object, actor: Actor) -> Approval:
     check (countersigning.countersign). Raises AgentCannotAnswer, BadToken, NotFound, Expired or
     WrongPerson (each audited)."""
     if actor.agent:
-        raise refuse(AgentCannotAnswer(), "countersign_agent_credential", actor, None, approval_id)
+        raise refuse(AgentCannotAnswer(), Refusal.COUNTERSIGN_AGENT_CREDENTIAL, actor, None, approval_id)
     payload, expired = _read_token(approval_id, token, actor, SECOND_SALT)
     approval = db.session.get(Approval, approval_id)
     if approval is None or approval.tenant_id != actor.user.tenant_id:
-        raise refuse(NotFound(), "countersign_not_found", actor, None, approval_id)
+        raise refuse(NotFound(), Refusal.COUNTERSIGN_NOT_FOUND, actor, None, approval_id)
     if expired:
-        raise refuse(Expired(), "countersign_token_expired", actor, approval, approval_id)
+        raise refuse(Expired(), Refusal.COUNTERSIGN_TOKEN_EXPIRED, actor, approval, approval_id)
     if payload.get("u") != actor.user.id or payload.get("b") != actor.binding:
-        raise refuse(WrongPerson(), "countersign_wrong_person_or_session", actor, approval, approval_id)
+        raise refuse(WrongPerson(), Refusal.COUNTERSIGN_WRONG_PERSON_OR_SESSION, actor, approval, approval_id)
     if actor.user.id in (approval.user_id, approval.confirmed_by):
-        raise refuse(OwnCountersign(), "countersign_own_request", actor, approval, approval_id)
+        raise refuse(OwnCountersign(), Refusal.COUNTERSIGN_OWN_REQUEST, actor, approval, approval_id)
     if actor.toolsets is not None and not reaches(actor.toolsets, approval.action):
-        raise refuse(OutsideToolsets(), "countersign_outside_toolsets", actor, approval, approval_id)
+        raise refuse(OutsideToolsets(), Refusal.COUNTERSIGN_OUTSIDE_TOOLSETS, actor, approval, approval_id)
     return approval
 
 
@@ -188,13 +188,13 @@ def _read_token(approval_id: str, token: object, actor: Actor, salt: str = TOKEN
     """The token's payload naming this approval, and whether it is past its age; BadToken else."""
     signer = serializer(salt)
     if not isinstance(token, str) or not _canonical(token):
-        raise refuse(BadToken(), "bad_token", actor, None, approval_id)
+        raise refuse(BadToken(), Refusal.BAD_TOKEN, actor, None, approval_id)
     try:
         payload, expired = signer.loads(token, max_age=ttl()), False
     except SignatureExpired as error:  # authentic but old: read it to name the approval
         payload, expired = signer.load_payload(error.payload) if error.payload is not None else None, True
     except BadSignature:
-        raise refuse(BadToken(), "bad_token", actor, None, approval_id) from None
+        raise refuse(BadToken(), Refusal.BAD_TOKEN, actor, None, approval_id) from None
     if not isinstance(payload, dict) or payload.get("a") != approval_id:
-        raise refuse(BadToken(), "token_for_other_approval", actor, None, approval_id)
+        raise refuse(BadToken(), Refusal.TOKEN_FOR_OTHER_APPROVAL, actor, None, approval_id)
     return payload, expired

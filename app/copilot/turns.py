@@ -34,6 +34,7 @@ from app.copilot.endings import end_failed, end_finished, end_stopped, save_prog
 from app.copilot.history import Pass, prepare
 from app.extensions import db, redis_client
 from app.models import Run
+from app.status import EventType, TurnState
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ async def _run(run: Run) -> None:
         allowed=eng.reachable(runs.split_toolsets(run.toolsets)),
     )
     answers = runs.answers(run, work.step)
-    events.publish(run.conversation_id, "turn", run=run.id, step=work.step, state="started", answers=answers)
+    events.publish(run.conversation_id, EventType.TURN, run=run.id, step=work.step, state=TurnState.STARTED, answers=answers)
     started = time.perf_counter()
     config = current_app.config
     text = _Words(run.conversation_id, run.id, work.step, config["EVENTS_TEXT_EVERY_MS"] / 1000, config["EVENTS_TEXT_PER_SECOND"])
@@ -228,7 +229,12 @@ class _Words:
         self.sent_at = time.monotonic()
         try:
             events.publish(
-                self.conversation_id, "text", unless=runs.stop_key(self.run_id), run=self.run_id, step=self.step, text=piece
+                self.conversation_id,
+                EventType.TEXT,
+                unless=runs.stop_key(self.run_id),
+                run=self.run_id,
+                step=self.step,
+                text=piece,
             )
         except events.Refused:
             self.stopped = True

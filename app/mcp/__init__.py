@@ -25,15 +25,18 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.copilot.actions import Kind
+from app.status import ApprovalType
+
 log = logging.getLogger(__name__)
 AUDIENCE = "countersign"
 current_token: contextvars.ContextVar[int | None] = contextvars.ContextVar("countersign_mcp_token", default=None)
 
-ANNOTATIONS = {
-    "read": types.ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False),
-    "write": types.ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
-    "destructive": types.ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False),
-    "external": types.ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True),
+ANNOTATIONS = {  # MCP's tool hints, by the action's kind
+    Kind.READ: types.ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False),
+    Kind.WRITE: types.ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
+    Kind.DESTRUCTIVE: types.ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False),
+    Kind.EXTERNAL: types.ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True),
 }
 
 
@@ -164,7 +167,7 @@ def _tools(token_id: int) -> types.ListToolsResult:
     return types.ListToolsResult(
         tools=[
             types.Tool(
-                name=a.name, description=a.description(), input_schema=tool_schema(a.Input), annotations=ANNOTATIONS[a.kind.value]
+                name=a.name, description=a.description(), input_schema=tool_schema(a.Input), annotations=ANNOTATIONS[a.kind]
             )
             for a in engine().registry.exposed()
             if a.name in reach
@@ -223,7 +226,7 @@ class Ask:
     by_url: bool = True
 
     def pending(self) -> str:
-        verb = "confirm this" if self.kind == "confirm" else "fill this in"
+        verb = "confirm this" if self.kind == ApprovalType.CONFIRM else "fill this in"
         return f"Pending: the person must {verb} in Countersign: {self.url}"
 
     def input_required(self) -> types.InputRequiredResult:
@@ -257,7 +260,7 @@ def _call(token_id: int, params: types.CallToolRequestParams) -> Any:
     said, approval = agent.call_direct(actor, params.name, params.arguments or {})
     if approval is None:
         return _text(said, error=said.startswith(("Unknown tool", "Invalid arguments")))
-    if approval.type == "form" and approval.form is not None:
+    if approval.type == ApprovalType.FORM and approval.form is not None:
         form = approval.form
         if actor.agent:  # the person fills it on the card's page; the agent never sees the values
             return Ask(approval.id, "form", f"{form['message']} Fill it in Countersign.", {}, card_url(approval.id))
@@ -342,8 +345,8 @@ def _decision(kind: str, answer: types.ElicitResult | None) -> str | None:
     """What an elicitation's answer means for a card or form (None: nothing to decide)."""
     if answer is None:
         return None
-    if kind == "form" and answer.action == "accept":
+    if kind == ApprovalType.FORM and answer.action == "accept":
         return "submit"
     if answer.action == "decline":
         return "decline"
-    return "cancel" if kind == "form" and answer.action == "cancel" else None
+    return "cancel" if kind == ApprovalType.FORM and answer.action == "cancel" else None

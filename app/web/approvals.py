@@ -17,7 +17,7 @@ from app.copilot.tokens import Actor
 from app.errors import CountersignError, FormInvalid, NotFound, WrongPerson
 from app.extensions import db, limit_per_person_and_address
 from app.models import Approval, Conversation, utcnow
-from app.status import Status
+from app.status import EventType, Status
 from app.web.blueprint import bp
 from app.web.cards import card_context, edit_errors, render_partial, submitted_values
 from app.web.messages import messages_after, render_messages
@@ -58,7 +58,7 @@ def approval_events(approval_id: str) -> Any:
     conversation_id = _own_approval(approval_id, actor).conversation_id
 
     def shown(event: Event) -> tuple[str, str] | None:
-        if event.type != "approval" or event.data.get("id") != approval_id:
+        if event.type != EventType.APPROVAL or event.data.get("id") != approval_id:
             return None
         html = card_event(event, actor, conversation_id)
         return None if html is None else ("message", html)

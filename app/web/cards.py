@@ -14,7 +14,7 @@ from app.copilot.schema import wtform_class
 from app.copilot.tokens import Actor, may_answer, sign, sign_second
 from app.extensions import db
 from app.models import Approval, User, utcnow
-from app.status import Status, badge
+from app.status import ApprovalType, Status, badge
 
 
 def card_context(
@@ -31,7 +31,7 @@ def card_context(
     seconds_left = max(0, int((approval.expires_at - utcnow()).total_seconds()))
     answerable = mine and pending and may_answer(actor, approval)
     form = None
-    if approval.type == "form" and approval.form and pending:
+    if approval.type == ApprovalType.FORM and approval.form and pending:
         form_class = wtform_class(approval.form["requestedSchema"])
         form = form_class(formdata=typed) if typed is not None else form_class(data=_defaults(approval.form))
         for name, messages in (field_errors or {}).items():
@@ -79,7 +79,7 @@ def revise_context(approval: Approval, actor: Actor, answerable: bool) -> dict[s
 
     found: dict[str, Any] = {"reason_max": REASON_MAX, "edit_form": None, "changes": approval.changes, "fresh_id": None}
     action = agent.engine().registry.get(approval.action)
-    if answerable and approval.type == "confirm" and action is not None:
+    if answerable and approval.type == ApprovalType.CONFIRM and action is not None:
         elicited = edit_form(action, approval)
         if elicited is not None:
             found["edit_form"] = wtform_class(elicited["requestedSchema"])(data=_defaults(elicited))
@@ -119,5 +119,5 @@ def submitted_values(approval_id: str) -> dict[str, Any]:
 
 def render_partial(approval: Approval, context: dict[str, Any]) -> str:
     """The card's or the form's fragment, in its current state."""
-    name = "partials/_form.html" if approval.type == "form" else "partials/_card.html"
+    name = "partials/_form.html" if approval.type == ApprovalType.FORM else "partials/_card.html"
     return render_template(name, ctx=context)

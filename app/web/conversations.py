@@ -13,7 +13,7 @@ from app.copilot import agent, conversations, events, runs
 from app.copilot.text import check_message
 from app.copilot.tokens import Actor
 from app.extensions import db, limit_per_person_and_address
-from app.models import Conversation, Message, Run
+from app.models import Message, Run
 from app.status import GOING
 from app.web.blueprint import bp
 from app.web.cards import card_context
@@ -39,8 +39,7 @@ def index() -> Any:
 @login_required
 def new_conversation() -> Any:
     actor = current_actor()
-    conversation = Conversation(tenant_id=actor.user.tenant_id, user_id=actor.user.id)
-    db.session.add(conversation)
+    conversation = conversations.start(actor.user)
     db.session.commit()
     return redirect(url_for("web.chat", conversation_id=conversation.id))
 

@@ -11,6 +11,7 @@ from app.copilot import conversations
 from app.copilot.tokens import Actor
 from app.extensions import db
 from app.models import Conversation, Message, Run, User
+from app.status import Role
 from app.web.cards import card_context
 
 
@@ -52,7 +53,7 @@ def mark_agents_words(messages: list[Message]) -> None:
     """The person's side of the chat may hold an agent token's words ("Yes, delete post 3"): each
     such message gets `written_by` ("Written by an agent (token 'laptop') through the API"), shown
     under it, so that it never passes for the person's own."""
-    said = {m.id: m for m in messages if m.role == "user"}
+    said = {m.id: m for m in messages if m.role == Role.USER}
     if not said:
         return
     runs = sa.select(Run.message_id, Run.via).where(Run.message_id.in_(said), Run.agent.is_(True))

@@ -18,6 +18,7 @@ from app.copilot.tokens import Actor
 from app.extensions import db
 from app.markdown import Live
 from app.models import Approval, Conversation, Message
+from app.status import EventType, Role, TurnState
 from app.web.blueprint import bp
 from app.web.cards import card_context, render_partial
 from app.web.messages import mark_agents_words, own_conversation
@@ -69,22 +70,22 @@ class LiveText:
 def render_event(event: Event, actor: Actor, live: LiveText) -> str | None:
     """One event of a conversation as the HTML fragment htmx's SSE extension swaps in (None: none)."""
     run, step = event.data.get("run"), event.data.get("step")
-    if event.type == "text":
+    if event.type == EventType.TEXT:
         _, html = live.add(event)
         if html is None:
             return None
         return render_template("partials/_live_text.html", run=run, step=step, html=Markup(html))  # noqa: S704  (sanitized)
-    if event.type == "approval":
+    if event.type == EventType.APPROVAL:
         return card_event(event, actor, live.conversation_id) or ""
-    if event.type == "title":
+    if event.type == EventType.TITLE:
         conversation = db.session.get(Conversation, live.conversation_id)
         return render_template("partials/_titles.html", conversation=conversation) if conversation else ""
     answers = event.data.get("answers")
-    if event.type == "turn" and event.data.get("state") == "started":
+    if event.type == EventType.TURN and event.data.get("state") == TurnState.STARTED:
         live.started(run, step)
         reply = render_template("partials/_live.html", run=run, step=step, answers=answers)
         return _asked(answers, live.conversation_id, actor) + reply
-    if event.type == "turn":
+    if event.type == EventType.TURN:
         live.ended(run, step)
         ids = [int(i) for i in event.data.get("messages", [])]
         messages = list(db.session.scalars(sa.select(Message).where(Message.id.in_(ids)).order_by(Message.id)))
@@ -126,7 +127,7 @@ def _asked(message_id: Any, conversation_id: int, actor: Actor) -> str:
     agent token, an app, another tab), it is not on this page yet; where it is, it replaces
     itself (app.js places each id once)."""
     said = db.session.get(Message, int(message_id)) if str(message_id or "").isdigit() else None
-    if said is None or said.conversation_id != conversation_id or said.role != "user":
+    if said is None or said.conversation_id != conversation_id or said.role != Role.USER:
         return ""
     mark_agents_words([said])
     return render_template("partials/_message.html", message=said, actor=actor, card_context=card_context, oob=True)

@@ -18,6 +18,9 @@ from app.api.openapi.pieces import (
     query,
     ref,
 )
+from app.status import Decision
+
+ANSWERED = (Decision.CONFIRM, Decision.DECLINE, Decision.CANCEL, Decision.SUBMIT)  # answers of their own route
 
 ANSWER_DESCRIPTION = (
     "Decided in this request (a confirmed card's handle() runs here); the model's "
@@ -80,8 +83,8 @@ def approval_paths() -> dict[str, Any]:
                 parameters=query("event", "outcome", "person", "approval_id", "after"),
             )
         },
-        **{f"/api/approvals/{{id}}/{d}": _answer(d) for d in ("confirm", "decline", "cancel", "submit")},
-        **{f"/api/approvals/{{id}}/{d}": _revise(d) for d in ("edit", "refresh")},
+        **{f"/api/approvals/{{id}}/{d}": _answer(d) for d in ANSWERED},
+        **{f"/api/approvals/{{id}}/{d}": _revise(d) for d in (Decision.EDIT, Decision.REFRESH)},
     }
 
 

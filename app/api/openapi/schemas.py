@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.api.openapi.pieces import array_of, object_of
+from app.status import ApprovalType, Role
 
 
 def _revisions() -> dict[str, Any]:
@@ -38,7 +39,7 @@ def component_schemas() -> dict[str, Any]:
         "Error": object_of({"error": {"type": "string"}, "message": {"type": "string"}}),
         "Message": object_of(
             {
-                "role": {"type": "string", "enum": ["user", "assistant", "notice", "error", "card"]},
+                "role": {"type": "string", "enum": [role.value for role in Role]},
                 "text": {"type": "string"},
                 "approval": {"type": "string"},
             },
@@ -47,7 +48,7 @@ def component_schemas() -> dict[str, Any]:
         "Prompt": object_of(
             {
                 "id": {"type": "string"},
-                "type": {"type": "string", "enum": ["confirm", "form"]},
+                "type": {"type": "string", "enum": [kind.value for kind in ApprovalType]},
                 "action": {"type": "string"},
                 "reason": {"type": "string"},
                 "rows": {"type": "array", "items": row},

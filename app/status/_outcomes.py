@@ -1,61 +1,13 @@
-"""What an approval can be, and what each outcome says on every channel: the one vocabulary.
-
-The card, a chat thread, the model and the admin console each read their line from OUTCOMES;
-nothing else spells a status. (A bottom-layer module like errors.py: the tables' CHECK reads it.)
-"""
+"""What each outcome of an approval says on every channel: the card's label, the chat's line, the
+model's line, who decided it; nothing else words an outcome."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Protocol
 
 from app.errors import PartlyDone
-
-
-class Status(StrEnum):
-    """An approval's status. `pending` waits for its person; `countersigning` was confirmed by its
-    person and waits for a second, different person's signature (an action's `countersign`);
-    `running` is claimed and handle() is running; every other status is final and runs nothing more.
-    `queued`: handle() ran and handed its work to a queue (an action of `Delivery.QUEUED`); it is
-    decided, and moves once more, to `done` or `failed`, when the delivery ends."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    DONE = "done"
-    DECLINED = "declined"
-    CANCELLED = "cancelled"
-    CHANGED = "changed"
-    REFUSED = "refused"
-    EXPIRED = "expired"
-    REVOKED = "revoked"
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
-    SUPERSEDED = "superseded"
-    COUNTERSIGNING = "countersigning"
-    EDITED = "edited"
-    QUEUED = "queued"
-
-    @property
-    def final(self) -> bool:
-        return self not in (Status.PENDING, Status.COUNTERSIGNING, Status.RUNNING)
-
-
-FINAL = frozenset(s for s in Status if s.final)
-
-
-class Delivery(StrEnum):
-    """When an action's work is over (its one declaration, `delivery = Delivery.QUEUED`): `now`,
-    when handle() returns; `queued`, when the queue handle() handed it to delivers it — the
-    action's deliver() says how it went, and the card reads Queued, then Sent or Failed to send."""
-
-    NOW = "now"
-    QUEUED = "queued"
-
-    @property
-    def failed_label(self) -> str:
-        """The card's word for a failure of this action."""
-        return "Failed to send" if self is Delivery.QUEUED else "Failed"
+from app.status._words import Delivery, Status
 
 
 @dataclass(frozen=True)
@@ -277,23 +229,3 @@ def decided_line(status: Status, who: str, when: str, confirmer: str | None = No
     else:
         line = template.format(who=who, when=when)
     return line[:1].upper() + line[1:]
-
-
-class RunStatus(StrEnum):
-    """A run's status: `queued` for a worker, `running` a pass, `paused` on its cards, `external`
-    an MCP client's own call; the rest ended (Retry takes up a failed or interrupted one)."""
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    PAUSED = "paused"
-    DONE = "done"
-    FAILED = "failed"
-    STOPPED = "stopped"
-    INTERRUPTED = "interrupted"
-    EXTERNAL = "external"
-
-
-GOING = (RunStatus.QUEUED, RunStatus.RUNNING)  # a pass is waiting or under way
-RETRYABLE = (RunStatus.FAILED, RunStatus.INTERRUPTED)
-# A pass ends as one of these (its events' last one says which).
-PASS_ENDS = (RunStatus.DONE, RunStatus.PAUSED, RunStatus.FAILED, RunStatus.STOPPED, RunStatus.INTERRUPTED)
