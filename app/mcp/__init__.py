@@ -25,19 +25,12 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.copilot.actions import Kind
+from app.mcp.hints import ANNOTATIONS
 from app.status import ApprovalType
 
 log = logging.getLogger(__name__)
 AUDIENCE = "countersign"
 current_token: contextvars.ContextVar[int | None] = contextvars.ContextVar("countersign_mcp_token", default=None)
-
-ANNOTATIONS = {  # MCP's tool hints, by the action's kind
-    Kind.READ: types.ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False),
-    Kind.WRITE: types.ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
-    Kind.DESTRUCTIVE: types.ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False),
-    Kind.EXTERNAL: types.ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True),
-}
 
 
 def create_mcp_app(flask_app: Flask) -> ASGIApp:
