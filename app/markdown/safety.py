@@ -14,14 +14,8 @@ import nh3
 # percent-encoded): letters, digits, dots and dashes, or an IPv6 literal. Anything else (a "%",
 # a backslash) could be read one way here and another way by the browser: no link.
 HOST = re.compile(r"[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|[0-9a-f:.]+")
-
-
 _NUMBER = re.compile(r"0x[0-9a-f]*|[0-9]+")
-
-
 MAILBOX = re.compile(r"[A-Za-z0-9.!#$%&'*+/=^_`{|}~-]+@[A-Za-z0-9.-]+")
-
-
 REL = "noopener noreferrer nofollow"
 
 
@@ -29,8 +23,6 @@ TAGS = {
     *("p", "br", "hr", "strong", "em", "del", "s", "code", "pre", "blockquote", "ul", "ol", "li", "a"),
     *("h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td", "span", "div", "button"),
 }
-
-
 ATTRIBUTES = {
     "a": {"href", "class"},
     "ol": {"start"},

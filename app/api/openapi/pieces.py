@@ -12,8 +12,6 @@ def ref(name: str) -> dict[str, Any]:
 
 
 ERROR = ref("Error")
-
-
 ERRORS = {
     400: "Bad token or values",
     401: "Not signed in",
@@ -25,8 +23,6 @@ ERRORS = {
     429: "Too many requests; Retry-After says when to try again",
     503: "Briefly unavailable; nothing changed",
 }
-
-
 PREFER = {
     "name": "Prefer",
     "in": "header",
@@ -35,18 +31,12 @@ PREFER = {
     "description": "RFC 7240. By default the request waits for the turn (at most TURN_WAIT seconds, "
     "`wait=N` asks less); `respond-async` answers at once and the turn follows on the events.",
 }
-
-
 QUEUED = {
     "description": "The turn is still going (or `respond-async`): follow it on `events`",
     "headers": {"Preference-Applied": {"schema": {"type": "string"}}},
     "content": {"application/json": {"schema": ref("Queued")}},
 }
-
-
 ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}
-
-
 APPROVAL_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
 
 
