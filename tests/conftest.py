@@ -109,6 +109,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+        if hasattr(getattr(item, "module", None), "mcp_process"):
+            # One MCP server process per module (tests/helpers/mcp.py): with `--dist loadgroup`
+            # (./scripts/test) the module's tests run on one xdist worker, so it starts once.
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
 def pytest_report_header() -> list[str]:
