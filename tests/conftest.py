@@ -3,6 +3,7 @@ a signed-in client helper, and scripted models."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterator
@@ -13,9 +14,11 @@ import pytest
 import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
+from jinja2 import BytecodeCache
+from werkzeug.security import generate_password_hash
 
 from app import create_app
-from app.cli import seed_demo
+from app.cli import DEMO_PASSWORD, seed_demo
 from app.extensions import db
 from app.models import Approval, Conversation, Run, User, utcnow
 
@@ -106,6 +109,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+        if hasattr(getattr(item, "module", None), "mcp_process"):
+            # One MCP server process per module (tests/helpers/mcp.py): with `--dist loadgroup`
+            # (./scripts/test) the module's tests run on one xdist worker, so it starts once.
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
 def pytest_report_header() -> list[str]:
@@ -183,9 +190,42 @@ def app_config() -> dict[str, Any]:
     return {}
 
 
+class SharedBytecode(BytecodeCache):
+    """Jinja's compiled templates, kept for the whole test process: each test's new app would
+    otherwise parse and compile every template it renders again. Jinja checks each template's
+    source against its checksum, so an edited template is compiled afresh."""
+
+    def __init__(self) -> None:
+        self.stored: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket: Any) -> None:
+        if bucket.key in self.stored:
+            bucket.bytecode_from_string(self.stored[bucket.key])
+
+    def dump_bytecode(self, bucket: Any) -> None:
+        self.stored[bucket.key] = bucket.bytecode_to_string()
+
+
+TEMPLATES = SharedBytecode()
+
+
+@functools.cache
+def quick_demo_hash() -> str:
+    """The demo password hashed with scrypt, as in production, at a work factor of 2**10 instead of
+    werkzeug's 2**15: a sign-in's check then costs about 4 ms of CPU instead of about 150, and
+    the tests sign in over a thousand times. A test marked production_password_hash gets the
+    default (a test of what a sign-in costs)."""
+    return generate_password_hash(DEMO_PASSWORD, method="scrypt:1024:8:1")
+
+
 @pytest.fixture
-def app(database_url: str, app_config: dict[str, Any], tmp_path: Any) -> Iterator[Flask]:
+def app(
+    database_url: str, app_config: dict[str, Any], tmp_path: Any, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Flask]:
     app = create_app(base_config(database_url, **{"FILES_ROOT": str(tmp_path / "files"), **app_config}))
+    app.jinja_env.bytecode_cache = TEMPLATES
+    if request.node.get_closest_marker("production_password_hash") is None:
+        monkeypatch.setattr("app.cli._demo_hash", quick_demo_hash)
     with app.app_context():
         empty_tables()
         seed_demo()

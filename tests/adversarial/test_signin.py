@@ -76,6 +76,7 @@ def test_a_revoke_goes_back_only_to_an_admin_page_of_this_site(app, sign_in):
 # --- 12. sign-in costs the same for an unknown email -------------------------------------------------
 
 
+@pytest.mark.production_password_hash
 def test_an_unknown_email_costs_one_password_hash_like_a_known_one(app, monkeypatch):
     from app.auth import signin
 
