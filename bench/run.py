@@ -417,21 +417,27 @@ def main() -> None:
     load = [round(x, 2) for x in os.getloadavg()]
     table: list[tuple[Figure, list[float]]] = []
     saved: list[dict[str, Any]] = []
+    failed: list[str] = []
     for script, script_args, every, *beside in plan(args.smoke, args.pg, args.redis.rstrip("/")):
         figures = [f for f in every if f.name.startswith(tuple(args.only.split(",")))]
         if not figures:
             continue
         results = []
         for i in range(runs):
-            result = timed(script, script_args, f"run {i + 1} of {runs}")
-            if beside:  # the peer in the same minutes: L1, peer, L1, peer, …
-                result["peer"] = timed(*beside[0], f"beside run {i + 1} of {runs}")
+            try:
+                result = timed(script, script_args, f"run {i + 1} of {runs}")
+                if beside:  # the peer in the same minutes: L1, peer, L1, peer, …
+                    result["peer"] = timed(*beside[0], f"beside run {i + 1} of {runs}")
+            except subprocess.CalledProcessError as error:
+                # One failed run is reported (and fails the command at the end); the others still count.
+                failed.append(f"{Path(error.cmd[1]).name} {' '.join(error.cmd[2:-1])} (run {i + 1} of {runs})")
+                continue
             results.append(result)
         table.extend((f, [f.read(r) for r in results]) for f in figures)
         saved.append({"script": script, "args": script_args, "runs": results})
+        if args.save:  # after each benchmark: a later failure keeps what was measured
+            Path(args.save).write_text(json.dumps(saved))
 
-    if args.save:
-        Path(args.save).write_text(json.dumps(saved))
     print(
         f"\nCountersign benchmarks: median of {runs} run(s), min–max beside it"
         f"{' (SMOKE: short runs, figures not meaningful)' if args.smoke else ''}; {os.cpu_count()} CPUs, "
@@ -441,10 +447,16 @@ def main() -> None:
     print(f"| {'figure':<64} | {'goal':<9} | {'median':>9} | {'min–max':<17} | met |")
     print(f"|{'-' * 66}|{'-' * 11}|{'-' * 11}|{'-' * 19}|-----|")
     for figure, values in table:
+        if not values:
+            print(f"| {figure.name:<64} | {figure.goal:<9} | {'failed':>9} | {'':<17} | {'':<3} |")
+            continue
         mid = statistics.median(values)
-        spread = f"{min(values):.2f}–{max(values):.2f}"
+        spread = f"{min(values):.2f}–{max(values):.2f}" + (f" ({len(values)} runs)" if len(values) != runs else "")
         met = "" if not figure.goal else ("yes" if figure.met(mid) else "no")
         print(f"| {figure.name:<64} | {figure.goal:<9} | {mid:>7.2f}{figure.unit:>2} | {spread:<17} | {met:<3} |")
+    if failed:
+        print("\nFailed runs (their figures are left out; see the error above each):\n" + "\n".join(f"  {f}" for f in failed))
+        sys.exit(1)
 
 
 if __name__ == "__main__":
