@@ -162,8 +162,8 @@ def register_errorhandlers(app: Flask) -> None:
 
 def register_engine(app: Flask) -> None:
     """The engine: the actions discovered in ACTIONS_PACKAGE and the model COUNTERSIGN_MODEL names."""
-    from app.copilot.agent import Engine
-    from app.copilot.discovery import discover
+    from app.copilot.actions._discovery import discover
+    from app.copilot.turns._agent import Engine
 
     app.extensions["countersign"] = Engine(
         registry=discover(app.config.get("ACTIONS_PACKAGE", "app.actions")),
@@ -175,7 +175,7 @@ def register_engine(app: Flask) -> None:
         toolsets=app.config["COUNTERSIGN_TOOLSETS"],
         max_steps=app.config["COUNTERSIGN_MAX_STEPS"],
     )
-    from app.copilot import jobs
+    from app.copilot.turns import _jobs as jobs
 
     jobs.init_app(app)
 
@@ -227,8 +227,8 @@ def register_headers(app: Flask) -> None:
 def sweep_on_start(app: Flask) -> None:
     """End approvals a dead process left claimed (never re-run them), and passes whose worker
     died (interrupted, with Retry)."""
-    from app.copilot.agent import sweep_interrupted
-    from app.copilot.runs import sweep_dead
+    from app.copilot.turns._agent import sweep_interrupted
+    from app.copilot.turns._runs import sweep_dead
 
     with app.app_context():
         try:

@@ -13,8 +13,8 @@ from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
 from werkzeug.security import generate_password_hash
 
-from app.copilot.agent import engine, expire_due, sweep_interrupted
-from app.copilot.schema import secret_fields, tool_schema
+from app.copilot.actions._schema import secret_fields, tool_schema
+from app.copilot.turns._agent import engine, expire_due, sweep_interrupted
 from app.extensions import db
 from app.models import ROW_ID_MAX, Post, Tenant, User
 
@@ -145,8 +145,7 @@ def actions_check() -> None:
     no model argument on its card, no confirm by another person, nothing run on decline."""
     import tempfile
 
-    from app.copilot.contract import check_all
-    from app.copilot.testing import migrated_template, running
+    from app.copilot.kit import check_all, migrated_template, running
 
     package = current_app.config.get("ACTIONS_PACKAGE", "app.actions")
     registry = engine().registry
@@ -261,8 +260,8 @@ audit_cli = AppGroup("audit", help="The audit log.")
 )
 def audit_verify(checkpoint: str | None) -> None:
     """Walk every tenant's audit chain; name the first broken row (exit 1) or say it verifies."""
-    from app.copilot.audit import CHECKPOINT_PREFIX
-    from app.copilot.audit_check import verify, verify_against
+    from app.copilot.audit._chain import CHECKPOINT_PREFIX
+    from app.copilot.audit._check import verify, verify_against
 
     verdict = verify()
     click.echo(str(verdict))
@@ -285,8 +284,8 @@ def _read(path: str) -> str:
 def audit_checkpoint() -> None:
     """Print every chain's head (chain:seq:hash:mac) as one line to keep elsewhere, for `verify --against`;
     refuses (exit 1) while a chain does not verify."""
-    from app.copilot.audit import checkpoint
-    from app.copilot.audit_check import verify
+    from app.copilot.audit._chain import checkpoint
+    from app.copilot.audit._check import verify
 
     verdict = verify()
     if not verdict.ok:
@@ -329,7 +328,7 @@ def connectors_link(connector: str, external_id: str, email: str) -> None:
 @with_appcontext
 def worker(threads: int | None, burst: bool) -> None:
     """Run turns and connector deliveries from Redis (Dramatiq) until stopped (needs REDIS_URL)."""
-    from app.copilot import jobs
+    from app.copilot.turns import _jobs as jobs
 
     if not current_app.config.get("REDIS_URL"):
         raise click.ClickException("Set REDIS_URL: without it, turns run in the web process's own pool.")
@@ -364,7 +363,7 @@ approvals_cli = AppGroup("approvals", help="Housekeeping for approvals.")
 def sweep(interrupted_after: int | None) -> None:
     """Expire overdue cards, end dead claims as interrupted and tell the waiting runs; end the
     turns of dead workers as interrupted (with Retry)."""
-    from app.copilot.runs import sweep_dead
+    from app.copilot.turns._runs import sweep_dead
 
     grace = interrupted_after if interrupted_after is not None else current_app.config["APPROVALS_INTERRUPTED_AFTER"]
     expired = expire_due()

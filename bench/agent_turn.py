@@ -29,7 +29,8 @@ def run(n: int, database_url: str) -> dict[str, object]:
     from pydantic_ai.usage import UsageLimits
 
     from app import create_app
-    from app.copilot import agent, loop
+    from app.copilot.turns import _agent as agent
+    from app.copilot.turns import _loop as loop
     from app.extensions import db
     from app.models import Conversation, Message, Run, User
 

@@ -24,7 +24,7 @@ TURNS = """
 import time
 from app import create_app
 from app.cli import seed_demo
-from app.copilot import agent
+from app.copilot.turns import _agent as agent
 from app.extensions import db
 from app.models import Conversation
 app = create_app({"TURNS_RUNNER": "inline"})

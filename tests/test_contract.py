@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from app import create_app
-from app.copilot.discovery import discover
-from app.copilot.testing import actions_contract_test
+from app.copilot.actions._discovery import discover
+from app.copilot.kit import actions_contract_test
 from app.errors import ActionDeclarationError
 
 # The kit's parametrized contract test, over the demo's risky actions.
@@ -89,7 +89,7 @@ def test_queued_delivery_must_say_how_a_delivery_ends():
     import types
 
     from app.copilot.actions import Delivery, Registry
-    from app.copilot.discovery import register
+    from app.copilot.actions._discovery import register
 
     with pytest.raises(ActionDeclarationError, match=r"delivery = Delivery\.QUEUED, but nothing says how a delivery ends\. "):
         register(Registry(), queued_action(delivery=Delivery.QUEUED), types.ModuleType("tests.notify"))
@@ -99,7 +99,7 @@ def test_a_deliver_that_nothing_would_call_fails_at_start():
     import types
 
     from app.copilot.actions import Registry
-    from app.copilot.discovery import register
+    from app.copilot.actions._discovery import register
 
     with pytest.raises(ActionDeclarationError, match=r"it defines deliver\(\), which runs only for queued delivery"):
         register(Registry(), queued_action(deliver=lambda self, ctx, input: "sent"), types.ModuleType("tests.notify"))
@@ -109,7 +109,7 @@ def test_a_queued_external_action_with_its_deliver_is_registered():
     import types
 
     from app.copilot.actions import Delivery, Registry
-    from app.copilot.discovery import register
+    from app.copilot.actions._discovery import register
 
     registry = Registry()
     action = queued_action(delivery=Delivery.QUEUED, deliver=lambda self, ctx, input: "sent")

@@ -351,8 +351,8 @@ def test_every_message_shows_its_time_in_utc_and_a_copy_button(app, alice):
 
 
 def test_an_mcp_clients_deleted_conversation_is_not_written_into_again(app, api):
-    from app.copilot.agent import call_direct
-    from app.copilot.tokens import Actor
+    from app.copilot.approvals._tokens import Actor
+    from app.copilot.turns._agent import call_direct
 
     with app.app_context():
         user = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
@@ -371,8 +371,9 @@ def test_an_mcp_clients_deleted_conversation_is_not_written_into_again(app, api)
 def test_a_message_for_a_conversation_deleted_since_it_was_looked_up_is_refused_whole(app):
     """A request that found the conversation before its deletion cannot queue a turn in it after:
     queuing checks (and locks) the row again; the words are refused with a 404, not kept unseen."""
-    from app.copilot import agent, conversations
-    from app.copilot.tokens import Actor
+    from app.copilot import conversations
+    from app.copilot.approvals._tokens import Actor
+    from app.copilot.turns import _agent as agent
     from app.errors import NotFound
 
     convo = conversation_of(app, "alice@example.com", "Going away")

@@ -34,7 +34,7 @@ def test_the_persons_own_decline_says_you_and_when(alice, posts):
 
 
 def test_a_submitted_form_says_submitted_by_you(alice, model):
-    from app.copilot.testing import tool_call
+    from app.copilot.kit import tool_call
     from tests.test_forms import form_of, submit
 
     model.enqueue(tool_call("draft_post", title="Launch notes"))
@@ -105,7 +105,7 @@ def test_a_countersigned_card_names_both_signatures(app, alice, admin, folder): 
 def test_an_expired_card_says_the_expiry_ended_it_when_its_time_ran_out(app, alice, posts):
     from datetime import timedelta
 
-    from app.copilot import agent
+    from app.copilot.turns import _agent as agent
     from app.models import utcnow
 
     approval_id, _ = pending_delete(alice, posts)

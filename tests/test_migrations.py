@@ -12,7 +12,8 @@ from flask_migrate import downgrade, upgrade
 
 from app import create_app
 from app.config import _normalise_db_url
-from app.copilot import audit, audit_check
+from app.copilot.audit import _chain as audit
+from app.copilot.audit import _check as audit_check
 from app.extensions import db
 from app.models import AuditEvent
 from tests.conftest import DATABASE_URL

@@ -49,7 +49,7 @@ def test_decline_reason_leaves_out_an_email_clients_quote_and_keeps_to_the_limit
 
 @pytest.fixture
 def kit(tmp_path):
-    from app.copilot.testing import migrated_template, running
+    from app.copilot.kit import migrated_template, running
 
     template = migrated_template(tmp_path / "template.sqlite3")
     with running(template, tmp_path) as copilot:
@@ -110,8 +110,8 @@ def test_mcp_follows_an_edit_to_the_fresh_card_and_reads_only_the_names(app, mod
     import mcp_types as types
 
     from app.auth import create_token
-    from app.copilot import agent
-    from app.copilot.tokens import sign
+    from app.copilot.approvals._tokens import sign
+    from app.copilot.turns import _agent as agent
     from app.mcp import _actor, _answer
 
     with app.app_context():
@@ -131,7 +131,7 @@ def test_mcp_follows_an_edit_to_the_fresh_card_and_reads_only_the_names(app, mod
 
 
 def test_the_contract_check_edits_an_editable_action(kit):
-    from app.copilot.contract import check_action
+    from app.copilot.kit import check_action
 
     assert check_action(kit, "send_email") == []
     with kit.app.app_context():

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from app import create_app
 from app.copilot.actions import Kind
-from app.copilot.discovery import discover
+from app.copilot.actions._discovery import discover
 from app.errors import ActionDeclarationError
 from app.extensions import db
 from app.models import ApiToken, User
@@ -39,7 +39,7 @@ collecting["after_create_app"] = gc.isenabled()
 out = {"after_create_app": loaded(), "collecting": collecting}
 if FIRST_TURN:
     from app.cli import seed_demo
-    from app.copilot import agent
+    from app.copilot.turns import _agent as agent
     from app.extensions import db
     from app.models import Conversation, Message
     with app.app_context():

@@ -15,9 +15,12 @@ from flask_login import current_user, login_required
 
 from app.admin.chart import decisions_legend, decisions_svg
 from app.auth import current_actor
-from app.copilot import agent, audit_check, countersigning, review
+from app.copilot import review
+from app.copilot.approvals import _countersigning as countersigning
+from app.copilot.approvals._tokens import Actor, sign_second
+from app.copilot.audit import _check as audit_check
 from app.copilot.hidden import HIDDEN_STRICT
-from app.copilot.tokens import Actor, sign_second
+from app.copilot.turns import _agent as agent
 from app.errors import CountersignError
 from app.extensions import db
 from app.models import User, utcnow

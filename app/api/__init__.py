@@ -12,12 +12,14 @@ from flask_login import current_user
 from app import sse
 from app.api.openapi import document
 from app.auth import bearer_token, current_actor
-from app.copilot import agent, conversations, events, runs
-from app.copilot.countersigning import waiting_for
+from app.copilot import conversations, events
+from app.copilot.approvals._countersigning import waiting_for
+from app.copilot.approvals._outcomes import card_label, decided_by_line
+from app.copilot.approvals._tokens import Actor, may_answer, sign, sign_second
 from app.copilot.events import Event
-from app.copilot.outcomes import card_label, decided_by_line
 from app.copilot.text import check_message
-from app.copilot.tokens import Actor, may_answer, sign, sign_second
+from app.copilot.turns import _agent as agent
+from app.copilot.turns import _runs as runs
 from app.errors import BadValues
 from app.extensions import csrf, db, limit_per_person_and_address
 from app.json_body import json_object
@@ -83,7 +85,7 @@ def revisions(approval: Approval) -> dict[str, Any]:
     """A card's second-signature fields: its Edit form (the action's `editable` fields, an
     elicitation like a form's; null when it edits nothing), the card it replaces and the names of
     the fields the person edited, and on a changed card the rows that differ."""
-    from app.copilot.revise import edit_form
+    from app.copilot.approvals._revise import edit_form
 
     action = agent.engine().registry.get(approval.action)
     editable = action is not None and approval.type == "confirm" and approval.status == Status.PENDING

@@ -9,8 +9,10 @@ from flask import Blueprint, abort, jsonify, request
 
 from app.api import authenticate, body
 from app.auth import current_actor, hash_token, issue_token, revoke_with_reason, tenant_token, tenant_tokens, token_toolsets
-from app.copilot import agent, audit_check, review
-from app.copilot.tokens import Actor
+from app.copilot import review
+from app.copilot.approvals._tokens import Actor
+from app.copilot.audit import _check as audit_check
+from app.copilot.turns import _agent as agent
 from app.errors import AlreadyDecided, BadValues
 from app.extensions import csrf, db
 from app.models import ApiToken, Approval, AuditEvent, User

@@ -18,9 +18,10 @@ from wtforms import EmailField, PasswordField
 from wtforms.validators import DataRequired, Email
 
 from app.auth import signin
-from app.copilot import agent, audit
+from app.copilot.approvals._tokens import Actor
+from app.copilot.audit import _chain as audit
 from app.copilot.text import seconds
-from app.copilot.tokens import Actor
+from app.copilot.turns import _agent as agent
 from app.errors import BadValues, NotFound
 from app.extensions import db, limiter, login, won
 from app.models import ROW_ID_MAX, ApiToken, Approval, User, UserSession, utcnow

@@ -18,7 +18,8 @@ from app.connectors import email, slack, telegram
 from app.connectors.base import Connector, Inbound, Unverified, post_messages
 from app.connectors.dedupe import claim, release
 from app.connectors.receive import receive
-from app.copilot import jobs, runs
+from app.copilot.turns import _jobs as jobs
+from app.copilot.turns import _runs as runs
 from app.extensions import csrf, db
 from app.models import ConnectorThread
 

@@ -16,9 +16,9 @@ from flask.typing import ResponseReturnValue
 from redis.exceptions import RedisError
 
 from app.auth import asked_by, credential_words
-from app.copilot import agent
-from app.copilot.cards import card_url
+from app.copilot.approvals._cards import card_url
 from app.copilot.text import scrub
+from app.copilot.turns import _agent as agent
 from app.extensions import db, redis_client
 from app.markdown import to_plain
 from app.models import Approval, ConnectorThread, Message, Run, utcnow

@@ -11,12 +11,14 @@ from redis.exceptions import RedisError
 
 from app.connectors import dedupe
 from app.connectors.base import KEEP_FOR, Connector, Inbound, keep_wait_key, text_of, wait_key, wait_ttl
-from app.copilot import agent, audit, jobs
-from app.copilot.cards import card_url
-from app.copilot.outcomes import chat_outcome
-from app.copilot.revise import REASON_MAX
+from app.copilot.approvals._cards import card_url
+from app.copilot.approvals._outcomes import chat_outcome
+from app.copilot.approvals._revise import REASON_MAX
+from app.copilot.approvals._tokens import Actor, ChannelProof
+from app.copilot.audit import _chain as audit
 from app.copilot.text import check_message
-from app.copilot.tokens import Actor, ChannelProof
+from app.copilot.turns import _agent as agent
+from app.copilot.turns import _jobs as jobs
 from app.errors import CountersignError
 from app.extensions import db, redis_client
 from app.models import Approval, ConnectorIdentity, ConnectorThread, Conversation

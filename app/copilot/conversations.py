@@ -7,9 +7,12 @@ import re
 
 import sqlalchemy as sa
 
-from app.copilot import approvals, audit, events, runs
+from app.copilot import events
+from app.copilot.approvals import _machine as approvals
+from app.copilot.approvals._tokens import Actor
+from app.copilot.audit import _chain as audit
 from app.copilot.text import text_problem
-from app.copilot.tokens import Actor
+from app.copilot.turns import _runs as runs
 from app.errors import AgentCannotManage, BadValues, ConversationBusy, NotFound
 from app.extensions import db, won
 from app.models import Approval, Conversation, Message, Run, User, utcnow

@@ -157,8 +157,8 @@ def _list_tools(flask_app: Flask) -> Any:
 
 
 def _tools(token_id: int) -> types.ListToolsResult:
-    from app.copilot.agent import engine
-    from app.copilot.schema import tool_schema
+    from app.copilot.actions._schema import tool_schema
+    from app.copilot.turns._agent import engine
 
     reach = engine().reachable(_actor(token_id).toolsets)  # the same set call_direct allows
     return types.ListToolsResult(
@@ -245,8 +245,8 @@ def _text(text: str, error: bool = False) -> types.CallToolResult:
 
 
 def _call(token_id: int, params: types.CallToolRequestParams) -> Any:
-    from app.copilot import agent
-    from app.copilot.cards import card_url
+    from app.copilot.approvals._cards import card_url
+    from app.copilot.turns import _agent as agent
 
     if params.request_state:
         return _retry(token_id, params)
@@ -292,11 +292,11 @@ def _retry(token_id: int, params: types.CallToolRequestParams) -> Any:
 def _answer(token_id: int, approval_id: str, answer: types.ElicitResult | None, legacy: bool = False) -> Any:
     """Answer a form through copilot.approvals, or report a card's outcome (or that it waits).
     An agent token's answer is refused there (and audited): the approval keeps waiting."""
-    from app.copilot import agent
-    from app.copilot.cards import card_url
-    from app.copilot.revise import standing, told
+    from app.copilot.approvals._cards import card_url
+    from app.copilot.approvals._revise import standing, told
+    from app.copilot.approvals._tokens import ChannelProof
     from app.copilot.text import value_problem
-    from app.copilot.tokens import ChannelProof
+    from app.copilot.turns import _agent as agent
     from app.errors import CountersignError
     from app.extensions import db
     from app.models import Approval

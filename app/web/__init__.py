@@ -11,12 +11,14 @@ from markupsafe import Markup
 
 from app import sse
 from app.auth import credential_words, current_actor
-from app.copilot import agent, conversations, events, runs
-from app.copilot.countersigning import may_countersign
+from app.copilot import conversations, events
+from app.copilot.approvals._countersigning import may_countersign
+from app.copilot.approvals._tokens import Actor
 from app.copilot.events import Event
 from app.copilot.hidden import removed, shown
 from app.copilot.text import check_message
-from app.copilot.tokens import Actor
+from app.copilot.turns import _agent as agent
+from app.copilot.turns import _runs as runs
 from app.errors import CountersignError, FormInvalid, NotFound, WrongPerson
 from app.extensions import db, limit_per_person_and_address
 from app.markdown import Live, to_html

@@ -7,11 +7,11 @@ from typing import Any
 
 from flask import render_template, request
 
-from app.copilot import agent
-from app.copilot.countersigning import may_countersign
-from app.copilot.outcomes import card_label, decided_by_line
-from app.copilot.schema import wtform_class
-from app.copilot.tokens import Actor, may_answer, sign, sign_second
+from app.copilot.actions._schema import wtform_class
+from app.copilot.approvals._countersigning import may_countersign
+from app.copilot.approvals._outcomes import card_label, decided_by_line
+from app.copilot.approvals._tokens import Actor, may_answer, sign, sign_second
+from app.copilot.turns import _agent as agent
 from app.extensions import db
 from app.models import Approval, User, utcnow
 from app.status import Status, badge
@@ -75,7 +75,7 @@ def revise_context(approval: Approval, actor: Actor, answerable: bool) -> dict[s
     """What a card offers beyond Confirm: the decline reason box's limit, the Edit form of the
     action's `editable` fields (pre-filled, never a secret) while it may be answered, and on a
     changed card the rows that differ with a token for its Fresh card (until one was made)."""
-    from app.copilot.revise import REASON_MAX, edit_form, fresh_id
+    from app.copilot.approvals._revise import REASON_MAX, edit_form, fresh_id
 
     found: dict[str, Any] = {"reason_max": REASON_MAX, "edit_form": None, "changes": approval.changes, "fresh_id": None}
     action = agent.engine().registry.get(approval.action)

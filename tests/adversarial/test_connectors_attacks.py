@@ -275,7 +275,7 @@ def test_with_redis_down_someone_else_in_the_thread_gets_no_link_to_alices_card(
 def fail_once(monkeypatch, name):
     """Make copilot.agent.<name> raise on its first call (the database went away mid-turn), then
     work; returns the call count."""
-    from app.copilot import agent
+    from app.copilot.turns import _agent as agent
 
     real, calls = getattr(agent, name), {"n": 0}
 
@@ -343,7 +343,7 @@ MARKUP = "<!channel> see <http://evil.example|bank.com> & ask <@U999>"
 
 
 def test_slack_posts_card_rows_outcomes_and_model_text_escaped(app, services, add_post, model, handle_calls):
-    from app.copilot.testing import text
+    from app.copilot.kit import text
 
     chat = Chat(app, "slack", services)
     post = add_post(MARKUP)

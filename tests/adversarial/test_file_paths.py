@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from app.copilot.testing import tool_call
+from app.copilot.kit import tool_call
 from app.extensions import db
 from app.models import Approval, AuditEvent, Message
 from tests.conftest import TOKEN, outcome_row
@@ -152,7 +152,7 @@ def test_a_failing_file_operation_names_no_server_path(app, alice, model, files,
 
 
 def test_an_os_error_from_any_action_is_told_without_its_file_name():
-    from app.copilot.approvals import short
+    from app.copilot.approvals._machine import short
 
     assert short(PermissionError(errno.EACCES, "Permission denied", "/srv/countersign/files/acme/x")) == "Permission denied"
 

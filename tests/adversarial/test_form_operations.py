@@ -13,9 +13,9 @@ import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
 from app.copilot.actions import Action, Kind, Registry, expose
-from app.copilot.agent import engine
-from app.copilot.discovery import register
-from app.copilot.testing import tool_call
+from app.copilot.actions._discovery import register
+from app.copilot.kit import tool_call
+from app.copilot.turns._agent import engine
 from app.errors import ActionDeclarationError
 from app.extensions import db
 from app.models import Approval, AuditEvent
@@ -145,8 +145,8 @@ def test_a_field_other_than_operation_that_makes_a_card_is_refused_at_submit(app
 
 
 def test_every_channel_goes_through_the_same_check(app, alice, model, tidy):
-    from app.copilot import agent
-    from app.copilot.tokens import Actor, sign
+    from app.copilot.approvals._tokens import Actor, sign
+    from app.copilot.turns import _agent as agent
     from app.errors import FormInvalid
     from app.models import User
 

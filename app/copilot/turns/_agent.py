@@ -13,11 +13,16 @@ import sqlalchemy as sa
 from flask import current_app
 from pydantic import ValidationError
 
-from app.copilot import approvals, audit, countersigning, llm, notices, runs
 from app.copilot.actions import Action, ActionContext, Registry, needs_card_with
-from app.copilot.approvals import short
-from app.copilot.schema import missing_fields, secret_fields
-from app.copilot.tokens import Actor, ChannelProof
+from app.copilot.actions._schema import missing_fields, secret_fields
+from app.copilot.approvals import _countersigning as countersigning
+from app.copilot.approvals import _machine as approvals
+from app.copilot.approvals._machine import short
+from app.copilot.approvals._tokens import Actor, ChannelProof
+from app.copilot.audit import _chain as audit
+from app.copilot.turns import _llm as llm
+from app.copilot.turns import _notices as notices
+from app.copilot.turns import _runs as runs
 from app.errors import CountersignError, Expired, FormNeedsCard, NotFound, TooManyPending
 from app.extensions import db
 from app.models import Approval, Conversation, Message, Run, User

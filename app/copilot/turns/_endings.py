@@ -15,9 +15,9 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolRetu
 from pydantic_ai.tools import DeferredToolRequests
 from redis.exceptions import RedisError
 
-from app.copilot import runs
-from app.copilot.agent import Turn
-from app.copilot.history import NOT_RUN, Pass, answer_open_calls, dump, ran_in_pass, unanswered
+from app.copilot.turns import _runs as runs
+from app.copilot.turns._agent import Turn
+from app.copilot.turns._history import NOT_RUN, Pass, answer_open_calls, dump, ran_in_pass, unanswered
 from app.extensions import db, redis_client, won
 from app.models import Conversation, Message, Run
 from app.status import RunStatus

@@ -70,7 +70,7 @@ class Inline(Runner):
     """The pass runs now, in the caller's thread, on an event loop of its own; tasks too."""
 
     def submit(self, run_id: int) -> None:
-        from app.copilot.turns import execute
+        from app.copilot.turns._pass import execute
 
         asyncio.run(execute(self.app, run_id))
 
@@ -113,7 +113,7 @@ class Pool(Runner):
             return self._loop
 
     async def _bounded(self, run_id: int) -> None:
-        from app.copilot.turns import execute
+        from app.copilot.turns._pass import execute
 
         assert self._limit is not None
         async with self._limit:
@@ -197,7 +197,7 @@ def _dramatiq(app: Flask) -> tuple[Any, Any, Any]:
     )
 
     async def turn(run_id: int) -> None:
-        from app.copilot.turns import execute
+        from app.copilot.turns._pass import execute
 
         await execute(app, run_id)
 
@@ -278,8 +278,8 @@ def _idle(broker: Any) -> bool:
 
 def preload(app: Flask) -> None:
     """What a worker's passes import and make once: the agent and its model's modules."""
-    from app.copilot import loop
-    from app.copilot.agent import engine
+    from app.copilot.turns import _loop as loop
+    from app.copilot.turns._agent import engine
 
     with app.app_context():
         loop.preload(engine())
@@ -297,7 +297,7 @@ def worker(app: Flask, threads: int) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
     # The turn executor, pydantic-ai and the model's SDK, loaded before the first job (not on it).
-    from app.copilot.turns import keep_alive
+    from app.copilot.turns._pass import keep_alive
 
     preload(app)
     worker = _worker(runner.broker, threads)

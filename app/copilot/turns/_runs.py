@@ -11,9 +11,10 @@ import sqlalchemy as sa
 from redis.exceptions import RedisError
 from sqlalchemy.orm import aliased
 
-from app.copilot import events, jobs
+from app.copilot import events
+from app.copilot.approvals._tokens import Actor
 from app.copilot.text import first_title
-from app.copilot.tokens import Actor
+from app.copilot.turns import _jobs as jobs
 from app.errors import AgentNotItsTurn, NotFound
 from app.extensions import commit_kept, db, redis_client, won
 from app.models import Approval, Conversation, Message, Run, utcnow

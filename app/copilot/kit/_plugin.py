@@ -1,5 +1,5 @@
 """The test kit for people who write actions: a pytest plugin (`pytest_plugins =
-["app.copilot.testing"]`, or automatic through the `countersign` entry point).
+["app.copilot.kit"]`, or automatic through the `countersign` entry point).
 
     def test_delete_post(copilot):
         copilot.as_person("alice@example.com")
@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from app.copilot.testing_revise import Revisions
+from app.copilot.kit._revise import Revisions
 from app.errors import CountersignError
 from app.status import Status
 
@@ -58,7 +58,7 @@ class QueuedModel(FunctionModel):
         return self
 
     def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        from app.copilot.offline import offline_respond
+        from app.copilot.turns._offline import offline_respond
 
         self.requests.append(list(messages))
         self.infos.append(info)
@@ -147,14 +147,14 @@ class Copilot:
         return user
 
     def _actor(self) -> Any:
-        from app.copilot.tokens import Actor
+        from app.copilot.approvals._tokens import Actor
 
         return Actor(user=self._user(), binding=f"kit:{self.person}", channel="test")
 
     def chat(self, message: str) -> list[str]:
         """Say something and wait for the turn; returns what came back (assistant lines, notices,
         card sentences)."""
-        from app.copilot.agent import send_message
+        from app.copilot.turns._agent import send_message
         from app.extensions import db
         from app.models import Conversation, Message
 
@@ -175,15 +175,15 @@ class Copilot:
 
     def _settle(self, conversation_id: int, run_id: int) -> None:
         """Wait for a turn the app's runner took (the kit's own runner is inline: it is over)."""
-        from app.copilot import runs
+        from app.copilot.turns import _runs as runs
 
         if not runs.wait(conversation_id, run_id, "0-0", 60):
             raise TimeoutError(f"the turn of run {run_id} did not end within 60 s")
 
     def pending(self) -> Card:
         """The newest pending card or form of the current person."""
-        from app.copilot.approvals import pending_for
-        from app.copilot.tokens import sign
+        from app.copilot.approvals._machine import pending_for
+        from app.copilot.approvals._tokens import sign
 
         with self.app.app_context():
             waiting = pending_for(self._user())
@@ -195,8 +195,8 @@ class Copilot:
     def _answer(
         self, card: Card, decision: str, values: dict[str, Any] | None = None, reason: str | None = None, second: bool = False
     ) -> str:
-        from app.copilot import agent
-        from app.copilot.tokens import sign_second
+        from app.copilot.approvals._tokens import sign_second
+        from app.copilot.turns import _agent as agent
 
         with self.app.app_context():
             actor = self._actor()
@@ -262,7 +262,7 @@ def migrated_template(path: Path, **config: Any) -> Path:
 def running(template: Path, workdir: Path, freeze: bool = True, **config: Any) -> Iterator[Copilot]:
     """A Copilot on a fresh copy of the template database, demo seeded, the model queued."""
     from app import create_app
-    from app.copilot.agent import engine
+    from app.copilot.turns._agent import engine
     from app.extensions import db
     from app.models import utcnow
 
@@ -326,10 +326,10 @@ def copilot(countersign_template_db: Path, tmp_path: Path, copilot_config: dict[
 def actions_contract_test(package: str = "app.actions") -> Any:
     """A parametrized test of every risky action's contract (see app/copilot/contract.py):
 
-    from app.copilot.testing import actions_contract_test
+    from app.copilot.kit import actions_contract_test
     test_actions_contract = actions_contract_test()
     """
-    from app.copilot.discovery import discover
+    from app.copilot.actions._discovery import discover
 
     registry = discover(package)
     risky = [a.name for a in registry.actions.values() if a.may_need_card()]
@@ -337,7 +337,7 @@ def actions_contract_test(package: str = "app.actions") -> Any:
 
     @pytest.mark.parametrize("action_name", risky)
     def test_action_contract(action_name: str, countersign_template_db: Path, tmp_path: Path) -> None:
-        from app.copilot.contract import check_action
+        from app.copilot.kit._contract import check_action
 
         with running(
             countersign_template_db, tmp_path, freeze=False, ACTIONS_PACKAGE=package, COUNTERSIGN_TOOLSETS=every_toolset

@@ -17,13 +17,16 @@ from typing import Any
 import sqlalchemy as sa
 from pydantic import BaseModel, ValidationError
 
-from app.copilot import audit, delivery, events, revise
+from app.copilot import events
 from app.copilot.actions import Action, ActionContext, Registry
-from app.copilot.caps import check_cap
-from app.copilot.cards import Card, build_card
-from app.copilot.decided import already_decided
-from app.copilot.forms import form_for, validate_form
-from app.copilot.tokens import Actor, ChannelProof, asked_by, refuse, ttl, verify
+from app.copilot.approvals import _delivery as delivery
+from app.copilot.approvals import _revise as revise
+from app.copilot.approvals._caps import check_cap
+from app.copilot.approvals._cards import Card, build_card
+from app.copilot.approvals._decided import already_decided
+from app.copilot.approvals._forms import form_for, validate_form
+from app.copilot.approvals._tokens import Actor, ChannelProof, asked_by, refuse, ttl, verify
+from app.copilot.audit import _chain as audit
 from app.errors import (
     AgentCannotAnswer,
     BadValues,
@@ -131,7 +134,7 @@ def answer(
     if decision == "submit":
         return _submit(approval, actor, registry, values or {})
     if decision == "confirm" and approval.countersign:  # the first of two signatures: nothing runs yet
-        from app.copilot.countersigning import first_signature
+        from app.copilot.approvals._countersigning import first_signature
 
         return first_signature(approval, proof, actor)
     _claim(approval, target, actor)

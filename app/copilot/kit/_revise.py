@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from app.errors import CountersignError
 
 if TYPE_CHECKING:
-    from app.copilot.testing import Card, Copilot
+    from app.copilot.kit._plugin import Card, Copilot
 
 
 class Revisions:
@@ -42,9 +42,9 @@ class Revisions:
             return list(approval.changes or []) if approval is not None else []
 
     def _revise(self, decision: str, values: dict[str, Any] | None) -> Card:
-        from app.copilot import agent
-        from app.copilot.testing import ERRORS, Card
-        from app.copilot.tokens import sign
+        from app.copilot.approvals._tokens import sign
+        from app.copilot.kit._plugin import ERRORS, Card
+        from app.copilot.turns import _agent as agent
 
         kit = self.copilot
         with kit.app.app_context():

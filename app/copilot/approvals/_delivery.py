@@ -10,15 +10,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from app.copilot import jobs
 from app.copilot.actions import ActionContext
-from app.copilot.outcomes import settled_line
+from app.copilot.approvals._outcomes import settled_line
+from app.copilot.turns import _jobs as jobs
 from app.extensions import db
 from app.models import Approval, Message
 from app.status import Status
 
 log = logging.getLogger(__name__)
-JOB = "app.copilot.delivery:deliver"
+JOB = "app.copilot.approvals._delivery:deliver"
 NOTICE = "notice"  # the message role a delivery's outcome is told with (the model reads it too)
 
 
@@ -36,8 +36,8 @@ def queued(approval: Approval) -> Approval:
 
 def deliver(approval_id: str) -> str:
     """The job: run the action's deliver() as the card's person, and end the card with how it went."""
-    from app.copilot.agent import engine
-    from app.copilot.approvals import short
+    from app.copilot.approvals._machine import short
+    from app.copilot.turns._agent import engine
 
     approval = db.session.get(Approval, approval_id)
     if approval is None or approval.status != Status.QUEUED:
@@ -65,7 +65,7 @@ def settle(approval: Approval, status: Status, result: str) -> str:
     """Queued -> done or failed (only once, anywhere), still dated and signed as its person's
     decision, and in the same commit the conversation's notice of it (approvals.move tells the
     conversation's stream the card changed)."""
-    from app.copilot.approvals import move
+    from app.copilot.approvals._machine import move
 
     # No approval_id: a message with one is the card itself, wherever the conversation is shown.
     db.session.add(Message(conversation_id=approval.conversation_id, role=NOTICE, text=settled_line(approval, status, result)))

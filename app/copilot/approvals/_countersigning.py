@@ -8,11 +8,11 @@ import logging
 
 import sqlalchemy as sa
 
-from app.copilot import revise
 from app.copilot.actions import ActionContext, Registry
-from app.copilot.approvals import _claim, _confirmed, expire, move
-from app.copilot.decided import already_decided, decided_words
-from app.copilot.tokens import Actor, ChannelProof, refuse, verify_second
+from app.copilot.approvals import _revise as revise
+from app.copilot.approvals._decided import already_decided, decided_words
+from app.copilot.approvals._machine import _claim, _confirmed, expire, move
+from app.copilot.approvals._tokens import Actor, ChannelProof, refuse, verify_second
 from app.errors import AlreadyDecided, BadValues, Expired, NeedsSecondSignature, WrongPerson
 from app.extensions import db
 from app.models import Approval, User, utcnow

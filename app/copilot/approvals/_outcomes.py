@@ -13,7 +13,7 @@ from app.status import Status, Words, card_line, chat_line, decided_line, model_
 
 def words_of(approval: Approval) -> Words:
     """The action's own words for its outcomes (the defaults when it is gone)."""
-    from app.copilot.agent import engine
+    from app.copilot.turns._agent import engine
 
     action = engine().registry.get(approval.action)
     if action is None:
