@@ -13,8 +13,8 @@ from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
 from werkzeug.security import generate_password_hash
 
-from app.copilot.actions._schema import secret_fields, tool_schema
-from app.copilot.turns._agent import engine, expire_due, sweep_interrupted
+from app.copilot import engine, expire_due, sweep_interrupted
+from app.copilot.actions import secret_fields, tool_schema
 from app.extensions import db
 from app.models import ROW_ID_MAX, Post, Tenant, User
 
@@ -152,9 +152,17 @@ def actions_check() -> None:
     names = sorted(a.name for a in registry.actions.values() if a.may_need_card())
     every_toolset = sorted({t for a in registry.actions.values() for t in a.toolsets})
     with tempfile.TemporaryDirectory() as workdir:
-        template = migrated_template(Path(workdir, "template.sqlite3"), ACTIONS_PACKAGE=package)
+        factory = current_app.extensions["countersign.factory"]  # (the kit makes throwaway apps with it)
+        template = migrated_template(Path(workdir, "template.sqlite3"), factory=factory, ACTIONS_PACKAGE=package)
         results = check_all(
-            lambda: running(template, Path(workdir), freeze=False, ACTIONS_PACKAGE=package, COUNTERSIGN_TOOLSETS=every_toolset),
+            lambda: running(
+                template,
+                Path(workdir),
+                freeze=False,
+                factory=factory,
+                ACTIONS_PACKAGE=package,
+                COUNTERSIGN_TOOLSETS=every_toolset,
+            ),
             names,
         )
     failed = False
@@ -260,8 +268,7 @@ audit_cli = AppGroup("audit", help="The audit log.")
 )
 def audit_verify(checkpoint: str | None) -> None:
     """Walk every tenant's audit chain; name the first broken row (exit 1) or say it verifies."""
-    from app.copilot.audit._chain import CHECKPOINT_PREFIX
-    from app.copilot.audit._check import verify, verify_against
+    from app.copilot.audit import CHECKPOINT_PREFIX, verify, verify_against
 
     verdict = verify()
     click.echo(str(verdict))
@@ -284,8 +291,7 @@ def _read(path: str) -> str:
 def audit_checkpoint() -> None:
     """Print every chain's head (chain:seq:hash:mac) as one line to keep elsewhere, for `verify --against`;
     refuses (exit 1) while a chain does not verify."""
-    from app.copilot.audit._chain import checkpoint
-    from app.copilot.audit._check import verify
+    from app.copilot.audit import checkpoint, verify
 
     verdict = verify()
     if not verdict.ok:
@@ -328,16 +334,16 @@ def connectors_link(connector: str, external_id: str, email: str) -> None:
 @with_appcontext
 def worker(threads: int | None, burst: bool) -> None:
     """Run turns and connector deliveries from Redis (Dramatiq) until stopped (needs REDIS_URL)."""
-    from app.copilot.turns import _jobs as jobs
+    from app import copilot
 
     if not current_app.config.get("REDIS_URL"):
         raise click.ClickException("Set REDIS_URL: without it, turns run in the web process's own pool.")
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     threads = threads or current_app.config["WORKER_THREADS"]
     if burst:
-        jobs.drain(app, threads)
+        copilot.drain(app, threads)
     else:
-        jobs.worker(app, threads)
+        copilot.worker(app, threads)
 
 
 @click.command("mcp")
@@ -363,7 +369,7 @@ approvals_cli = AppGroup("approvals", help="Housekeeping for approvals.")
 def sweep(interrupted_after: int | None) -> None:
     """Expire overdue cards, end dead claims as interrupted and tell the waiting runs; end the
     turns of dead workers as interrupted (with Retry)."""
-    from app.copilot.turns._runs import sweep_dead
+    from app.copilot import sweep_dead
 
     grace = interrupted_after if interrupted_after is not None else current_app.config["APPROVALS_INTERRUPTED_AFTER"]
     expired = expire_due()

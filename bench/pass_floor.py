@@ -69,8 +69,8 @@ def run(n: int, rounds: int, seconds: float, database_url: str, redis_url: str) 
         people = seed_people(env, n * rounds + 1, "bench-floor", fresh=True)
         os.environ.update(env)
         from app import create_app
-        from app.copilot.turns._agent import engine
-        from app.copilot.turns._pass import execute
+        from app.copilot import engine
+        from app.copilot.turns import execute
 
         app = create_app({"SWEEP_ON_START": False})
         client = app.test_client()

@@ -9,7 +9,7 @@ import re
 import pytest
 import sqlalchemy as sa
 
-from app.copilot.audit import _chain as audit
+from app.copilot import audit
 from app.extensions import db
 from app.models import ApiToken, AuditEvent, User
 from tests.conftest import api_headers

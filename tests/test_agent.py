@@ -7,8 +7,8 @@ import re
 import sqlalchemy as sa
 from pydantic_ai.messages import ModelRequest, ToolCallPart, ToolReturnPart, UserPromptPart
 
+from app.copilot import engine
 from app.copilot.kit import text, tool_call
-from app.copilot.turns._agent import engine
 from app.copilot.turns._history import WAITING
 from app.copilot.turns._offline import parse_slash
 from app.extensions import db

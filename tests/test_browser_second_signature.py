@@ -43,7 +43,7 @@ def app_config(smtp):
 
 @pytest.fixture
 def model(app):
-    from app.copilot.turns._agent import engine
+    from app.copilot import engine
 
     echo = EchoModel()
     with app.app_context():

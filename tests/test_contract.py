@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app import create_app
-from app.copilot.actions._discovery import discover
+from app.copilot.actions import discover
 from app.copilot.kit import actions_contract_test
 from app.errors import ActionDeclarationError
 
@@ -88,8 +88,7 @@ def queued_action(**attributes):
 def test_queued_delivery_must_say_how_a_delivery_ends():
     import types
 
-    from app.copilot.actions import Delivery, Registry
-    from app.copilot.actions._discovery import register
+    from app.copilot.actions import Delivery, Registry, register
 
     with pytest.raises(ActionDeclarationError, match=r"delivery = Delivery\.QUEUED, but nothing says how a delivery ends\. "):
         register(Registry(), queued_action(delivery=Delivery.QUEUED), types.ModuleType("tests.notify"))
@@ -98,8 +97,7 @@ def test_queued_delivery_must_say_how_a_delivery_ends():
 def test_a_deliver_that_nothing_would_call_fails_at_start():
     import types
 
-    from app.copilot.actions import Registry
-    from app.copilot.actions._discovery import register
+    from app.copilot.actions import Registry, register
 
     with pytest.raises(ActionDeclarationError, match=r"it defines deliver\(\), which runs only for queued delivery"):
         register(Registry(), queued_action(deliver=lambda self, ctx, input: "sent"), types.ModuleType("tests.notify"))
@@ -108,8 +106,7 @@ def test_a_deliver_that_nothing_would_call_fails_at_start():
 def test_a_queued_external_action_with_its_deliver_is_registered():
     import types
 
-    from app.copilot.actions import Delivery, Registry
-    from app.copilot.actions._discovery import register
+    from app.copilot.actions import Delivery, Registry, register
 
     registry = Registry()
     action = queued_action(delivery=Delivery.QUEUED, deliver=lambda self, ctx, input: "sent")

@@ -351,8 +351,8 @@ def test_every_message_shows_its_time_in_utc_and_a_copy_button(app, alice):
 
 
 def test_an_mcp_clients_deleted_conversation_is_not_written_into_again(app, api):
-    from app.copilot.approvals._tokens import Actor
-    from app.copilot.turns._agent import call_direct
+    from app.copilot import call_direct
+    from app.copilot.approvals import Actor
 
     with app.app_context():
         user = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
@@ -371,9 +371,9 @@ def test_an_mcp_clients_deleted_conversation_is_not_written_into_again(app, api)
 def test_a_message_for_a_conversation_deleted_since_it_was_looked_up_is_refused_whole(app):
     """A request that found the conversation before its deletion cannot queue a turn in it after:
     queuing checks (and locks) the row again; the words are refused with a 404, not kept unseen."""
+    from app import copilot
     from app.copilot import conversations
-    from app.copilot.approvals._tokens import Actor
-    from app.copilot.turns import _agent as agent
+    from app.copilot.approvals import Actor
     from app.errors import NotFound
 
     convo = conversation_of(app, "alice@example.com", "Going away")
@@ -382,7 +382,7 @@ def test_a_message_for_a_conversation_deleted_since_it_was_looked_up_is_refused_
         actor = Actor(user=found.user, binding="web:test")
         conversations.delete(db.session.get(Conversation, convo), actor)
         with pytest.raises(NotFound):
-            agent.send_message(found, actor, "too late")
+            copilot.send_message(found, actor, "too late")
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Message).where(Message.conversation_id == convo)) == 0
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Run).where(Run.conversation_id == convo)) == 0
 

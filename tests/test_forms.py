@@ -11,12 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, SecretStr
 
-from app.copilot.actions import Action, Kind
-from app.copilot.actions._discovery import register
-from app.copilot.actions._schema import elicitation
+from app.copilot import engine
+from app.copilot.actions import Action, Kind, elicitation, register
 from app.copilot.kit import text as text_part
 from app.copilot.kit import tool_call
-from app.copilot.turns._agent import engine
 from app.extensions import db
 from app.models import Approval, AuditEvent, Message, Post, Run
 from tests.conftest import outcome_row
@@ -275,7 +273,7 @@ def test_an_action_that_would_ask_for_a_secret_fails_at_start():
 
 
 def test_a_schema_that_cannot_be_a_form_fails_at_start_naming_the_field():
-    from app.copilot.actions._discovery import discover
+    from app.copilot.actions import discover
     from app.errors import ActionDeclarationError
 
     with pytest.raises(ActionDeclarationError) as error:

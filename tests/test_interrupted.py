@@ -8,7 +8,7 @@ import textwrap
 
 import sqlalchemy as sa
 
-from app.copilot.turns._agent import sweep_interrupted
+from app.copilot import sweep_interrupted
 from app.extensions import db
 from app.models import Approval, Message, Post, utcnow
 from tests.conftest import REDIS_URL

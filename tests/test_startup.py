@@ -12,8 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from app import create_app
-from app.copilot.actions import Kind
-from app.copilot.actions._discovery import discover
+from app.copilot.actions import Kind, discover
 from app.errors import ActionDeclarationError
 from app.extensions import db
 from app.models import ApiToken, User

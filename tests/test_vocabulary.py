@@ -87,12 +87,12 @@ def test_nothing_ran_is_said_on_every_channel_for_each_ending_but_done(status):
 
 
 def test_a_superseded_card_says_so_on_its_page(app, alice, posts):
-    from app.copilot.turns import _agent as agent
+    from app import copilot
 
     convo = alice.new_conversation()
     approval, _ = alice.card(alice.say(convo, f"/delete_post post={posts['Spring meetup']}"))
     with app.app_context():
-        agent.supersede(approval, "slack")
+        copilot.supersede(approval, "slack")
     page = alice.client.get(f"/approvals/{approval}").get_data(as_text=True)
     assert "Superseded by a newer card — nothing ran" in page
     badge = '<span class="badge badge--superseded">superseded</span>'  # the status, set apart as a status
@@ -127,9 +127,7 @@ def test_a_submitted_form_keeps_the_names_it_filled_as_data(app, alice):
 
 def test_every_channel_reads_a_cards_outcome_from_the_one_table(app, alice, posts, monkeypatch):
     from app.api import prompt
-    from app.copilot.approvals._outcomes import chat_outcome
-    from app.copilot.approvals._revise import told
-    from app.copilot.approvals._tokens import Actor
+    from app.copilot.approvals import Actor, chat_outcome, told
     from app.status import Outcome
 
     words = Outcome("Turned down", "Turned down in chat.", "Turned down, says the model's line.", "#000", "turned down by {who}")

@@ -9,17 +9,13 @@ import sqlalchemy as sa
 from flask import Blueprint, abort, current_app, g, jsonify, request, url_for
 from flask_login import current_user
 
-from app import sse
+from app import copilot, sse
 from app.api.openapi import document
 from app.auth import bearer_token, current_actor
 from app.copilot import conversations, events
-from app.copilot.approvals._countersigning import waiting_for
-from app.copilot.approvals._outcomes import card_label, decided_by_line
-from app.copilot.approvals._tokens import Actor, may_answer, sign, sign_second
+from app.copilot.approvals import Actor, card_label, decided_by_line, may_answer, sign, sign_second, waiting_for
 from app.copilot.events import Event
 from app.copilot.text import check_message
-from app.copilot.turns import _agent as agent
-from app.copilot.turns import _runs as runs
 from app.errors import BadValues
 from app.extensions import csrf, db, limit_per_person_and_address
 from app.json_body import json_object
@@ -85,9 +81,9 @@ def revisions(approval: Approval) -> dict[str, Any]:
     """A card's second-signature fields: its Edit form (the action's `editable` fields, an
     elicitation like a form's; null when it edits nothing), the card it replaces and the names of
     the fields the person edited, and on a changed card the rows that differ."""
-    from app.copilot.approvals._revise import edit_form
+    from app.copilot.approvals import edit_form
 
-    action = agent.engine().registry.get(approval.action)
+    action = copilot.engine().registry.get(approval.action)
     editable = action is not None and approval.type == "confirm" and approval.status == Status.PENDING
     return {
         "edit": edit_form(action, approval) if editable and action is not None else None,
@@ -106,7 +102,7 @@ def message_json(message: Message) -> dict[str, Any]:
 def pending_in(conversation_id: int, actor: Actor) -> list[dict[str, Any]]:
     """The conversation's pending cards and forms, as this credential may see them (one past its
     time is marked expired first, not listed with a token)."""
-    agent.expire_due(conversation_id)
+    copilot.expire_due(conversation_id)
     rows = db.session.scalars(
         sa.select(Approval)
         .where(Approval.conversation_id == conversation_id, Approval.status == Status.PENDING)
@@ -169,8 +165,8 @@ def get_conversation(conversation_id: int) -> Any:
     """A conversation of the person's: its messages and what waits for them."""
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
-    agent.expire_due(conversation.id)
-    runs.sweep_dead(current_app.config["TURN_DEAD_AFTER"], conversation.id)
+    copilot.expire_due(conversation.id)
+    copilot.sweep_dead(current_app.config["TURN_DEAD_AFTER"], conversation.id)
     messages = db.session.scalars(sa.select(Message).where(Message.conversation_id == conversation.id).order_by(Message.id))
     return jsonify(
         id=conversation.id,
@@ -211,7 +207,7 @@ def turn_reply(
     answer, whose card is decided already), else wait for it (bounded) and answer 200 with what
     is new, or 202 if it is still going."""
     asked_async, wait = preference()
-    if run_id is not None and (asked_async or not runs.wait(conversation_id, run_id, cursor, wait)):
+    if run_id is not None and (asked_async or not copilot.wait(conversation_id, run_id, cursor, wait)):
         response = jsonify(run=run_id, events=events_url(conversation_id, cursor), **extra)
         if asked_async:
             response.headers["Preference-Applied"] = "respond-async"
@@ -237,7 +233,7 @@ def post_message(conversation_id: int) -> Any:
         raise BadValues("`text` must be a non-empty string.")
     text = check_message(text, current_app.config["MESSAGE_MAX_CHARS"])  # whole, or a 4xx: never cut
     cursor = events.last_id(conversation.id)
-    said, run = agent.send_message(conversation, actor, text)
+    said, run = copilot.send_message(conversation, actor, text)
     return turn_reply(conversation.id, run.id, [said], said.id, cursor, actor)
 
 
@@ -245,22 +241,22 @@ def post_message(conversation_id: int) -> Any:
 @limit_per_person_and_address("MESSAGES")  # a retry runs a turn, as a message does
 def retry(conversation_id: int) -> Any:
     """Run the last pass again after it failed or was interrupted (a second press queues nothing);
-    an agent credential only a turn it started itself (403 otherwise: runs.check_own)."""
+    an agent credential only a turn it started itself (403 otherwise: copilot.check_own)."""
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
     cursor = events.last_id(conversation.id)
-    before = runs.newest_message_id(conversation.id)
-    run = runs.retry(conversation, actor)
+    before = copilot.newest_message_id(conversation.id)
+    run = copilot.retry(conversation, actor)
     return turn_reply(conversation.id, run.id if run else None, [], before, cursor, actor)
 
 
 @bp.post("/conversations/<id:conversation_id>/stop")
 def stop(conversation_id: int) -> Any:
     """End the running turn at its next step; its end (`stopped`) arrives on the events. An agent
-    credential only a turn it started itself (403 otherwise: runs.check_own)."""
+    credential only a turn it started itself (403 otherwise: copilot.check_own)."""
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
-    run = runs.stop(conversation, actor)
+    run = copilot.stop(conversation, actor)
     return jsonify(run=run.id if run else None, stopping=run is not None)
 
 
@@ -304,15 +300,15 @@ def answer(approval_id: str, decision: str) -> Any:
     if decision == "submit" and not isinstance(values, dict):
         raise BadValues("`values` must be an object of field names to values.")
     reason = data.get("reason") if decision == "decline" else None
-    approval = agent.answer(approval_id, token, actor, decision, values, reason)
+    approval = copilot.answer(approval_id, token, actor, decision, values, reason)
     # Read only after the answer (a bad token is refused before anything is looked up); the
-    # continuation's end is after this cursor if runs.wait still finds it going.
+    # continuation's end is after this cursor if copilot.wait still finds it going.
     cursor = events.last_id(approval.conversation_id)
     return turn_reply(
         approval.conversation_id,
         approval.run_id,
         [],
-        runs.card_message_id(approval),
+        copilot.card_message_id(approval),
         cursor,
         actor,
         200,
@@ -326,7 +322,7 @@ def list_approvals() -> Any:
     """The person's own approvals with this status (pending by default), newest first."""
     actor = current_actor("api")
     status = request.args.get("status", Status.PENDING)
-    agent.expire_due(user_id=actor.user.id)  # one past its time is expired, not pending with a token
+    copilot.expire_due(user_id=actor.user.id)  # one past its time is expired, not pending with a token
     rows = db.session.scalars(
         sa.select(Approval)
         .where(Approval.user_id == actor.user.id, Approval.status == status)
@@ -359,7 +355,7 @@ def countersign_queue() -> Any:
     """The cards of the tenant waiting for a countersignature this person may give (never their
     own), each with its countersignature token for this credential."""
     actor = current_actor("api")
-    return jsonify(approvals=[second_prompt(a, actor) for a in waiting_for(actor.user, agent.engine().registry)])
+    return jsonify(approvals=[second_prompt(a, actor) for a in waiting_for(actor.user, copilot.engine().registry)])
 
 
 @bp.post("/approvals/<approval_id>/countersign", defaults={"decision": "countersign"}, endpoint="countersign")
@@ -375,7 +371,7 @@ def countersign(approval_id: str, decision: str) -> Any:
     token = data.get("token")
     if not isinstance(token, str):
         raise BadValues("`token` must be a string.")
-    approval = agent.countersign(approval_id, token, actor, decision, data.get("reason"))
+    approval = copilot.countersign(approval_id, token, actor, decision, data.get("reason"))
     by = decided_by_line(approval, actor.user.id)
     return jsonify(id=approval.id, status=approval.status, outcome=card_label(approval), decided_by=by)
 
@@ -394,5 +390,5 @@ def revise(approval_id: str, decision: str) -> Any:
     values = data.get("values") if decision == "edit" else None
     if decision == "edit" and not isinstance(values, dict):
         raise BadValues("`values` must be an object of field names to values.")
-    fresh = agent.answer(approval_id, token, actor, decision, values)
+    fresh = copilot.answer(approval_id, token, actor, decision, values)
     return jsonify(status=fresh.status, replaces=approval_id, approval=prompt(fresh, actor)), 201

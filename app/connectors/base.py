@@ -15,10 +15,10 @@ from flask import Request, current_app, jsonify
 from flask.typing import ResponseReturnValue
 from redis.exceptions import RedisError
 
+from app import copilot
 from app.auth import asked_by, credential_words
-from app.copilot.approvals._cards import card_url
+from app.copilot.approvals import card_url
 from app.copilot.text import scrub
-from app.copilot.turns import _agent as agent
 from app.extensions import db, redis_client
 from app.markdown import to_plain
 from app.models import Approval, ConnectorThread, Message, Run, utcnow
@@ -221,4 +221,4 @@ def post_card(connector: Connector, thread: ConnectorThread, approval: Approval,
         return
     previous = text_of(redis.set(key, approval.id, ex=wait_ttl(approval), get=True))
     if previous and previous != approval.id:
-        agent.supersede(previous, connector.name)
+        copilot.supersede(previous, connector.name)

@@ -7,12 +7,9 @@ import re
 
 import sqlalchemy as sa
 
-from app.copilot import events
-from app.copilot.approvals import _machine as approvals
-from app.copilot.approvals._tokens import Actor
-from app.copilot.audit import _chain as audit
+from app.copilot import approvals, audit, events, turns
+from app.copilot.approvals import Actor
 from app.copilot.text import text_problem
-from app.copilot.turns import _runs as runs
 from app.errors import AgentCannotManage, BadValues, ConversationBusy, NotFound
 from app.extensions import db, won
 from app.models import Approval, Conversation, Message, Run, User, utcnow
@@ -98,7 +95,7 @@ def delete(conversation: Conversation, actor: Actor) -> list[Approval]:
     Returns the cards it ended."""
     if actor.agent:
         raise AgentCannotManage()  # ending cards is answering them, which an agent never does
-    runs.hold_live(conversation.id)  # a turn being queued now commits first, and is seen below
+    turns.hold_live(conversation.id)  # a turn being queued now commits first, and is seen below
     going = sa.exists().where(Run.conversation_id == conversation.id, Run.status.in_(GOING))
     running = sa.exists().where(Approval.conversation_id == conversation.id, Approval.status == Status.RUNNING)
     if not won(
@@ -123,8 +120,7 @@ def delete(conversation: Conversation, actor: Actor) -> list[Approval]:
     ended = []
     open_cards = sa.select(Approval).where(Approval.conversation_id == conversation.id, Approval.status.in_(OPEN))
     for approval in list(db.session.scalars(open_cards)):
-        source = Status(approval.status)
-        if approvals.move(approval, Status.CANCELLED, actor.user.id, actor.channel, DELETED_DETAIL, source=source):
+        if approvals.cancel(approval, actor, DELETED_DETAIL):
             ended.append(approval)
     paused = sa.update(Run).where(Run.conversation_id == conversation.id, Run.status == RunStatus.PAUSED)
     db.session.execute(paused.values(status=RunStatus.STOPPED))

@@ -9,16 +9,13 @@ from flask import Blueprint, current_app, flash, make_response, redirect, render
 from flask_login import login_required
 from markupsafe import Markup
 
-from app import sse
+from app import copilot, sse
 from app.auth import credential_words, current_actor
 from app.copilot import conversations, events
-from app.copilot.approvals._countersigning import may_countersign
-from app.copilot.approvals._tokens import Actor
+from app.copilot.approvals import Actor, may_countersign
 from app.copilot.events import Event
 from app.copilot.hidden import removed, shown
 from app.copilot.text import check_message
-from app.copilot.turns import _agent as agent
-from app.copilot.turns import _runs as runs
 from app.errors import CountersignError, FormInvalid, NotFound, WrongPerson
 from app.extensions import db, limit_per_person_and_address
 from app.markdown import Live, to_html
@@ -135,8 +132,8 @@ def chat(conversation_id: int) -> Any:
     """The chat page; cards past their time are expired first, so the page tells the truth."""
     actor = current_actor()
     conversation = own_conversation(conversation_id, actor.user)
-    agent.expire_due(conversation.id)
-    runs.sweep_dead(current_app.config["TURN_DEAD_AFTER"], conversation.id)
+    copilot.expire_due(conversation.id)
+    copilot.sweep_dead(current_app.config["TURN_DEAD_AFTER"], conversation.id)
     cursor = events.last_id(conversation.id)  # before the messages: the stream goes on from here
     messages = messages_after(conversation.id, 0)
     return render_template(
@@ -147,7 +144,7 @@ def chat(conversation_id: int) -> Any:
         actor=actor,
         card_context=card_context,
         cursor=cursor,
-        running=runs.active(conversation.id),
+        running=copilot.active(conversation.id),
     )
 
 
@@ -194,7 +191,7 @@ def post_message(conversation_id: int) -> Any:
         return ("", 204)
     text = check_message(text, current_app.config["MESSAGE_MAX_CHARS"])
     title = conversation.title
-    said, run = agent.send_message(conversation, actor, text)
+    said, run = copilot.send_message(conversation, actor, text)
     response = messages_or_page(said.id - 1, actor, conversation.id, run.id)
     if request.htmx and conversation.title != title:  # type: ignore[attr-defined]
         # its first message titled it: the heading, the sidebar and the tab follow at once
@@ -212,7 +209,7 @@ def messages_or_page(after_id: int, actor: Actor, conversation_id: int, run_id: 
         response.headers["Vary"] = "HX-Request"
         return response
     if run_id is not None:
-        runs.wait(conversation_id, run_id, events.last_id(conversation_id), current_app.config["TURN_WAIT"])
+        copilot.wait(conversation_id, run_id, events.last_id(conversation_id), current_app.config["TURN_WAIT"])
     return redirect(url_for("web.chat", conversation_id=conversation_id))
 
 
@@ -224,7 +221,7 @@ def _working(run_id: int | None, added: list[Message]) -> str:
     if run is None or run.status not in GOING or any(m.run_id == run.id for m in added):
         return ""
     step = run.step + 1
-    return render_template("partials/_live.html", run=run.id, step=step, answers=runs.answers(run, step), waiting=True)
+    return render_template("partials/_live.html", run=run.id, step=step, answers=copilot.answers(run, step), waiting=True)
 
 
 @bp.post("/c/<id:conversation_id>/retry")
@@ -234,8 +231,8 @@ def retry(conversation_id: int) -> Any:
     """Run the failed turn again; the failure note is replaced by its new state and the reply."""
     actor = current_actor()
     conversation = own_conversation(conversation_id, actor.user)
-    before = runs.newest_message_id(conversation.id)
-    run = runs.retry(conversation, actor)
+    before = copilot.newest_message_id(conversation.id)
+    run = copilot.retry(conversation, actor)
     return messages_or_page(before, actor, conversation.id, run.id if run else None)
 
 
@@ -245,7 +242,7 @@ def stop(conversation_id: int) -> Any:
     """Stop the running turn at its next step (its end arrives over the events)."""
     actor = current_actor()
     conversation = own_conversation(conversation_id, actor.user)
-    runs.stop(conversation, actor)
+    copilot.stop(conversation, actor)
     if request.htmx:  # type: ignore[attr-defined]
         return ("", 204)
     return redirect(url_for("web.chat", conversation_id=conversation.id))
@@ -370,7 +367,7 @@ def approval_page(approval_id: str) -> Any:
     actor = current_actor()
     approval = _own_approval(approval_id, actor)
     if approval.status in (Status.PENDING, Status.COUNTERSIGNING) and approval.expires_at <= utcnow():
-        agent.expire_due(approval.conversation_id)
+        copilot.expire_due(approval.conversation_id)
         db.session.refresh(approval)
     if request.htmx:  # type: ignore[attr-defined]
         response = make_response(render_partial(approval, card_context(approval, actor)))
@@ -416,7 +413,7 @@ def _own_approval(approval_id: str, actor: Actor) -> Approval:
 def _second_person(approval: Approval, actor: Actor) -> bool:
     if not approval.countersign:
         return False
-    return approval.decided_by == actor.user.id or may_countersign(approval, actor.user, agent.engine().registry)
+    return approval.decided_by == actor.user.id or may_countersign(approval, actor.user, copilot.engine().registry)
 
 
 @bp.post("/approvals/<approval_id>/countersign", defaults={"decision": "countersign"}, endpoint="countersign")
@@ -430,7 +427,7 @@ def countersign(approval_id: str, decision: str) -> Any:
     actor = current_actor()
     token = request.form.get("token", "")
     try:  # a reason too long is refused whole (revise.reason), never cut
-        approval = agent.countersign(approval_id, token, actor, decision, request.form.get("reason"))
+        approval = copilot.countersign(approval_id, token, actor, decision, request.form.get("reason"))
     except CountersignError as error:
         current = db.session.get(Approval, approval_id)
         if current is None or current.tenant_id != actor.user.tenant_id or isinstance(error, NotFound):
@@ -460,7 +457,7 @@ def answer(approval_id: str, decision: str) -> Any:
     try:
         values = submitted_values(approval_id) if decision == "submit" else None
         reason = request.form.get("reason") if decision == "decline" else None
-        approval = agent.answer(approval_id, token, actor, decision, values, reason)
+        approval = copilot.answer(approval_id, token, actor, decision, values, reason)
     except CountersignError as error:
         current = db.session.get(Approval, approval_id)
         if current is None or current.user_id != actor.user.id:
@@ -478,7 +475,7 @@ def answer(approval_id: str, decision: str) -> Any:
         # The card's final state now; the model's continuation streams in under it (or is here
         # already, when it ran inline).
         body = render_partial(approval, card_context(approval, actor))
-        card_line = runs.card_message_id(approval)
+        card_line = copilot.card_message_id(approval)
         added = [m for m in messages_after(approval.conversation_id, card_line) if m.run_id == approval.run_id]
         status = 200
     if added:
@@ -500,7 +497,7 @@ def revise(approval_id: str, decision: str) -> Any:
     token = request.form.get("token", "")
     values = {k: v for k, v in request.form.items() if k not in ("token", "csrf_token")} if decision == "edit" else None
     try:
-        fresh = agent.answer(approval_id, token, actor, decision, values)
+        fresh = copilot.answer(approval_id, token, actor, decision, values)
     except CountersignError as error:
         old = db.session.get(Approval, approval_id)
         if old is None or old.user_id != actor.user.id:

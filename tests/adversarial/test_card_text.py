@@ -12,8 +12,7 @@ import pytest
 import sqlalchemy as sa
 from pydantic import BaseModel
 
-from app.copilot.actions import Action, Kind, Registry, expose, fill
-from app.copilot.actions._discovery import register
+from app.copilot.actions import Action, Kind, Registry, expose, fill, register
 from app.copilot.kit import tool_call
 from app.errors import ActionDeclarationError
 from app.extensions import db

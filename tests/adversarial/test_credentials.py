@@ -56,7 +56,7 @@ class Api:
 
 def sign_for(app, approval_id: str, binding: str) -> str:
     """A correctly signed card token, as an attacker who learnt the binding would mint it."""
-    from app.copilot.approvals._tokens import sign
+    from app.copilot.approvals import sign
 
     with app.test_request_context():
         return sign(db.session.get(Approval, approval_id), binding)

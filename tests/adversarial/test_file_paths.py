@@ -152,7 +152,7 @@ def test_a_failing_file_operation_names_no_server_path(app, alice, model, files,
 
 
 def test_an_os_error_from_any_action_is_told_without_its_file_name():
-    from app.copilot.approvals._machine import short
+    from app.copilot.approvals import short
 
     assert short(PermissionError(errno.EACCES, "Permission denied", "/srv/countersign/files/acme/x")) == "Permission denied"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from flask import current_app
 
+from app.copilot import audit
 from app.copilot.actions import Action, ActionContext
-from app.copilot.audit import _chain as audit
 from app.errors import TooManyPending
 from app.extensions import db
 from app.models import Approval, Run, utcnow

@@ -17,16 +17,14 @@ from typing import Any
 import sqlalchemy as sa
 from pydantic import BaseModel, ValidationError
 
-from app.copilot import events
+from app.copilot import audit, events
 from app.copilot.actions import Action, ActionContext, Registry
-from app.copilot.approvals import _delivery as delivery
 from app.copilot.approvals import _revise as revise
 from app.copilot.approvals._caps import check_cap
 from app.copilot.approvals._cards import Card, build_card
 from app.copilot.approvals._decided import already_decided
 from app.copilot.approvals._forms import form_for, validate_form
 from app.copilot.approvals._tokens import Actor, ChannelProof, asked_by, refuse, ttl, verify
-from app.copilot.audit import _chain as audit
 from app.errors import (
     AgentCannotAnswer,
     BadValues,
@@ -226,7 +224,7 @@ def _handle(
     if filled is not None:
         said = f"{filled_line(filled)} {said}".strip()
     status = Status.QUEUED if action.delivery is Delivery.QUEUED else Status.DONE  # then delivery settles it
-    return delivery.queued(_finish(approval, status, actor, result=said, filled=filled))
+    return _finish(approval, status, actor, result=said, filled=filled)  # (queued: the front door hands it on)
 
 
 def filled_line(filled: list[str]) -> str:
@@ -308,6 +306,12 @@ def revoke(approval_id: str, admin: User, channel: str = "admin", by_agent: bool
     if not any(move(approval, Status.REVOKED, admin.id, channel, source=s, decided_by=admin.id) for s in WAITING):
         raise refuse(already_decided(approval, admin.id), "revoke_already_decided", actor, approval, approval_id)
     return approval
+
+
+def cancel(approval: Approval, actor: Actor, detail: str) -> bool:
+    """An open card of a conversation being deleted ends `cancelled` (nothing runs); False if
+    someone decided it first."""
+    return move(approval, Status.CANCELLED, actor.user.id, actor.channel, detail, source=Status(approval.status))
 
 
 def supersede(approval_id: str, channel: str) -> Approval | None:

@@ -15,16 +15,14 @@ import sqlalchemy as sa
 from flask import current_app
 from pydantic import BaseModel
 
-from app.copilot import events
-from app.copilot.actions import Action, ActionContext, Registry
-from app.copilot.actions._schema import elicitation, secret_fields
+from app.copilot import audit, events
+from app.copilot.actions import Action, ActionContext, Registry, elicitation, secret_fields
 from app.copilot.approvals import _machine as approvals
 from app.copilot.approvals._caps import check_cap
 from app.copilot.approvals._cards import Card, build_card
 from app.copilot.approvals._forms import validate_form
 from app.copilot.approvals._outcomes import model_outcome
 from app.copilot.approvals._tokens import Actor, refuse
-from app.copilot.audit import _chain as audit
 from app.copilot.text import text_problem
 from app.errors import AlreadyDecided, BadValues, CountersignError, TooManyPending, UnstorableText, WrongPerson
 from app.extensions import db

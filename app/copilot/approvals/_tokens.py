@@ -11,7 +11,7 @@ from flask import current_app
 from itsdangerous import BadData, BadSignature, SignatureExpired, URLSafeTimedSerializer
 from itsdangerous.encoding import base64_decode, base64_encode
 
-from app.copilot.audit import _chain as audit
+from app.copilot import audit
 from app.errors import (
     AgentCannotAnswer,
     BadToken,

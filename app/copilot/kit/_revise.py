@@ -1,19 +1,33 @@
-"""The test kit's second-signature answers, mixed into testing.Card: `card.edit(**values)` and
+"""The test kit's second-signature answers, mixed into the kit's Card: `card.edit(**values)` and
 `card.refresh()` return the fresh card to confirm; `card.changes` are a changed card's rows;
 `card.countersign()` is the second person's signature (after `copilot.as_person(…)`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from app.errors import CountersignError
+from app.status import Status
 
 if TYPE_CHECKING:
     from app.copilot.kit._plugin import Card, Copilot
 
 
+# What a refused answer says in the kit (the error's name, as a status-like word).
+ERRORS = {
+    "NotFound": "not_found",
+    "WrongPerson": "wrong_person",
+    "OwnCountersign": "own_request",
+    "AlreadyDecided": "already_decided",
+    "Expired": Status.EXPIRED,
+    "BadToken": "bad_token",
+    "BadValues": "bad_values",
+    "FormInvalid": "bad_values",
+}
+
+
 class Revisions:
-    """Edit before confirm, and a changed card's Fresh card (app/copilot/revise.py)."""
+    """Edit before confirm, and a changed card's Fresh card (app/copilot/approvals/_revise.py)."""
 
     copilot: Copilot
     id: str
@@ -42,14 +56,15 @@ class Revisions:
             return list(approval.changes or []) if approval is not None else []
 
     def _revise(self, decision: str, values: dict[str, Any] | None) -> Card:
-        from app.copilot.approvals._tokens import sign
-        from app.copilot.kit._plugin import ERRORS, Card
-        from app.copilot.turns import _agent as agent
+        from app.copilot import answer
+        from app.copilot.approvals import sign
 
         kit = self.copilot
         with kit.app.app_context():
             try:
-                a = agent.answer(self.id, self.token, kit._actor(), decision, values)
+                a = answer(self.id, self.token, kit._actor(), decision, values)
             except CountersignError as error:
                 raise ValueError(f"{ERRORS.get(type(error).__name__, type(error).__name__)}: {error.message}") from None
-            return Card(kit, a.id, a.reason, {r["label"]: r["value"] for r in a.rows}, a.form, sign(a, f"kit:{a.user.email}"))
+            card: Any = type(self)  # the kit's Card, the one class this mixin is in
+            rows = {r["label"]: r["value"] for r in a.rows}
+            return cast("Card", card(kit, a.id, a.reason, rows, a.form, sign(a, f"kit:{a.user.email}")))

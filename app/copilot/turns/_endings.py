@@ -71,7 +71,7 @@ def end(work: Pass, status: str, added: list[Message], conversation_history: str
     db.session.add_all(added)
     db.session.commit()
     runs.publish_end(run, work.step, status, [m.id for m in added])
-    for listener in list(runs.LISTENERS):
+    for listener in list(runs.listeners()):
         try:
             listener(run.conversation_id, added)
         except Exception:

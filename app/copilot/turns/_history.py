@@ -20,8 +20,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.tools import DeferredToolResults
 from sqlalchemy.orm import joinedload, undefer
 
-from app.copilot.approvals._delivery import NOTICE
-from app.copilot.approvals._revise import told
+from app.copilot.approvals import NOTICE, told
 from app.copilot.text import AGENT_WORDS
 from app.copilot.turns import _runs as runs
 from app.copilot.turns._offline import NEWS

@@ -13,8 +13,7 @@ from pydantic_ai.exceptions import CallDeferred, ModelRetry
 from pydantic_ai.models import Model
 from pydantic_ai.tools import DeferredToolRequests, ToolDefinition
 
-from app.copilot.actions import Action
-from app.copilot.actions._schema import tool_schema
+from app.copilot.actions import Action, tool_schema
 from app.copilot.turns._agent import BadArguments, Engine, Paused, Turn, call_action
 from app.copilot.turns._llm import make_model
 from app.extensions import db

@@ -10,8 +10,7 @@ import sqlalchemy as sa
 from flask import current_app
 
 from app.copilot.actions import Registry
-from app.copilot.approvals._cards import card_url
-from app.copilot.approvals._countersigning import may_countersign
+from app.copilot.approvals import card_url, may_countersign
 from app.copilot.turns import _jobs as jobs
 from app.extensions import db
 from app.mail import smtp_send
