@@ -1,4 +1,4 @@
-"""The demo's actions, tested with the kit that action authors use (app/copilot/testing.py)."""
+"""The demo's actions, tested with the kit that action authors use (app/copilot/kit/)."""
 
 from __future__ import annotations
 

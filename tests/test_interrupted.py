@@ -17,8 +17,8 @@ DIE_INSIDE_HANDLE = textwrap.dedent("""
     import os, sys
     from app import create_app
     from app.actions.delete_post import DeletePost
-    from app.copilot.turns._agent import answer
-    from app.copilot.approvals._tokens import Actor
+    from app.copilot import answer
+    from app.copilot.approvals import Actor
     from app.extensions import db
     from app.models import Approval, User
 

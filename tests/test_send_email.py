@@ -50,10 +50,10 @@ def test_declined_email_is_never_sent(app, alice, smtp):
 @pytest.fixture
 def held(monkeypatch):
     """The delivery jobs queued, held as a worker that has not run yet would hold them."""
-    from app.copilot.approvals import _delivery as delivery
+    from app import copilot
 
     jobs: list[tuple] = []
-    monkeypatch.setattr(delivery.jobs, "call", lambda target, *args: jobs.append((target, *args)))
+    monkeypatch.setattr(copilot, "call", lambda target, *args: jobs.append((target, *args)))  # (the front door queues it)
     return jobs
 
 

@@ -1,4 +1,4 @@
-"""The code stays small enough to carry on (issue 15): no module of app/copilot reaches 350 lines,
+"""The code stays small enough to carry on (issue 15): no module of app/copilot (its packages' too) reaches 350 lines,
 and no function or method in app/ is over 50 lines (decorators and docstring included)."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def test_the_check_finds_a_long_function():
 
 
 def test_no_copilot_module_reaches_350_lines():
-    lengths = {p.name: len(p.read_text().splitlines()) for p in (APP / "copilot").glob("*.py")}
+    lengths = {str(p.relative_to(APP)): len(p.read_text().splitlines()) for p in (APP / "copilot").rglob("*.py")}
     assert lengths  # the package was found
     assert {name: n for name, n in lengths.items() if n >= MODULE_LINES} == {}
 

@@ -146,7 +146,7 @@ def test_every_channel_reads_a_cards_outcome_from_the_one_table(app, alice, post
 
 
 def test_no_channel_builds_its_own_outcome_line():
-    """Only app/copilot/outcomes.py reads the table's line functions (with the action's own words);
+    """Only app/copilot/approvals/_outcomes.py reads the table's line functions (with the action's own words);
     no other module spells a table's sentence or joins a label to a status."""
     lines = {t for o in OUTCOMES.values() for t in (o.card, o.chat, o.model) if len(t) > 12}
     joined = re.compile(rf"· ({QUOTED})\b")
@@ -154,7 +154,7 @@ def test_no_channel_builds_its_own_outcome_line():
     problems = []
     for path in sources():
         text = path.read_text()
-        if path != ROOT / "app" / "copilot" / "outcomes.py" and reads.search(text):
+        if path != ROOT / "app" / "copilot" / "approvals" / "_outcomes.py" and reads.search(text):
             problems.append(f"{path.relative_to(ROOT)} reads a line function of app/status.py itself")
         problems += [f"{path.relative_to(ROOT)} spells {line!r}" for line in lines if line in text]
         problems += [f"{path.relative_to(ROOT)} joins a label to a status" for _ in joined.findall(text)]

@@ -10,10 +10,11 @@ import unicodedata
 from typing import Any
 from urllib.parse import urlencode
 
-from flask import Blueprint, Response, abort, make_response, redirect, render_template, request, url_for
+from flask import Response, abort, make_response, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
 
 from app import copilot
+from app.admin.blueprint import bp
 from app.admin.chart import decisions_legend, decisions_svg
 from app.auth import current_actor
 from app.copilot import approvals, audit, review
@@ -24,8 +25,6 @@ from app.extensions import db
 from app.models import User, utcnow
 from app.routing import safe_target
 from app.status import OUTCOMES, Status
-
-bp = Blueprint("admin", __name__)
 
 
 @bp.before_request

@@ -86,7 +86,7 @@ def person(user: User, channel: str) -> Actor:
 
 def send_message(conversation: Conversation, actor: Actor, text: str, submit: bool = True) -> tuple[Message, Run]:
     """The person says something through `actor` (its scope and toolsets bind the run): the
-    message is kept and its turn queued; the turn runs in a worker (runs.start)."""
+    message is kept and its turn queued; the turn runs in a worker (turns.start)."""
     return turns.start(conversation, actor, text, submit)
 
 

@@ -6,12 +6,12 @@ modules are private: this list is the package."""
 
 from __future__ import annotations
 
+from app.copilot.approvals._answer import answer
 from app.copilot.approvals._cards import card_url
 from app.copilot.approvals._countersigning import countersign, may_countersign, waiting_for
 from app.copilot.approvals._delivery import JOB as DELIVERY_JOB
 from app.copilot.approvals._delivery import NOTICE, deliver
 from app.copilot.approvals._machine import (
-    answer,
     cancel,
     create,
     create_form,
