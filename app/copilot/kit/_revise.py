@@ -4,13 +4,22 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, Self
 
 from app.errors import CountersignError
 from app.status import Status
 
-if TYPE_CHECKING:
-    from app.copilot.kit._plugin import Card, Copilot
+
+class Kit(Protocol):
+    """What the mixin uses of the kit's Copilot (app.copilot.kit._plugin, which imports this module)."""
+
+    app: Any
+
+    def _actor(self) -> Any: ...
+
+    def _answer(
+        self, card: Any, decision: str, values: dict[str, Any] | None = None, reason: str | None = None, second: bool = False
+    ) -> str: ...
 
 
 # What a refused answer says in the kit (the error's name, as a status-like word).
@@ -29,19 +38,19 @@ ERRORS = {
 class Revisions:
     """Edit before confirm, and a changed card's Fresh card (app/copilot/approvals/_revise.py)."""
 
-    copilot: Copilot
+    copilot: Kit
     id: str
     token: str
 
-    def edit(self, **values: Any) -> Card:
+    def edit(self, **values: Any) -> Self:
         """Edit the card's editable fields: the fresh card to confirm (ValueError naming why not)."""
         return self._revise("edit", values)
 
     def countersign(self, decline: bool = False, reason: str | None = None) -> str:
         """The second signature, by the kit's current person (`decline`: refuse it instead, with a reason)."""
-        return self.copilot._answer(self, "decline" if decline else "countersign", reason=reason, second=True)  # type: ignore[arg-type]
+        return self.copilot._answer(self, "decline" if decline else "countersign", reason=reason, second=True)
 
-    def refresh(self) -> Card:
+    def refresh(self) -> Self:
         """A changed card's Fresh card: a new card of the same request, built again."""
         return self._revise("refresh", None)
 
@@ -55,7 +64,7 @@ class Revisions:
             approval = db.session.get(Approval, self.id)
             return list(approval.changes or []) if approval is not None else []
 
-    def _revise(self, decision: str, values: dict[str, Any] | None) -> Card:
+    def _revise(self, decision: str, values: dict[str, Any] | None) -> Self:
         from app.copilot import answer
         from app.copilot.approvals import sign
 
@@ -67,4 +76,5 @@ class Revisions:
                 raise ValueError(f"{ERRORS.get(type(error).__name__, type(error).__name__)}: {error.message}") from None
             card: Any = type(self)  # the kit's Card, the one class this mixin is in
             rows = {r["label"]: r["value"] for r in a.rows}
-            return cast("Card", card(kit, a.id, a.reason, rows, a.form, sign(a, f"kit:{a.user.email}")))
+            fresh: Self = card(kit, a.id, a.reason, rows, a.form, sign(a, f"kit:{a.user.email}"))
+            return fresh

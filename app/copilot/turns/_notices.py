@@ -9,7 +9,7 @@ from email.message import EmailMessage
 import sqlalchemy as sa
 from flask import current_app
 
-from app.copilot.actions import Registry
+from app.copilot.actions import Registry, registry
 from app.copilot.approvals import card_url, may_countersign
 from app.copilot.turns import _jobs as jobs
 from app.extensions import db
@@ -39,12 +39,10 @@ def queue_countersign_notice(approval: Approval) -> None:
 
 def send_countersign_notice(approval_id: str) -> list[str]:
     """The job: mail the notice if the card still waits for its countersignature."""
-    from app.copilot.turns._agent import engine
-
     approval = db.session.get(Approval, approval_id)
     if approval is None or approval.status != Status.COUNTERSIGNING:
         return []
-    return countersign_wanted(approval, engine().registry)
+    return countersign_wanted(approval, registry())
 
 
 def countersign_wanted(approval: Approval, registry: Registry) -> list[str]:
