@@ -100,6 +100,7 @@ def register_blueprints(app: Flask) -> None:
     from app.api.admin import bp as api_admin_bp
     from app.auth import bp as auth_bp
     from app.connectors import bp as connectors_bp
+    from app.connectors import init_app as init_connectors
     from app.routing import RowIdConverter
     from app.status import ApprovalType, Role, Status
     from app.web import bp as web_bp
@@ -113,6 +114,7 @@ def register_blueprints(app: Flask) -> None:
     app.register_blueprint(api_bp, url_prefix="/api")
     app.register_blueprint(api_admin_bp, url_prefix="/api/admin")
     app.register_blueprint(connectors_bp, url_prefix="/connectors")
+    init_connectors(app)
     if app.config["BENCH_PROBE"]:
         from app.api.probe import bp as probe_bp
 
@@ -163,10 +165,10 @@ def register_errorhandlers(app: Flask) -> None:
 
 def register_engine(app: Flask) -> None:
     """The engine: the actions discovered in ACTIONS_PACKAGE and the model COUNTERSIGN_MODEL names."""
-    from app.copilot.agent import Engine
-    from app.copilot.discovery import discover
+    from app import copilot
+    from app.copilot.actions import discover
 
-    app.extensions["countersign"] = Engine(
+    app.extensions["countersign"] = copilot.Engine(
         registry=discover(app.config.get("ACTIONS_PACKAGE", "app.actions")),
         model_spec=app.config["COUNTERSIGN_MODEL"],
         base_url=app.config["COUNTERSIGN_MODEL_BASE_URL"],
@@ -176,9 +178,8 @@ def register_engine(app: Flask) -> None:
         toolsets=app.config["COUNTERSIGN_TOOLSETS"],
         max_steps=app.config["COUNTERSIGN_MAX_STEPS"],
     )
-    from app.copilot import jobs
-
-    jobs.init_app(app)
+    app.extensions["countersign.factory"] = create_app  # (`actions check` makes throwaway apps with it)
+    copilot.init_app(app)
 
 
 def register_commands(app: Flask) -> None:
@@ -228,8 +229,7 @@ def register_headers(app: Flask) -> None:
 def sweep_on_start(app: Flask) -> None:
     """End approvals a dead process left claimed (never re-run them), and passes whose worker
     died (interrupted, with Retry)."""
-    from app.copilot.agent import sweep_interrupted
-    from app.copilot.runs import sweep_dead
+    from app.copilot import sweep_dead, sweep_interrupted
 
     with app.app_context():
         try:

@@ -28,8 +28,9 @@ def run(n: int, database_url: str) -> dict[str, object]:
     from pydantic_ai.models.function import FunctionModel
     from pydantic_ai.usage import UsageLimits
 
-    from app import create_app
-    from app.copilot import agent, loop
+    from app import copilot, create_app
+    from app.copilot.turns import _agent as agent
+    from app.copilot.turns import _loop as loop
     from app.extensions import db
     from app.models import Conversation, Message, Run, User
 
@@ -56,7 +57,7 @@ def run(n: int, database_url: str) -> dict[str, object]:
             db.session.add(conversation)
             db.session.commit()
             start = time.perf_counter()
-            agent.send_message(conversation, agent.person(user, "web"), "What is on my list?")
+            copilot.send_message(conversation, copilot.person(user, "web"), "What is on my list?")
             return time.perf_counter() - start
 
         for _ in range(20):  # warm up both

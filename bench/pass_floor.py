@@ -45,7 +45,7 @@ async def bare_passes(eng: Any, n: int) -> float:
     """n passes of the app's agent alone, at once: CPU seconds."""
     from pydantic_ai import Agent
 
-    from app.copilot import loop
+    from app.copilot.turns import _loop as loop
 
     agent, model = loop.agent(eng), loop.model(eng)
 
@@ -69,7 +69,7 @@ def run(n: int, rounds: int, seconds: float, database_url: str, redis_url: str) 
         people = seed_people(env, n * rounds + 1, "bench-floor", fresh=True)
         os.environ.update(env)
         from app import create_app
-        from app.copilot.agent import engine
+        from app.copilot import engine
         from app.copilot.turns import execute
 
         app = create_app({"SWEEP_ON_START": False})

@@ -1,8 +1,8 @@
 """P6: one approval in process — the person's message → the card → confirm → the run resumed to
 its final words — with an instant model, on SQLite, through three stacks, alternating in one run:
 
-- Countersign: `agent.send_message()` (TURNS_RUNNER=inline: the pass runs in the call) pauses on a
-  `delete_post` card; the card's token is signed as the page would sign it; `agent.answer(…,
+- Countersign: `copilot.send_message()` (TURNS_RUNNER=inline: the pass runs in the call) pauses on a
+  `delete_post` card; the card's token is signed as the page would sign it; `copilot.answer(…,
   "confirm")` decides it (handle() deletes the post) and runs the continuation to its words.
 - LangGraph: a `StateGraph` (model → approve → model) whose approve node calls `interrupt()`, a
   `SqliteSaver` checkpointer; the confirm builds and compiles the graph anew (a fresh graph object,
@@ -215,9 +215,8 @@ def countersign_side(database_url: str) -> tuple[Callable[[Any], Any], Callable[
     os.environ.update(env)
     import sqlalchemy as sa
 
-    from app import create_app
-    from app.copilot import agent
-    from app.copilot.tokens import sign
+    from app import copilot, create_app
+    from app.copilot.approvals import sign
     from app.extensions import db
     from app.models import Approval, Conversation, Message, Post, User
     from app.status import Status
@@ -225,10 +224,10 @@ def countersign_side(database_url: str) -> tuple[Callable[[Any], Any], Callable[
     app = create_app({"SWEEP_ON_START": False})
     context = app.app_context()
     context.push()
-    agent.engine().use_model(function_model())
+    copilot.engine().use_model(function_model())
     user = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
     assert user is not None
-    actor = agent.person(user, "web")
+    actor = copilot.person(user, "web")
 
     def new_post() -> Any:
         """A post to delete, and a new chat to ask in (not timed: opening a chat is not the approval)."""
@@ -240,7 +239,7 @@ def countersign_side(database_url: str) -> tuple[Callable[[Any], Any], Callable[
 
     def message(fresh: Any) -> Any:
         post, conversation = fresh
-        _, run = agent.send_message(conversation, actor, f"Please delete post {post}.")
+        _, run = copilot.send_message(conversation, actor, f"Please delete post {post}.")
         card = db.session.scalar(sa.select(Approval).where(Approval.run_id == run.id, Approval.status == Status.PENDING))
         assert card is not None, "no card: the message's pass did not pause"
         assert {r["label"]: r["value"] for r in card.rows}["Post"] == "Bench post", card.rows
@@ -248,7 +247,7 @@ def countersign_side(database_url: str) -> tuple[Callable[[Any], Any], Callable[
 
     def confirm(waiting: Any) -> str:
         conversation, card, token = waiting
-        decided = agent.answer(card, token, actor, "confirm")
+        decided = copilot.answer(card, token, actor, "confirm")
         assert decided.status == Status.DONE, decided.status
         words = db.session.scalar(
             sa.select(Message.text)

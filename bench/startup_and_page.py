@@ -24,7 +24,7 @@ TURNS = """
 import time
 from app import create_app
 from app.cli import seed_demo
-from app.copilot import agent
+from app import copilot
 from app.extensions import db
 from app.models import Conversation
 app = create_app({"TURNS_RUNNER": "inline"})
@@ -37,7 +37,7 @@ with app.app_context():
         db.session.add(conversation)
         db.session.commit()
         t = time.perf_counter()
-        agent.send_message(conversation, agent.person(alice, "web"), "/list_posts")
+        copilot.send_message(conversation, copilot.person(alice, "web"), "/list_posts")
         took.append(time.perf_counter() - t)
 print(took[0] - took[1])
 """

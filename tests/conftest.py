@@ -374,8 +374,8 @@ def smtp() -> Iterator[Any]:
 @pytest.fixture
 def model(app: Flask) -> Any:
     """A QueuedModel in place of the app's model: enqueue its answers, read what it was sent."""
-    from app.copilot.agent import engine
-    from app.copilot.testing import QueuedModel
+    from app.copilot import engine
+    from app.copilot.kit import QueuedModel
 
     queued = QueuedModel()
     with app.app_context():
@@ -387,7 +387,7 @@ def model(app: Flask) -> Any:
 def streamed(app: Flask) -> Any:
     """A StreamedModel (tests/streamed.py) in place of the app's model: its words stream, and a
     reply can wait on a gate the test opens."""
-    from app.copilot.agent import engine
+    from app.copilot import engine
     from tests.streamed import StreamedModel
 
     model = StreamedModel()

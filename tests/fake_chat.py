@@ -94,7 +94,7 @@ class FakeSmtp:
 
 def queued_jobs(app: Any) -> int:
     """Jobs waiting in the queues (deliveries and turns) for a worker."""
-    from app.copilot import jobs
+    from app.copilot.turns import _jobs as jobs
 
     broker = app.extensions["turns"].broker
     return sum(broker.do_qsize(queue) for queue in (jobs.QUEUE, jobs.TASKS))
@@ -186,7 +186,7 @@ class Chat:
         """What the worker does, in-process: run the queued deliveries and turns until none is left."""
         import redis
 
-        from app.copilot import jobs
+        from app.copilot.turns import _jobs as jobs
 
         try:
             jobs.drain(self.app)

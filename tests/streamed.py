@@ -72,7 +72,7 @@ class StreamedModel(FunctionModel):
 
 
 def _offline(messages: list[ModelMessage], info: AgentInfo) -> Reply:
-    from app.copilot.offline import offline_respond
+    from app.copilot.turns._offline import offline_respond
 
     response = offline_respond(messages, info)
     words = [w for p in response.parts if isinstance(p, TextPart) for w in p.content.split(" ")]

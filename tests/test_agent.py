@@ -7,10 +7,10 @@ import re
 import sqlalchemy as sa
 from pydantic_ai.messages import ModelRequest, ToolCallPart, ToolReturnPart, UserPromptPart
 
-from app.copilot.agent import engine
-from app.copilot.history import WAITING
-from app.copilot.offline import parse_slash
-from app.copilot.testing import text, tool_call
+from app.copilot import engine
+from app.copilot.kit import text, tool_call
+from app.copilot.turns._history import WAITING
+from app.copilot.turns._offline import parse_slash
 from app.extensions import db
 from app.models import Approval, Message, Post, Run
 from tests.conftest import outcome_row
@@ -156,7 +156,7 @@ def test_declining_the_second_of_two_waiting_cards_says_the_decline(app, alice, 
 
 
 def test_a_card_decided_after_a_later_message_reaches_the_model_as_news_after_it(app, alice, posts, model):
-    from app.copilot.offline import NEWS
+    from app.copilot.turns._offline import NEWS
 
     model.enqueue(tool_call("send_email", to="dana@example.org", subject="Hello", body="Hi"))
     model.enqueue(tool_call("delete_post", post=posts["Spring meetup"]))
@@ -176,7 +176,7 @@ def test_a_card_decided_after_a_later_message_reaches_the_model_as_news_after_it
 
 
 def test_a_decline_after_the_conversation_moved_on_reaches_the_model_as_its_news(app, alice, posts, model):
-    from app.copilot.offline import NEWS
+    from app.copilot.turns._offline import NEWS
 
     model.enqueue(tool_call("send_email", to="dana@example.org", subject="Hello", body="Hi"))
     model.enqueue(tool_call("delete_post", post=posts["Spring meetup"]))

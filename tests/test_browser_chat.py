@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from playwright.sync_api import expect
 
 from app.auth import create_token
-from app.copilot import jobs
+from app.copilot.turns import _jobs as jobs
 from app.extensions import db
 from app.models import Approval, Run, User
 from app.status import RunStatus

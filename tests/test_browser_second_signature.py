@@ -9,7 +9,7 @@ import json
 import pytest
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolReturnPart
 
-from app.copilot.testing import QueuedModel
+from app.copilot.kit import QueuedModel
 from app.extensions import db
 from app.models import Post
 from tests.helpers.browser import ask, sign_in_and_open_chat
@@ -43,7 +43,7 @@ def app_config(smtp):
 
 @pytest.fixture
 def model(app):
-    from app.copilot.agent import engine
+    from app.copilot import engine
 
     echo = EchoModel()
     with app.app_context():

@@ -93,7 +93,7 @@ def test_yes_after_the_wait_expired_is_an_ordinary_message(app, chat, posts, han
 
 
 def test_a_new_card_supersedes_the_waiting_one(app, chat, posts, handle_calls, model):
-    from app.copilot.testing import tool_call
+    from app.copilot.kit import tool_call
 
     model.enqueue(tool_call("delete_post", post=posts["Spring meetup"]), tool_call("delete_post", post=posts["Launch notes"]))
     chat.say("delete both")
@@ -269,12 +269,12 @@ def test_slack_acks_at_once_and_a_worker_runs_the_turn(app, services, posts):
 def test_without_redis_the_turn_runs_in_a_background_thread(app, services, posts):
     import fakeredis
 
-    from app.copilot import jobs
+    from app import copilot
 
     app.config["REDIS_URL"] = None
     app.config["TURNS_RUNNER"] = ""
     app.extensions["redis"] = fakeredis.FakeRedis()
-    jobs.init_app(app)  # what an app made without REDIS_URL has: the in-process pool
+    copilot.init_app(app)  # what an app made without REDIS_URL has: the in-process pool
     chat = Chat(app, "telegram", services)
     body, headers = chat._telegram(f"/delete_post post={posts['Spring meetup']}", "alice", "main", False, None)
     assert app.test_client().post("/connectors/telegram", data=body, headers=headers).status_code == 200
@@ -302,7 +302,7 @@ def test_a_thread_whose_conversation_was_deleted_answers_nothing_and_starts_a_ne
     """The person deleted the thread's conversation on the web: its card ended `cancelled`, so a
     "yes" runs nothing (the thread is told so); the next message starts a new conversation."""
     from app.copilot import conversations
-    from app.copilot.tokens import Actor
+    from app.copilot.approvals import Actor
     from app.models import Message
 
     ask_delete(chat, posts)

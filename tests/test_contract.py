@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.copilot.discovery import discover
-from app.copilot.testing import actions_contract_test
+from app.copilot.actions import discover
+from app.copilot.kit import actions_contract_test
 from app.errors import ActionDeclarationError
 from tests.helpers.actions import cli_app
 
@@ -76,8 +76,7 @@ def queued_action(**attributes):
 def test_queued_delivery_must_say_how_a_delivery_ends():
     import types
 
-    from app.copilot.actions import Delivery, Registry
-    from app.copilot.discovery import register
+    from app.copilot.actions import Delivery, Registry, register
 
     with pytest.raises(ActionDeclarationError, match=r"delivery = Delivery\.QUEUED, but nothing says how a delivery ends\. "):
         register(Registry(), queued_action(delivery=Delivery.QUEUED), types.ModuleType("tests.notify"))
@@ -86,8 +85,7 @@ def test_queued_delivery_must_say_how_a_delivery_ends():
 def test_a_deliver_that_nothing_would_call_fails_at_start():
     import types
 
-    from app.copilot.actions import Registry
-    from app.copilot.discovery import register
+    from app.copilot.actions import Registry, register
 
     with pytest.raises(ActionDeclarationError, match=r"it defines deliver\(\), which runs only for queued delivery"):
         register(Registry(), queued_action(deliver=lambda self, ctx, input: "sent"), types.ModuleType("tests.notify"))
@@ -96,8 +94,7 @@ def test_a_deliver_that_nothing_would_call_fails_at_start():
 def test_a_queued_external_action_with_its_deliver_is_registered():
     import types
 
-    from app.copilot.actions import Delivery, Registry
-    from app.copilot.discovery import register
+    from app.copilot.actions import Delivery, Registry, register
 
     registry = Registry()
     action = queued_action(delivery=Delivery.QUEUED, deliver=lambda self, ctx, input: "sent")

@@ -351,8 +351,8 @@ def test_every_message_shows_its_time_in_utc_and_a_copy_button(app, alice):
 
 
 def test_an_mcp_clients_deleted_conversation_is_not_written_into_again(app, api):
-    from app.copilot.agent import call_direct
-    from app.copilot.tokens import Actor
+    from app.copilot import call_direct
+    from app.copilot.approvals import Actor
 
     with app.app_context():
         user = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
@@ -370,8 +370,8 @@ def test_an_mcp_clients_deleted_conversation_is_not_written_into_again(app, api)
 
 def mcp_call(app, email="alice@example.com"):
     """One MCP client call of list_posts as the person; the conversation its run landed in."""
-    from app.copilot.agent import call_direct
-    from app.copilot.tokens import Actor
+    from app.copilot import call_direct
+    from app.copilot.approvals import Actor
 
     with app.app_context():
         user = db.session.scalar(sa.select(User).where(User.email == email))
@@ -403,8 +403,9 @@ def test_each_person_has_their_own_mcp_conversation(app):
 def test_a_message_for_a_conversation_deleted_since_it_was_looked_up_is_refused_whole(app):
     """A request that found the conversation before its deletion cannot queue a turn in it after:
     queuing checks (and locks) the row again; the words are refused with a 404, not kept unseen."""
-    from app.copilot import agent, conversations
-    from app.copilot.tokens import Actor
+    from app import copilot
+    from app.copilot import conversations
+    from app.copilot.approvals import Actor
     from app.errors import NotFound
 
     convo = conversation_of(app, "alice@example.com", "Going away")
@@ -413,7 +414,7 @@ def test_a_message_for_a_conversation_deleted_since_it_was_looked_up_is_refused_
         actor = Actor(user=found.user, binding="web:test")
         conversations.delete(db.session.get(Conversation, convo), actor)
         with pytest.raises(NotFound):
-            agent.send_message(found, actor, "too late")
+            copilot.send_message(found, actor, "too late")
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Message).where(Message.conversation_id == convo)) == 0
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Run).where(Run.conversation_id == convo)) == 0
 

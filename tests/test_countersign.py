@@ -107,7 +107,7 @@ def test_both_signatures_are_in_the_audit_chain(app, alice, admin, folder):
     (decided,) = [r for r in rows if r[0] == "approval.decided"]
     assert decided[1:3] == ("done", admin_id)
     assert f"confirmed by user {alice_id}, countersigned by user {admin_id}" in decided[3]
-    from app.copilot.audit_check import verify
+    from app.copilot.audit import verify
 
     with app.app_context():
         assert verify().ok
@@ -122,7 +122,7 @@ def test_a_second_press_runs_nothing_again(app, alice, admin, folder, handled):
 
 
 def test_the_person_cannot_countersign_their_own(app, alice, folder, handled):
-    from app.copilot.tokens import sign_second
+    from app.copilot.approvals import sign_second
 
     approval_id = confirmed(alice)
     page = alice.client.get(f"/approvals/{approval_id}").get_data(as_text=True)
@@ -152,7 +152,7 @@ def test_a_card_token_is_no_countersignature(app, alice, admin, folder, handled)
 
 
 def test_bob_who_is_no_admin_cannot_countersign_nor_see_it(app, alice, bob, admin, folder, handled):
-    from app.copilot.tokens import sign_second
+    from app.copilot.approvals import sign_second
 
     approval_id = confirmed(alice)
     assert bob.client.get(f"/approvals/{approval_id}").status_code == 403
@@ -173,7 +173,7 @@ def test_another_tenants_admin_finds_nothing(app, alice, folder, handled):
     carol_client = type(alice)(app, "carol@example.com")
     approval_id = confirmed(alice)
     assert carol_client.client.get(f"/approvals/{approval_id}").status_code == 404
-    from app.copilot.tokens import sign_second
+    from app.copilot.approvals import sign_second
 
     with app.test_request_context():
         token = sign_second(
@@ -223,7 +223,7 @@ def test_the_admin_may_decline_instead(app, alice, admin, folder, handled):
 
 
 def test_bob_cannot_decline_it_either(app, alice, bob, folder):
-    from app.copilot.tokens import sign_second
+    from app.copilot.approvals import sign_second
 
     approval_id = confirmed(alice)
     with app.test_request_context():
@@ -255,12 +255,12 @@ def test_the_ttl_covers_both_signatures(app, alice, admin, folder, handled):
 def test_the_sweep_expires_a_card_waiting_for_its_countersignature(app, alice, folder):
     import time_machine
 
-    from app.copilot import agent
+    from app import copilot
     from app.models import utcnow
 
     approval_id = confirmed(alice)
     with time_machine.travel(utcnow() + _ttl(app) + _seconds(5), tick=False), app.app_context():
-        ended = agent.expire_due()
+        ended = copilot.expire_due()
         assert [a.id for a in ended] == [approval_id]
     assert status_of(app, approval_id).status == "expired"
 
@@ -366,7 +366,7 @@ def test_api_the_person_cannot_countersign_their_own(app, alice, folder, handled
     approval_id = confirmed(alice)
     client, headers = app.test_client(), token_for(app, "alice@example.com", "client")
     assert client.get("/api/countersign", headers=headers).get_json()["approvals"] == []
-    from app.copilot.tokens import sign_second
+    from app.copilot.approvals import sign_second
 
     with app.test_request_context():
         token_id = _newest_token_id(app, "alice@example.com")
@@ -379,7 +379,7 @@ def test_api_bob_cannot_countersign(app, alice, folder, handled):
     approval_id = confirmed(alice)
     client, headers = app.test_client(), token_for(app, "bob@example.com", "client")
     assert client.get("/api/countersign", headers=headers).get_json()["approvals"] == []
-    from app.copilot.tokens import sign_second
+    from app.copilot.approvals import sign_second
 
     with app.test_request_context():
         forged = sign_second(
@@ -425,8 +425,8 @@ def test_api_the_person_confirms_with_a_client_token_and_it_waits(app, folder, h
 
 
 def test_a_chat_yes_gives_no_signature(app, folder, handled):
-    from app.copilot import agent
-    from app.copilot.tokens import Actor, ChannelProof
+    from app import copilot
+    from app.copilot.approvals import Actor, ChannelProof
     from app.errors import NeedsSecondSignature
 
     approval_id = card_for(app, "alice@example.com")
@@ -434,7 +434,7 @@ def test_a_chat_yes_gives_no_signature(app, folder, handled):
         alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
         actor = Actor(user=alice, binding="telegram:42", channel="telegram")
         with pytest.raises(NeedsSecondSignature):
-            agent.answer(approval_id, ChannelProof("telegram verified sender"), actor, "confirm")
+            copilot.answer(approval_id, ChannelProof("telegram verified sender"), actor, "confirm")
     assert status_of(app, approval_id).status == "pending" and handled == []
     assert "countersigned_card_by_channel" in [r[3] for r in audit_rows(app, approval_id)]
 
@@ -527,8 +527,7 @@ def test_a_countersign_rule_on_an_operation_without_a_card_fails_at_start():
 
     from pydantic import BaseModel
 
-    from app.copilot.actions import Action, Kind, Registry, expose
-    from app.copilot.discovery import register
+    from app.copilot.actions import Action, Kind, Registry, expose, register
     from app.errors import ActionDeclarationError
 
     @expose("files")
@@ -553,8 +552,7 @@ def test_a_countersign_rule_must_name_someone():
 
     from pydantic import BaseModel
 
-    from app.copilot.actions import Action, Kind, Registry, expose
-    from app.copilot.discovery import register
+    from app.copilot.actions import Action, Kind, Registry, expose, register
     from app.errors import ActionDeclarationError
 
     @expose("files")
@@ -584,8 +582,8 @@ def test_a_callable_rule_names_who_may_sign(app, folder, handled, monkeypatch):
     )
     monkeypatch.setattr(ManageFiles, "countersign", {"delete_folder": bob_only})
     approval_id = card_for(app, "alice@example.com", confirm=True)
-    from app.copilot.agent import engine
-    from app.copilot.countersigning import may_countersign
+    from app.copilot import engine
+    from app.copilot.approvals import may_countersign
 
     with app.app_context():
         approval = db.session.get(Approval, approval_id)
@@ -603,7 +601,7 @@ def _session_id(app, person) -> str:
 
 
 def _any_second_token(app, person, approval_id: str, email: str) -> str:
-    from app.copilot.tokens import sign_second
+    from app.copilot.approvals import sign_second
 
     with app.test_request_context():
         return sign_second(approval_id, db.session.get(User, user(app, email).id), _session_id(app, person))
@@ -634,12 +632,11 @@ def _seconds(n: int):
     return timedelta(seconds=n)
 
 
-def test_actions_check_covers_a_countersigned_operation(countersign_template_db, tmp_path):
+def test_actions_check_covers_a_countersigned_operation(countersign_template_db, countersign_app_factory, tmp_path):
     from app.actions.manage_files import ManageFiles
-    from app.copilot.contract import check_action
-    from app.copilot.testing import running
+    from app.copilot.kit import check_action, running
 
-    with running(countersign_template_db, tmp_path, freeze=False) as kit:
+    with running(countersign_template_db, tmp_path, freeze=False, factory=countersign_app_factory) as kit:
         reports = Path(kit.app.config["FILES_ROOT"], "acme", "reports")
         reports.mkdir(parents=True, exist_ok=True)
         (reports / "a.txt").write_text("a")
@@ -647,14 +644,15 @@ def test_actions_check_covers_a_countersigned_operation(countersign_template_db,
         assert kit.calls(ManageFiles) == 0 and reports.exists()
 
 
-def test_actions_check_catches_a_card_its_person_could_countersign(countersign_template_db, tmp_path, monkeypatch):
-    from app.copilot import countersigning
-    from app.copilot.contract import check_action
-    from app.copilot.testing import running
+def test_actions_check_catches_a_card_its_person_could_countersign(
+    countersign_template_db, countersign_app_factory, tmp_path, monkeypatch
+):
+    from app.copilot.approvals import _countersigning as countersigning
+    from app.copilot.kit import check_action, running
 
     monkeypatch.setattr(countersigning, "verify_second", lambda approval_id, token, actor: db.session.get(Approval, approval_id))
     monkeypatch.setattr(countersigning, "may_countersign", lambda approval, user, registry: True)
-    with running(countersign_template_db, tmp_path, freeze=False) as kit:
+    with running(countersign_template_db, tmp_path, freeze=False, factory=countersign_app_factory) as kit:
         reports = Path(kit.app.config["FILES_ROOT"], "acme", "reports")
         reports.mkdir(parents=True, exist_ok=True)
         problems = check_action(kit, "manage_files")
@@ -677,7 +675,7 @@ def test_a_client_token_outside_the_toolset_cannot_countersign(app, alice, folde
     client = app.test_client()
     (queued,) = client.get("/api/countersign", headers=headers).get_json()["approvals"]
     assert queued["token"] is None
-    from app.copilot.tokens import sign_second
+    from app.copilot.approvals import sign_second
 
     with app.test_request_context():
         token = sign_second(
@@ -704,7 +702,7 @@ def test_api_another_tenants_admin_finds_nothing(app, alice, folder, handled):
         db.session.commit()
     client, headers = app.test_client(), token_for(app, "carol@example.com", "client")
     assert client.get("/api/countersign", headers=headers).get_json()["approvals"] == []
-    from app.copilot.tokens import sign_second
+    from app.copilot.approvals import sign_second
 
     with app.test_request_context():
         token = sign_second(

@@ -34,7 +34,7 @@ def test_the_persons_own_decline_says_you_and_when(alice, posts):
 
 
 def test_a_submitted_form_says_submitted_by_you(alice, model):
-    from app.copilot.testing import tool_call
+    from app.copilot.kit import tool_call
     from tests.helpers.cards import form_of, submit
 
     model.enqueue(tool_call("draft_post", title="Launch notes"))
@@ -105,7 +105,7 @@ def test_a_countersigned_card_names_both_signatures(app, alice, admin, folder): 
 def test_an_expired_card_says_the_expiry_ended_it_when_its_time_ran_out(app, alice, posts):
     from datetime import timedelta
 
-    from app.copilot import agent
+    from app import copilot
     from app.models import utcnow
 
     approval_id, _ = pending_delete(alice, posts)
@@ -113,7 +113,7 @@ def test_an_expired_card_says_the_expiry_ended_it_when_its_time_ran_out(app, ali
     with app.app_context():
         db.session.execute(sa.update(Approval).where(Approval.id == approval_id).values(expires_at=ran_out))
         db.session.commit()
-        assert [a.id for a in agent.expire_due()] == [approval_id]
+        assert [a.id for a in copilot.expire_due()] == [approval_id]
     page = alice.client.get(f"/approvals/{approval_id}").get_data(as_text=True)
     assert outcome_row("Expired", "expired") in page
     assert f"Ended by the expiry, {ran_out:%Y-%m-%d %H:%M} UTC" in page

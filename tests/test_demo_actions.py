@@ -1,4 +1,4 @@
-"""The demo's actions, tested with the kit that action authors use (app/copilot/testing.py)."""
+"""The demo's actions, tested with the kit that action authors use (app/copilot/kit/)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_draft_post_asks_and_the_model_hears_field_names(copilot):
 
 
 def test_queued_model_drives_the_turn(copilot):
-    from app.copilot.testing import text, tool_call
+    from app.copilot.kit import text, tool_call
 
     copilot.model.enqueue(tool_call("delete_post", post=2), text("Asking you first."))
     copilot.as_person("alice@example.com").chat("remove launch notes")

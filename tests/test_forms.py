@@ -11,12 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, SecretStr
 
-from app.copilot.actions import Action, Kind
-from app.copilot.agent import engine
-from app.copilot.discovery import register
-from app.copilot.schema import elicitation
-from app.copilot.testing import text as text_part
-from app.copilot.testing import tool_call
+from app.copilot import engine
+from app.copilot.actions import Action, Kind, elicitation, register
+from app.copilot.kit import text as text_part
+from app.copilot.kit import tool_call
 from app.extensions import db
 from app.models import Approval, AuditEvent, Message, Post, Run
 from tests.conftest import outcome_row
@@ -266,7 +264,7 @@ def test_an_action_that_would_ask_for_a_secret_fails_at_start():
 
 
 def test_a_schema_that_cannot_be_a_form_fails_at_start_naming_the_field():
-    from app.copilot.discovery import discover
+    from app.copilot.actions import discover
     from app.errors import ActionDeclarationError
 
     with pytest.raises(ActionDeclarationError) as error:

@@ -10,7 +10,7 @@ import unicodedata
 
 import pytest
 
-from app.copilot.cards import visible
+from app.copilot.approvals._cards import visible
 from app.copilot.hidden import removed, shown
 
 KEPT = {"\t", "\n", "\r", "\u200d"}

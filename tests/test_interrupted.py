@@ -8,7 +8,7 @@ import textwrap
 
 import sqlalchemy as sa
 
-from app.copilot.agent import sweep_interrupted
+from app.copilot import sweep_interrupted
 from app.extensions import db
 from app.models import Approval, Message, Post, utcnow
 from tests.conftest import REDIS_URL
@@ -17,8 +17,8 @@ DIE_INSIDE_HANDLE = textwrap.dedent("""
     import os, sys
     from app import create_app
     from app.actions.delete_post import DeletePost
-    from app.copilot.agent import answer
-    from app.copilot.tokens import Actor
+    from app.copilot import answer
+    from app.copilot.approvals import Actor
     from app.extensions import db
     from app.models import Approval, User
 

@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SKIP = shutil.ignore_patterns(".venv", "node_modules", "__pycache__", ".ruff_cache", ".pytest_cache", "instance")
 
 BREAKS = {
-    "lint": ("app/copilot/cards.py", "import os\n", "unused import"),  # ruff check: F401
-    "format": ("app/copilot/cards.py", "x = {  'a':1 }\n", "would be reformatted"),  # ruff format --check
-    "types": ("app/copilot/cards.py", 'def wrong() -> int:\n    return "text"\n', "Incompatible return value"),  # mypy
+    "lint": ("app/copilot/approvals/_cards.py", "import os\n", "unused import"),  # ruff check: F401
+    "format": ("app/copilot/approvals/_cards.py", "x = {  'a':1 }\n", "would be reformatted"),  # ruff format --check
+    "types": ("app/copilot/approvals/_cards.py", 'def wrong() -> int:\n    return "text"\n', "Incompatible return value"),  # mypy
 }
 
 

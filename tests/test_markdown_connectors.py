@@ -5,7 +5,7 @@ would fetch what the model wrote)."""
 
 from __future__ import annotations
 
-from app.copilot.testing import text
+from app.copilot.kit import text
 from tests.fake_chat import Chat, chat_fixtures
 
 services, app_config, chat = chat_fixtures()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from app.copilot import events
 from app.copilot.events import Event
-from app.copilot.testing import text
+from app.copilot.kit import text
 from app.web import LiveText
 from tests.helpers.markdown import Elements
 

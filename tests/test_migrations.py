@@ -12,7 +12,8 @@ from flask_migrate import downgrade, upgrade
 
 from app import create_app
 from app.config import _normalise_db_url
-from app.copilot import audit, audit_check
+from app.copilot import audit
+from app.copilot.audit import _chain as audit
 from app.extensions import db
 from app.models import AuditEvent
 from tests.conftest import DATABASE_URL
@@ -80,14 +81,14 @@ def test_audit_rows_written_before_the_chain_are_chained_and_keyed_by_the_upgrad
     rows_before_the_chain(app)
     with app.app_context():
         upgrade()
-        verdict = audit_check.verify()
+        verdict = audit.verify()
         assert verdict.ok and verdict.rows == 3
         assert set(db.session.scalars(sa.select(AuditEvent.key_id))) == {audit.keyring().current}
         audit.record("approval.decided", "declined", tenant_id=1, user_id=None, detail="after")
         db.session.commit()
-        assert audit_check.verify().ok and audit_check.verify().rows == 4
+        assert audit.verify().ok and audit.verify().rows == 4
     with make_app(AUDIT_KEY="another key").app_context():  # keyed, not merely hashed
-        assert "neither AUDIT_KEY nor in AUDIT_KEY_FALLBACKS" in str(audit_check.verify())
+        assert "neither AUDIT_KEY nor in AUDIT_KEY_FALLBACKS" in str(audit.verify())
 
 
 def test_a_row_edited_before_the_upgrade_is_still_named_after_it(make_app):
@@ -99,7 +100,7 @@ def test_a_row_edited_before_the_upgrade_is_still_named_after_it(make_app):
         db.session.execute(sa.update(AuditEvent).where(AuditEvent.id == edited).values(detail="rewritten"))
         db.session.commit()
         upgrade()  # re-keys row 1 only: re-keying must not launder row 2
-        verdict = audit_check.verify()
+        verdict = audit.verify()
         assert not verdict.ok and verdict.broken_id == edited, str(verdict)
 
 
@@ -113,7 +114,7 @@ def test_downgrade_unkeys_and_upgrade_keys_again(make_app):
         downgrade(revision="0008")
         db.session.remove()
         upgrade()
-        verdict = audit_check.verify()
+        verdict = audit.verify()
         assert verdict.ok and verdict.rows == 4, str(verdict)
 
 

@@ -7,7 +7,7 @@ import socket
 import pytest
 import sqlalchemy as sa
 
-from app.copilot.agent import Engine, engine
+from app.copilot import Engine, engine
 from app.extensions import db
 from app.models import Approval, Message, Post, Run
 from tests.conftest import NetworkGuardError, outcome_row

@@ -411,8 +411,7 @@ def _declare(**attributes):
 
     from pydantic import BaseModel, Field, SecretStr
 
-    from app.copilot.actions import Action, Kind, Registry
-    from app.copilot.discovery import register
+    from app.copilot.actions import Action, Kind, Registry, register
     from app.errors import ActionDeclarationError
 
     class Input(BaseModel):

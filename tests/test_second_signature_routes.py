@@ -48,11 +48,11 @@ def test_decline_reason_leaves_out_an_email_clients_quote_and_keeps_to_the_limit
 
 
 @pytest.fixture
-def kit(tmp_path):
-    from app.copilot.testing import migrated_template, running
+def kit(tmp_path, countersign_app_factory):
+    from app.copilot.kit import migrated_template, running
 
-    template = migrated_template(tmp_path / "template.sqlite3")
-    with running(template, tmp_path) as copilot:
+    template = migrated_template(tmp_path / "template.sqlite3", factory=countersign_app_factory)
+    with running(template, tmp_path, factory=countersign_app_factory) as copilot:
         yield copilot
 
 
@@ -109,29 +109,29 @@ def test_mcp_follows_an_edit_to_the_fresh_card_and_reads_only_the_names(app, mod
 
     import mcp_types as types
 
+    from app import copilot
     from app.auth import create_token
-    from app.copilot import agent
-    from app.copilot.tokens import sign
+    from app.copilot.approvals import sign
     from app.mcp import _actor, _answer
 
     with app.app_context():
         alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
         create_token(alice)
         token_id = db.session.scalar(sa.select(ApiToken.id).where(ApiToken.user_id == alice.id))
-        _, approval = agent.call_direct(_actor(token_id), "send_email", {"to": "d@example.org", "subject": "Hi", "body": "Yo"})
-        person = agent.person(alice, "web")
-        fresh = agent.answer(approval.id, sign(approval, person.binding), person, "edit", {"subject": "Private words"})
+        _, approval = copilot.call_direct(_actor(token_id), "send_email", {"to": "d@example.org", "subject": "Hi", "body": "Yo"})
+        person = copilot.person(alice, "web")
+        fresh = copilot.answer(approval.id, sign(approval, person.binding), person, "edit", {"subject": "Private words"})
         waiting = _answer(token_id, approval.id, None)
         assert isinstance(waiting, types.InputRequiredResult)
         assert json.loads(waiting.request_state) == {"approval": fresh.id}
-        agent.answer(fresh.id, sign(fresh, person.binding), person, "decline", reason="Too early")
+        copilot.answer(fresh.id, sign(fresh, person.binding), person, "decline", reason="Too early")
         said = _answer(token_id, approval.id, None).content[0].text
     assert said.startswith("The person edited: subject. The person declined.") and '"Too early"' in said
     assert "Private words" not in said
 
 
 def test_the_contract_check_edits_an_editable_action(kit):
-    from app.copilot.contract import check_action
+    from app.copilot.kit import check_action
 
     assert check_action(kit, "send_email") == []
     with kit.app.app_context():

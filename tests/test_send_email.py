@@ -50,16 +50,16 @@ def test_declined_email_is_never_sent(app, alice, smtp):
 @pytest.fixture
 def held(monkeypatch):
     """The delivery jobs queued, held as a worker that has not run yet would hold them."""
-    from app.copilot import delivery
+    from app import copilot
 
     jobs: list[tuple] = []
-    monkeypatch.setattr(delivery.jobs, "call", lambda target, *args: jobs.append((target, *args)))
+    monkeypatch.setattr(copilot, "call", lambda target, *args: jobs.append((target, *args)))  # (the front door queues it)
     return jobs
 
 
 def run_held(app, held):
     """The worker takes the held jobs."""
-    from app.copilot.jobs import run_task
+    from app.copilot.turns._jobs import run_task
 
     while held:
         target, *args = held.pop(0)
@@ -76,7 +76,7 @@ def test_a_confirmed_email_is_queued_until_the_outbox_delivers_it(app, alice, sm
     smtp.inbox.messages.clear()
     _, approval, html = confirmed_email(alice)
     assert outcome_row("Queued", "queued") in html and "Sent" not in html
-    assert smtp.inbox.messages == [] and held == [("app.copilot.delivery:deliver", approval)]
+    assert smtp.inbox.messages == [] and held == [("app.copilot.approvals:deliver", approval)]
     with app.app_context():
         assert db.session.get(Approval, approval).status == Status.QUEUED
     run_held(app, held)
@@ -150,4 +150,4 @@ def test_a_second_press_on_a_queued_email_says_it_was_confirmed_and_is_queued(ap
     assert again.status_code == 409
     assert "You already confirmed this card at " in again.get_data(as_text=True)
     assert "queued for delivery. Nothing ran again." in again.get_data(as_text=True)
-    assert held == [("app.copilot.delivery:deliver", approval)]  # still one delivery, nothing sent twice
+    assert held == [("app.copilot.approvals:deliver", approval)]  # still one delivery, nothing sent twice

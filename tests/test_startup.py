@@ -12,8 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from app import create_app
-from app.copilot.actions import Kind
-from app.copilot.discovery import discover
+from app.copilot.actions import Kind, discover
 from app.errors import ActionDeclarationError
 from app.extensions import db
 from app.models import ApiToken, User
@@ -39,7 +38,7 @@ collecting["after_create_app"] = gc.isenabled()
 out = {"after_create_app": loaded(), "collecting": collecting}
 if FIRST_TURN:
     from app.cli import seed_demo
-    from app.copilot import agent
+    from app import copilot
     from app.extensions import db
     from app.models import Conversation, Message
     with app.app_context():
@@ -48,7 +47,7 @@ if FIRST_TURN:
         conversation = Conversation(tenant_id=alice.tenant_id, user_id=alice.id)
         db.session.add(conversation)
         db.session.commit()
-        agent.send_message(conversation, agent.person(alice, "web"), "/list_posts")
+        copilot.send_message(conversation, copilot.person(alice, "web"), "/list_posts")
         out["reply"] = db.session.scalar(db.select(Message.text).where(Message.role == "assistant"))
     out["after_first_turn"] = loaded()
 print(json.dumps(out))

@@ -506,7 +506,8 @@ def test_no_connection_is_held_while_the_model_thinks(app, api, streamed):
 def test_once_a_stop_is_asked_for_no_words_are_appended(app, embedded):
     """The words' append and the stop's check are one step on Redis (a script): nothing lands in
     the stream after the stop key is set. The embedded fakeredis runs the same steps one by one."""
-    from app.copilot import events, runs
+    from app.copilot import events
+    from app.copilot.turns import _runs as runs
     from app.extensions import redis_client
 
     if embedded:
@@ -567,7 +568,7 @@ def test_words_held_back_by_a_stop_are_not_what_the_model_remembers_saying(app, 
 def test_a_cut_response_keeps_the_words_shown_and_its_calls_or_nothing():
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 
-    from app.copilot.endings import _as_shown
+    from app.copilot.turns._endings import _as_shown
 
     call = ToolCallPart(tool_name="list_posts", args={}, tool_call_id="c1")
     cut = _as_shown(ModelResponse(parts=[TextPart("India wins"), call]), "India")
@@ -581,7 +582,7 @@ def test_a_replys_first_words_go_out_at_once_and_faster_ones_together(app):
     next (each event costs every open stream a wake-up); the first go out at once, and the end
     of the stream sends what is held."""
     from app.copilot import events
-    from app.copilot.turns import _Words
+    from app.copilot.turns._pass import _Words
 
     async def speak() -> list[str | None]:
         words = _Words(7004, 61, 1, every=3600, per_second=100)  # nothing goes out by its timer here
@@ -600,7 +601,7 @@ def test_a_replys_first_words_go_out_at_once_and_faster_ones_together(app):
 
 def test_words_held_for_the_next_event_go_out_by_themselves_when_their_time_is_up(app):
     from app.copilot import events
-    from app.copilot.turns import _Words
+    from app.copilot.turns._pass import _Words
 
     async def speak() -> list[str | None]:
         words = _Words(7005, 62, 1, every=0.05, per_second=100)
@@ -621,7 +622,7 @@ def test_a_process_streaming_many_replies_sends_each_ones_words_less_often(app):
     """n replies streaming in one process share EVENTS_TEXT_PER_SECOND: each one's words wait
     n / per_second (here 2 / 0.001 s: held) where one reply alone would send them at once."""
     from app.copilot import events
-    from app.copilot.turns import _Words, streaming
+    from app.copilot.turns._pass import _Words, streaming
 
     async def speak(conversation: int) -> int:
         words = _Words(conversation, 63, 1, every=0, per_second=0.001)

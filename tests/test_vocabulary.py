@@ -132,12 +132,12 @@ def test_nothing_ran_is_said_on_every_channel_for_each_ending_but_done(status):
 
 
 def test_a_superseded_card_says_so_on_its_page(app, alice, posts):
-    from app.copilot import agent
+    from app import copilot
 
     convo = alice.new_conversation()
     approval, _ = alice.card(alice.say(convo, f"/delete_post post={posts['Spring meetup']}"))
     with app.app_context():
-        agent.supersede(approval, "slack")
+        copilot.supersede(approval, "slack")
     page = alice.client.get(f"/approvals/{approval}").get_data(as_text=True)
     assert "Superseded by a newer card — nothing ran" in page
     badge = '<span class="badge badge--superseded">superseded</span>'  # the status, set apart as a status
@@ -189,9 +189,7 @@ def test_a_submitted_form_keeps_the_names_it_filled_as_data(app, alice):
 
 def test_every_channel_reads_a_cards_outcome_from_the_one_table(app, alice, posts, monkeypatch):
     from app.api import prompt
-    from app.copilot.outcomes import chat_outcome
-    from app.copilot.revise import told
-    from app.copilot.tokens import Actor
+    from app.copilot.approvals import Actor, chat_outcome, told
     from app.status import Outcome
 
     words = Outcome("Turned down", "Turned down in chat.", "Turned down, says the model's line.", "#000", "turned down by {who}")
@@ -210,7 +208,7 @@ def test_every_channel_reads_a_cards_outcome_from_the_one_table(app, alice, post
 
 
 def test_no_channel_builds_its_own_outcome_line():
-    """Only app/copilot/outcomes.py reads the table's line functions (with the action's own words);
+    """Only app/copilot/approvals/_outcomes.py reads the table's line functions (with the action's own words);
     no other module spells a table's sentence or joins a label to a status."""
     lines = {t for o in OUTCOMES.values() for t in (o.card, o.chat, o.model) if len(t) > 12}
     joined = re.compile(rf"· ({QUOTED})\b")
@@ -218,7 +216,7 @@ def test_no_channel_builds_its_own_outcome_line():
     problems = []
     for path in sources():
         text = path.read_text()
-        if path != ROOT / "app" / "copilot" / "outcomes.py" and reads.search(text):
+        if path != ROOT / "app" / "copilot" / "approvals" / "_outcomes.py" and reads.search(text):
             problems.append(f"{path.relative_to(ROOT)} reads a line function of app/status.py itself")
         problems += [f"{path.relative_to(ROOT)} spells {line!r}" for line in lines if line in text]
         problems += [f"{path.relative_to(ROOT)} joins a label to a status" for _ in joined.findall(text)]

@@ -127,7 +127,7 @@ def test_a_worker_killed_mid_turn_leaves_it_interrupted_and_retry_runs_nothing_t
 def test_idle_job_threads_wake_once_a_second_while_the_consumers_poll_every_100_ms(app):
     """The hundreds of job threads of a worker wait on its in-process queue (a job wakes one at
     once); only the consumers' interval decides how soon a queued turn is picked up."""
-    from app.copilot import jobs
+    from app.copilot.turns import _jobs as jobs
 
     worker = jobs._worker(app.extensions["turns"].broker, threads=3)
     worker.start()
@@ -142,7 +142,8 @@ def test_idle_job_threads_wake_once_a_second_while_the_consumers_poll_every_100_
 PRELOAD = """
 import json, sys
 from app import create_app
-from app.copilot import jobs
+from app.copilot import worker
+from app.copilot.turns import _jobs as jobs
 app = create_app({
     "COUNTERSIGN_ENV": "testing", "SECRET_KEY": "fresh", "SWEEP_ON_START": False,
     "SQLALCHEMY_DATABASE_URI": "sqlite:///:memory:", "REDIS_URL": sys.argv[1], "TURNS_RUNNER": "dramatiq",
@@ -154,13 +155,13 @@ def taking_jobs(*args, **kwargs):  # where the worker would start taking jobs: s
     print(json.dumps({"before": before, "taking_jobs": [name for name in SDK if name in sys.modules]}))
     raise SystemExit(0)
 jobs._worker = taking_jobs
-jobs.worker(app, 1)
+worker(app, 1)
 """
 
 
 def test_a_worker_imports_its_models_sdk_before_its_first_job_not_on_it():
     """A worker's passes share one event loop: a first pass importing the OpenAI SDK (about 1.5 s
-    on these machines) held up every pass the worker had taken. jobs.worker() loads it first."""
+    on these machines) held up every pass the worker had taken. copilot.worker() loads it first."""
     import json
 
     out = subprocess.run([sys.executable, "-c", PRELOAD, REDIS_URL], cwd=ROOT, capture_output=True, text=True, timeout=WAIT)

@@ -10,21 +10,21 @@ import unicodedata
 from typing import Any
 from urllib.parse import urlencode
 
-from flask import Blueprint, Response, abort, make_response, redirect, render_template, request, url_for
+from flask import Response, abort, make_response, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
 
+from app import copilot
+from app.admin.blueprint import bp
 from app.admin.chart import decisions_legend, decisions_svg
 from app.auth import current_actor
-from app.copilot import agent, audit_check, countersigning, review
+from app.copilot import approvals, audit, review
+from app.copilot.approvals import Actor, sign_second
 from app.copilot.hidden import HIDDEN_STRICT
-from app.copilot.tokens import Actor, sign_second
 from app.errors import CountersignError
 from app.extensions import db
 from app.models import User, utcnow
 from app.routing import safe_target
 from app.status import OUTCOMES, Status
-
-bp = Blueprint("admin", __name__)
 
 
 @bp.before_request
@@ -45,7 +45,7 @@ def index() -> Any:
         **console(actor, stats),
         chart=decisions_svg(stats),
         legend=decisions_legend(stats),
-        actions=sorted(agent.engine().registry.actions),
+        actions=sorted(copilot.engine().registry.actions),
         statuses=list(Status),
     )
 
@@ -91,7 +91,7 @@ def countersign_queue(actor: Actor) -> list[dict[str, Any]]:
     """The cards waiting for this admin's countersignature, as partials/_card.html shows them:
     each with a countersignature token for this session (answered at web.countersign)."""
     queue = []
-    for approval in countersigning.waiting_for(actor.user, agent.engine().registry):
+    for approval in approvals.waiting_for(actor.user, copilot.engine().registry):
         confirmer = db.session.get(User, approval.confirmed_by) if approval.confirmed_by else None
         queue.append(
             {
@@ -115,7 +115,7 @@ def revoke(approval_id: str) -> Any:
     """Revoke a pending approval: it ends `revoked`, nothing runs, the model is told."""
     actor = current_actor("admin")
     try:
-        agent.revoke(approval_id, actor.user)
+        copilot.revoke(approval_id, actor.user)
     except CountersignError as error:
         if error.status == 404:
             raise
@@ -128,7 +128,7 @@ def audit_log() -> Any:
     """The audit log, filtered, with whether its chain verifies."""
     actor = current_actor("admin")
     tenant_id = actor.user.tenant_id
-    verdict = audit_check.verify_since_mark(tenant_id)  # first: it commits its mark, which expires loaded rows
+    verdict = audit.verify_since_mark(tenant_id)  # first: it commits its mark, which expires loaded rows
     filters = review.audit_filters_from(request.args)
     page = review.audit_rows(tenant_id, filters, cursor=request.args.get("after"))
     # Links carry the filters only: never the request's own keys (`after` twice, or url_for's `_method`).

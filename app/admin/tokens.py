@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import flash, make_response, redirect, render_template, request, url_for
 
-from app.admin import bp
+from app.admin.blueprint import bp
 from app.auth import SCOPES, current_actor, issue_token, known_toolsets, revoke_with_reason, tenant_token, tenant_tokens
 from app.copilot import review
 from app.errors import BadValues

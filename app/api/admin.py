@@ -7,10 +7,11 @@ from typing import Any
 import sqlalchemy as sa
 from flask import Blueprint, abort, jsonify, request
 
+from app import copilot
 from app.api import authenticate, body
 from app.auth import current_actor, hash_token, issue_token, revoke_with_reason, tenant_token, tenant_tokens, token_toolsets
-from app.copilot import agent, audit_check, review
-from app.copilot.tokens import Actor
+from app.copilot import audit, review
+from app.copilot.approvals import Actor
 from app.errors import AlreadyDecided, BadValues
 from app.extensions import csrf, db
 from app.models import ApiToken, Approval, AuditEvent, User
@@ -68,7 +69,7 @@ def approvals() -> Any:
 @bp.post("/approvals/<approval_id>/revoke")
 def revoke(approval_id: str) -> Any:
     actor = current_actor("api")
-    approval = agent.revoke(approval_id, actor.user, by_agent=actor.agent)
+    approval = copilot.revoke(approval_id, actor.user, by_agent=actor.agent)
     return jsonify(approval_json(approval))
 
 
@@ -76,7 +77,7 @@ def revoke(approval_id: str) -> Any:
 def audit_log() -> Any:
     """The tenant's audit log, filtered, a page at a time, with whether its chain verifies since its last mark."""
     actor = current_actor("api")
-    verdict = audit_check.verify_since_mark(actor.user.tenant_id)  # first: it commits its mark, which expires loaded rows
+    verdict = audit.verify_since_mark(actor.user.tenant_id)  # first: it commits its mark, which expires loaded rows
     page = review.audit_rows(actor.user.tenant_id, review.audit_filters_from(request.args), cursor=request.args.get("after"))
     return jsonify(
         events=[audit_json(e) for e in page.rows],

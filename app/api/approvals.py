@@ -8,14 +8,13 @@ from typing import Any
 import sqlalchemy as sa
 from flask import jsonify, request
 
+from app import copilot
 from app.api.blueprint import body, bp
 from app.api.replies import turn_reply
 from app.api.shapes import prompt
 from app.auth import current_actor
-from app.copilot import agent, events, runs
-from app.copilot.countersigning import waiting_for
-from app.copilot.outcomes import card_label, decided_by_line
-from app.copilot.tokens import Actor, may_answer, sign_second
+from app.copilot import events
+from app.copilot.approvals import Actor, card_label, decided_by_line, may_answer, sign_second, waiting_for
 from app.errors import BadValues
 from app.extensions import db, limit_per_person_and_address
 from app.models import Approval, User
@@ -36,15 +35,15 @@ def answer(approval_id: str, decision: str) -> Any:
     if decision == "submit" and not isinstance(values, dict):
         raise BadValues("`values` must be an object of field names to values.")
     reason = data.get("reason") if decision == "decline" else None
-    approval = agent.answer(approval_id, token, actor, decision, values, reason)
+    approval = copilot.answer(approval_id, token, actor, decision, values, reason)
     # Read only after the answer (a bad token is refused before anything is looked up); the
-    # continuation's end is after this cursor if runs.wait still finds it going.
+    # continuation's end is after this cursor if copilot.wait still finds it going.
     cursor = events.last_id(approval.conversation_id)
     return turn_reply(
         approval.conversation_id,
         approval.run_id,
         [],
-        runs.card_message_id(approval),
+        copilot.card_message_id(approval),
         cursor,
         actor,
         200,
@@ -58,7 +57,7 @@ def list_approvals() -> Any:
     """The person's own approvals with this status (pending by default), newest first."""
     actor = current_actor("api")
     status = request.args.get("status", Status.PENDING)
-    agent.expire_due(user_id=actor.user.id)  # one past its time is expired, not pending with a token
+    copilot.expire_due(user_id=actor.user.id)  # one past its time is expired, not pending with a token
     rows = db.session.scalars(
         sa.select(Approval)
         .where(Approval.user_id == actor.user.id, Approval.status == status)
@@ -91,7 +90,7 @@ def countersign_queue() -> Any:
     """The cards of the tenant waiting for a countersignature this person may give (never their
     own), each with its countersignature token for this credential."""
     actor = current_actor("api")
-    return jsonify(approvals=[second_prompt(a, actor) for a in waiting_for(actor.user, agent.engine().registry)])
+    return jsonify(approvals=[second_prompt(a, actor) for a in waiting_for(actor.user, copilot.engine().registry)])
 
 
 @bp.post("/approvals/<approval_id>/countersign", defaults={"decision": "countersign"}, endpoint="countersign")
@@ -107,7 +106,7 @@ def countersign(approval_id: str, decision: str) -> Any:
     token = data.get("token")
     if not isinstance(token, str):
         raise BadValues("`token` must be a string.")
-    approval = agent.countersign(approval_id, token, actor, decision, data.get("reason"))
+    approval = copilot.countersign(approval_id, token, actor, decision, data.get("reason"))
     by = decided_by_line(approval, actor.user.id)
     return jsonify(id=approval.id, status=approval.status, outcome=card_label(approval), decided_by=by)
 
@@ -126,5 +125,5 @@ def revise(approval_id: str, decision: str) -> Any:
     values = data.get("values") if decision == "edit" else None
     if decision == "edit" and not isinstance(values, dict):
         raise BadValues("`values` must be an object of field names to values.")
-    fresh = agent.answer(approval_id, token, actor, decision, values)
+    fresh = copilot.answer(approval_id, token, actor, decision, values)
     return jsonify(status=fresh.status, replaces=approval_id, approval=prompt(fresh, actor)), 201

@@ -12,7 +12,7 @@ from flask_login import current_user
 from app.api.openapi import document
 from app.auth import bearer_token
 from app.copilot import conversations
-from app.copilot.tokens import Actor
+from app.copilot.approvals import Actor
 from app.extensions import csrf
 from app.json_body import json_object
 from app.models import Conversation

@@ -8,11 +8,12 @@ from typing import Any
 import sqlalchemy as sa
 from flask import current_app, jsonify, request
 
+from app import copilot
 from app.api.blueprint import body, bp, own_conversation
 from app.api.replies import turn_reply
 from app.api.shapes import conversation_json, message_json, pending_in
 from app.auth import current_actor
-from app.copilot import agent, conversations, events, runs
+from app.copilot import conversations, events
 from app.copilot.text import check_message
 from app.errors import BadValues
 from app.extensions import db, limit_per_person_and_address
@@ -58,8 +59,8 @@ def get_conversation(conversation_id: int) -> Any:
     """A conversation of the person's: its messages and what waits for them."""
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
-    agent.expire_due(conversation.id)
-    runs.sweep_dead(current_app.config["TURN_DEAD_AFTER"], conversation.id)
+    copilot.expire_due(conversation.id)
+    copilot.sweep_dead(current_app.config["TURN_DEAD_AFTER"], conversation.id)
     messages = db.session.scalars(sa.select(Message).where(Message.conversation_id == conversation.id).order_by(Message.id))
     return jsonify(
         id=conversation.id,
@@ -80,7 +81,7 @@ def post_message(conversation_id: int) -> Any:
         raise BadValues("`text` must be a non-empty string.")
     text = check_message(text, current_app.config["MESSAGE_MAX_CHARS"])  # whole, or a 4xx: never cut
     cursor = events.last_id(conversation.id)
-    said, run = agent.send_message(conversation, actor, text)
+    said, run = copilot.send_message(conversation, actor, text)
     return turn_reply(conversation.id, run.id, [said], said.id, cursor, actor)
 
 
@@ -88,20 +89,20 @@ def post_message(conversation_id: int) -> Any:
 @limit_per_person_and_address("MESSAGES")  # a retry runs a turn, as a message does
 def retry(conversation_id: int) -> Any:
     """Run the last pass again after it failed or was interrupted (a second press queues nothing);
-    an agent credential only a turn it started itself (403 otherwise: runs.check_own)."""
+    an agent credential only a turn it started itself (403 otherwise: copilot.check_own)."""
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
     cursor = events.last_id(conversation.id)
-    before = runs.newest_message_id(conversation.id)
-    run = runs.retry(conversation, actor)
+    before = copilot.newest_message_id(conversation.id)
+    run = copilot.retry(conversation, actor)
     return turn_reply(conversation.id, run.id if run else None, [], before, cursor, actor)
 
 
 @bp.post("/conversations/<id:conversation_id>/stop")
 def stop(conversation_id: int) -> Any:
     """End the running turn at its next step; its end (`stopped`) arrives on the events. An agent
-    credential only a turn it started itself (403 otherwise: runs.check_own)."""
+    credential only a turn it started itself (403 otherwise: copilot.check_own)."""
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
-    run = runs.stop(conversation, actor)
+    run = copilot.stop(conversation, actor)
     return jsonify(run=run.id if run else None, stopping=run is not None)

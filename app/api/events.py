@@ -11,8 +11,8 @@ from app import sse
 from app.api.blueprint import bp, own_conversation
 from app.api.shapes import message_json, pending_in
 from app.auth import current_actor
+from app.copilot.approvals import Actor
 from app.copilot.events import Event
-from app.copilot.tokens import Actor
 from app.extensions import db
 from app.models import Conversation, Message
 from app.status import EventType

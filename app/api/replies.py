@@ -8,9 +8,9 @@ from typing import Any
 import sqlalchemy as sa
 from flask import current_app, jsonify, request, url_for
 
+from app import copilot
 from app.api.shapes import message_json, pending_in
-from app.copilot import runs
-from app.copilot.tokens import Actor
+from app.copilot.approvals import Actor
 from app.extensions import db
 from app.models import Message
 
@@ -46,7 +46,7 @@ def turn_reply(
     answer, whose card is decided already), else wait for it (bounded) and answer 200 with what
     is new, or 202 if it is still going."""
     asked_async, wait = preference()
-    if run_id is not None and (asked_async or not runs.wait(conversation_id, run_id, cursor, wait)):
+    if run_id is not None and (asked_async or not copilot.wait(conversation_id, run_id, cursor, wait)):
         response = jsonify(run=run_id, events=events_url(conversation_id, cursor), **extra)
         if asked_async:
             response.headers["Preference-Applied"] = "respond-async"

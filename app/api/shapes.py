@@ -7,9 +7,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from app.copilot import agent
-from app.copilot.outcomes import card_label, decided_by_line
-from app.copilot.tokens import Actor, may_answer, sign
+from app import copilot
+from app.copilot.approvals import Actor, card_label, decided_by_line, may_answer, sign
 from app.extensions import db
 from app.models import Approval, Conversation, Message
 from app.status import ApprovalType, Role, Status
@@ -52,9 +51,9 @@ def revisions(approval: Approval) -> dict[str, Any]:
     """A card's second-signature fields: its Edit form (the action's `editable` fields, an
     elicitation like a form's; null when it edits nothing), the card it replaces and the names of
     the fields the person edited, and on a changed card the rows that differ."""
-    from app.copilot.revise import edit_form
+    from app.copilot.approvals import edit_form
 
-    action = agent.engine().registry.get(approval.action)
+    action = copilot.engine().registry.get(approval.action)
     editable = action is not None and approval.type == ApprovalType.CONFIRM and approval.status == Status.PENDING
     return {
         "edit": edit_form(action, approval) if editable and action is not None else None,
@@ -73,7 +72,7 @@ def message_json(message: Message) -> dict[str, Any]:
 def pending_in(conversation_id: int, actor: Actor) -> list[dict[str, Any]]:
     """The conversation's pending cards and forms, as this credential may see them (one past its
     time is marked expired first, not listed with a token)."""
-    agent.expire_due(conversation_id)
+    copilot.expire_due(conversation_id)
     rows = db.session.scalars(
         sa.select(Approval)
         .where(Approval.conversation_id == conversation_id, Approval.status == Status.PENDING)

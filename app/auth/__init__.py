@@ -17,10 +17,11 @@ from sqlalchemy.orm import contains_eager
 from wtforms import EmailField, PasswordField
 from wtforms.validators import DataRequired, Email
 
+from app import copilot
 from app.auth import signin
-from app.copilot import agent, audit
+from app.copilot import audit
+from app.copilot.approvals import Actor
 from app.copilot.text import seconds
-from app.copilot.tokens import Actor
 from app.errors import BadValues, NotFound
 from app.extensions import db, limiter, login, won
 from app.models import ROW_ID_MAX, ApiToken, Approval, User, UserSession, utcnow
@@ -159,7 +160,7 @@ def create_token(
 
 def known_toolsets() -> list[str]:
     """Every toolset an action of this app belongs to: what a token's toolsets may name."""
-    return sorted({t for a in agent.engine().registry.actions.values() for t in a.toolsets})
+    return sorted({t for a in copilot.engine().registry.actions.values() for t in a.toolsets})
 
 
 def revoke_token(token: ApiToken, by: User | None, channel: str, reason: str = "") -> bool:

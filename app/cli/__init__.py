@@ -7,9 +7,9 @@ from __future__ import annotations
 from flask import Flask
 
 from app.cli import actions, approvals, audit, connectors, demo, mcp, users, worker
-from app.cli.demo import seed_demo
+from app.cli.demo import DEMO_PASSWORD, seed_demo
 
-__all__ = ["register", "seed_demo"]
+__all__ = ["DEMO_PASSWORD", "register", "seed_demo"]
 
 
 def register(app: Flask) -> None:

@@ -10,8 +10,8 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-from app.copilot.agent import engine
-from app.copilot.schema import secret_fields, tool_schema
+from app.copilot import engine
+from app.copilot.actions import secret_fields, tool_schema
 
 
 @click.group(invoke_without_command=True)
@@ -61,17 +61,24 @@ def actions_check() -> None:
     no model argument on its card, no confirm by another person, nothing run on decline."""
     import tempfile
 
-    from app.copilot.contract import check_all
-    from app.copilot.testing import migrated_template, running
+    from app.copilot.kit import check_all, migrated_template, running
 
     package = current_app.config.get("ACTIONS_PACKAGE", "app.actions")
     registry = engine().registry
     names = sorted(a.name for a in registry.actions.values() if a.may_need_card())
     every_toolset = sorted({t for a in registry.actions.values() for t in a.toolsets})
     with tempfile.TemporaryDirectory() as workdir:
-        template = migrated_template(Path(workdir, "template.sqlite3"), ACTIONS_PACKAGE=package)
+        factory = current_app.extensions["countersign.factory"]  # (the kit makes throwaway apps with it)
+        template = migrated_template(Path(workdir, "template.sqlite3"), factory=factory, ACTIONS_PACKAGE=package)
         results = check_all(
-            lambda: running(template, Path(workdir), freeze=False, ACTIONS_PACKAGE=package, COUNTERSIGN_TOOLSETS=every_toolset),
+            lambda: running(
+                template,
+                Path(workdir),
+                freeze=False,
+                factory=factory,
+                ACTIONS_PACKAGE=package,
+                COUNTERSIGN_TOOLSETS=every_toolset,
+            ),
             names,
         )
     failed = False

@@ -6,7 +6,7 @@ import click
 from flask import current_app
 from flask.cli import AppGroup
 
-from app.copilot.agent import expire_due, sweep_interrupted
+from app.copilot import expire_due, sweep_interrupted
 
 approvals_cli = AppGroup("approvals", help="Housekeeping for approvals.")
 
@@ -18,7 +18,7 @@ approvals_cli = AppGroup("approvals", help="Housekeeping for approvals.")
 def sweep(interrupted_after: int | None) -> None:
     """Expire overdue cards, end dead claims as interrupted and tell the waiting runs; end the
     turns of dead workers as interrupted (with Retry)."""
-    from app.copilot.runs import sweep_dead
+    from app.copilot import sweep_dead
 
     grace = interrupted_after if interrupted_after is not None else current_app.config["APPROVALS_INTERRUPTED_AFTER"]
     expired = expire_due()

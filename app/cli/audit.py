@@ -19,8 +19,7 @@ audit_cli = AppGroup("audit", help="The audit log.")
 )
 def audit_verify(checkpoint: str | None) -> None:
     """Walk every tenant's audit chain; name the first broken row (exit 1) or say it verifies."""
-    from app.copilot.audit import CHECKPOINT_PREFIX
-    from app.copilot.audit_check import verify, verify_against
+    from app.copilot.audit import CHECKPOINT_PREFIX, verify, verify_against
 
     verdict = verify()
     click.echo(str(verdict))
@@ -43,8 +42,7 @@ def _read(path: str) -> str:
 def audit_checkpoint() -> None:
     """Print every chain's head (chain:seq:hash:mac) as one line to keep elsewhere, for `verify --against`;
     refuses (exit 1) while a chain does not verify."""
-    from app.copilot.audit import checkpoint
-    from app.copilot.audit_check import verify
+    from app.copilot.audit import checkpoint, verify
 
     verdict = verify()
     if not verdict.ok:

@@ -15,13 +15,13 @@ from flask.cli import with_appcontext
 @with_appcontext
 def worker(threads: int | None, burst: bool) -> None:
     """Run turns and connector deliveries from Redis (Dramatiq) until stopped (needs REDIS_URL)."""
-    from app.copilot import jobs
+    from app import copilot
 
     if not current_app.config.get("REDIS_URL"):
         raise click.ClickException("Set REDIS_URL: without it, turns run in the web process's own pool.")
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     threads = threads or current_app.config["WORKER_THREADS"]
     if burst:
-        jobs.drain(app, threads)
+        copilot.drain(app, threads)
     else:
-        jobs.worker(app, threads)
+        copilot.worker(app, threads)

@@ -1,6 +1,6 @@
 """Chat connectors: verified webhooks in, messages out, reply-to-confirm (DESIGN §3.3).
 Each connector is one shape (base.Connector: verify, parse, send) behind one webhook view.
-Webhooks answer at once; the delivery is a job, and so is the turn it starts (app.copilot.jobs);
+Webhooks answer at once; the delivery is a job, and so is the turn it starts (app.copilot.call);
 when a turn of a connector's conversation ends, its messages are posted into the thread."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from dataclasses import asdict
 from typing import Any
 
 import sqlalchemy as sa
-from flask import Blueprint, abort, current_app, jsonify, request
+from flask import Blueprint, Flask, abort, current_app, jsonify, request
 from flask.typing import ResponseReturnValue
 from redis.exceptions import RedisError
 
+from app import copilot
 from app.connectors import email, slack, telegram
 from app.connectors.base import Connector, Inbound, Unverified, post_messages
 from app.connectors.dedupe import claim, release
 from app.connectors.receive import receive
-from app.copilot import jobs, runs
 from app.extensions import csrf, db
 from app.models import ConnectorThread
 
@@ -42,7 +42,7 @@ def dispatch(inbound: Inbound) -> None:
     """Queue the delivery as a job, so the webhook can answer at once. No queue without Redis:
     it is handled now, and receive() tells the person to retry what needs Redis."""
     try:
-        jobs.call("app.connectors:process", asdict(inbound))
+        copilot.call("app.connectors:process", asdict(inbound))
     except RedisError:
         process(asdict(inbound))
 
@@ -54,13 +54,15 @@ def post_turn(conversation_id: int, message_ids: list[int]) -> None:
         post_messages(CONNECTORS[thread.connector], thread, message_ids)
 
 
+def init_app(app: Flask) -> None:
+    """Post a connector thread's reply when a turn of its conversation ends."""
+    copilot.listen(app, _turn_ended)
+
+
 def _turn_ended(conversation_id: int, added: list[Any]) -> None:
-    """A turn listener (runs.LISTENERS): queue the posting of a connector thread's reply."""
+    """A turn listener (copilot.listen): queue the posting of a connector thread's reply."""
     if added and db.session.scalar(sa.select(ConnectorThread.id).where(ConnectorThread.conversation_id == conversation_id)):
-        jobs.call("app.connectors:post_turn", conversation_id, [m.id for m in added])
-
-
-runs.LISTENERS.append(_turn_ended)
+        copilot.call("app.connectors:post_turn", conversation_id, [m.id for m in added])
 
 
 def accept(inbound: Inbound) -> None:

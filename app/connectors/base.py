@@ -15,9 +15,9 @@ from flask import Request, current_app, jsonify
 from flask.typing import ResponseReturnValue
 from redis.exceptions import RedisError
 
+from app import copilot
 from app.auth import asked_by, credential_words
-from app.copilot import agent
-from app.copilot.cards import card_url
+from app.copilot.approvals import card_url
 from app.copilot.text import scrub
 from app.extensions import db, redis_client
 from app.markdown import to_plain
@@ -223,4 +223,4 @@ def post_card(connector: Connector, thread: ConnectorThread, approval: Approval,
         return
     previous = text_of(redis.set(key, approval.id, ex=wait_ttl(approval), get=True))
     if previous and previous != approval.id:
-        agent.supersede(previous, connector.name)
+        copilot.supersede(previous, connector.name)

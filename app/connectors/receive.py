@@ -9,14 +9,12 @@ import sqlalchemy as sa
 from flask import current_app
 from redis.exceptions import RedisError
 
+from app import copilot
 from app.connectors import dedupe
 from app.connectors.base import KEEP_FOR, Connector, Inbound, keep_wait_key, text_of, wait_key, wait_ttl
-from app.copilot import agent, audit, conversations, jobs
-from app.copilot.cards import card_url
-from app.copilot.outcomes import chat_outcome
-from app.copilot.revise import REASON_MAX
+from app.copilot import audit, conversations
+from app.copilot.approvals import REASON_MAX, Actor, ChannelProof, card_url, chat_outcome
 from app.copilot.text import check_message
-from app.copilot.tokens import Actor, ChannelProof
 from app.errors import CountersignError
 from app.extensions import db, redis_client
 from app.models import Approval, ConnectorIdentity, ConnectorThread, Conversation
@@ -177,7 +175,7 @@ def _reply(
     try:
         reason = decline_reason(inbound.text) if decision == "decline" else None
         proof = ChannelProof(f"{inbound.connector} verified sender")
-        status = agent.answer(approval_id, proof, actor, decision, reason=reason).status
+        status = copilot.answer(approval_id, proof, actor, decision, reason=reason).status
     except CountersignError as error:
         db.session.rollback()
         current = db.session.get(Approval, approval_id)
@@ -226,11 +224,11 @@ def _converse(
         dedupe.done(inbound)
         return f"refused: {type(error).__name__}"
     actor = Actor(user=identity.user, binding=inbound.connector, channel=inbound.connector)
-    _, run = agent.send_message(conversation, actor, text, submit=False)
+    _, run = copilot.send_message(conversation, actor, text, submit=False)
     if not supersede:
         _keep_wait(run.id)
     dedupe.done(inbound)
-    jobs.submit(run.id)
+    copilot.submit(run.id)
     return "message"
 
 

@@ -7,9 +7,11 @@ import re
 
 import sqlalchemy as sa
 
-from app.copilot import approvals, audit, events, runs
+from app.copilot import approvals, audit, events, turns
+from app.copilot.approvals import Actor
+from app.copilot.starting import for_channel as for_channel  # (re-exported: made in one place)
+from app.copilot.starting import start as start
 from app.copilot.text import text_problem
-from app.copilot.tokens import Actor
 from app.errors import AgentCannotManage, BadValues, ConversationBusy, NotFound
 from app.extensions import db, won
 from app.models import Approval, Conversation, Message, Run, User, utcnow
@@ -23,26 +25,6 @@ _SPACES = re.compile(r"\s+")
 # `declined` a no they never gave. The audit row's detail says why.
 DELETED_DETAIL = "conversation deleted"
 OPEN = (Status.PENDING, Status.COUNTERSIGNING)
-
-
-def start(user: User, title: str | None = None, channel_key: str | None = None) -> Conversation:
-    """A new conversation of the person's (flushed, not committed): the one place one is made."""
-    conversation = Conversation(tenant_id=user.tenant_id, user_id=user.id, channel_key=channel_key)
-    if title is not None:
-        conversation.title = title
-    db.session.add(conversation)
-    db.session.flush()
-    return conversation
-
-
-def for_channel(user: User, channel_key: str, title: str) -> Conversation:
-    """The person's conversation for a channel's own calls (MCP's), found by its key, never by
-    its title (renaming any conversation never moves where calls land); started on first use,
-    and again after the person deleted it."""
-    found = db.session.scalar(
-        sa.select(Conversation).where(Conversation.user_id == user.id, Conversation.channel_key == channel_key)
-    )
-    return found if found is not None else start(user, title, channel_key)
 
 
 def own(conversation_id: int, user: User) -> Conversation:
@@ -115,7 +97,7 @@ def delete(conversation: Conversation, actor: Actor) -> list[Approval]:
     Returns the cards it ended."""
     if actor.agent:
         raise AgentCannotManage()  # ending cards is answering them, which an agent never does
-    runs.hold_live(conversation.id)  # a turn being queued now commits first, and is seen below
+    turns.hold_live(conversation.id)  # a turn being queued now commits first, and is seen below
     going = sa.exists().where(Run.conversation_id == conversation.id, Run.status.in_(GOING))
     running = sa.exists().where(Approval.conversation_id == conversation.id, Approval.status == Status.RUNNING)
     if not won(
@@ -140,8 +122,7 @@ def delete(conversation: Conversation, actor: Actor) -> list[Approval]:
     ended = []
     open_cards = sa.select(Approval).where(Approval.conversation_id == conversation.id, Approval.status.in_(OPEN))
     for approval in list(db.session.scalars(open_cards)):
-        source = Status(approval.status)
-        if approvals.move(approval, Status.CANCELLED, actor.user.id, actor.channel, DELETED_DETAIL, source=source):
+        if approvals.cancel(approval, actor, DELETED_DETAIL):
             ended.append(approval)
     paused = sa.update(Run).where(Run.conversation_id == conversation.id, Run.status == RunStatus.PAUSED)
     db.session.execute(paused.values(status=RunStatus.STOPPED))

@@ -153,8 +153,8 @@ def _list_tools(flask_app: Flask) -> Any:
 
 
 def _tools(token_id: int) -> types.ListToolsResult:
-    from app.copilot.agent import engine
-    from app.copilot.schema import tool_schema
+    from app.copilot import engine
+    from app.copilot.actions import tool_schema
 
     reach = engine().reachable(_actor(token_id).toolsets)  # the same set call_direct allows
     return types.ListToolsResult(
@@ -241,8 +241,8 @@ def _text(text: str, error: bool = False) -> types.CallToolResult:
 
 
 def _call(token_id: int, params: types.CallToolRequestParams) -> Any:
-    from app.copilot import agent
-    from app.copilot.cards import card_url
+    from app import copilot
+    from app.copilot.approvals import card_url
 
     if params.request_state:
         return _retry(token_id, params)
@@ -250,7 +250,7 @@ def _call(token_id: int, params: types.CallToolRequestParams) -> Any:
     if refused is not None:
         return refused
     actor = _actor(token_id)
-    said, approval = agent.call_direct(actor, params.name, params.arguments or {})
+    said, approval = copilot.call_direct(actor, params.name, params.arguments or {})
     if approval is None:
         return _text(said, error=said.startswith(("Unknown tool", "Invalid arguments")))
     if approval.type == ApprovalType.FORM and approval.form is not None:
@@ -288,11 +288,9 @@ def _retry(token_id: int, params: types.CallToolRequestParams) -> Any:
 def _answer(token_id: int, approval_id: str, answer: types.ElicitResult | None, legacy: bool = False) -> Any:
     """Answer a form through copilot.approvals, or report a card's outcome (or that it waits).
     An agent token's answer is refused there (and audited): the approval keeps waiting."""
-    from app.copilot import agent
-    from app.copilot.cards import card_url
-    from app.copilot.revise import standing, told
+    from app import copilot
+    from app.copilot.approvals import ChannelProof, card_url, standing, told
     from app.copilot.text import value_problem
-    from app.copilot.tokens import ChannelProof
     from app.errors import CountersignError
     from app.extensions import db
     from app.models import Approval
@@ -310,7 +308,7 @@ def _answer(token_id: int, approval_id: str, answer: types.ElicitResult | None, 
     if actor.agent and approval.status == Status.PENDING and answer is not None:
         if answer.action != "accept" or answer.content:  # an answer, not "I opened the link"
             try:
-                agent.answer(approval.id, proof, actor, "decline")  # refused first thing, audited
+                copilot.answer(approval.id, proof, actor, "decline")  # refused first thing, audited
             except CountersignError:
                 db.session.rollback()
             return _text(
@@ -321,7 +319,7 @@ def _answer(token_id: int, approval_id: str, answer: types.ElicitResult | None, 
     if approval.status == Status.PENDING and decision is not None:
         try:
             values = dict(answer.content or {}) if answer is not None and decision == "submit" else None
-            approval = agent.answer(approval.id, proof, actor, decision, values)
+            approval = copilot.answer(approval.id, proof, actor, decision, values)
         except CountersignError as error:
             db.session.rollback()
             return _text(error.message, error=True)

@@ -8,12 +8,11 @@ from typing import Any
 from flask import make_response, redirect, render_template, request, url_for
 from flask_login import login_required
 
-from app import sse
+from app import copilot, sse
 from app.auth import current_actor
-from app.copilot import agent, events, runs
-from app.copilot.countersigning import may_countersign
+from app.copilot import events
+from app.copilot.approvals import Actor, may_countersign
 from app.copilot.events import Event
-from app.copilot.tokens import Actor
 from app.errors import CountersignError, FormInvalid, NotFound, WrongPerson
 from app.extensions import db, limit_per_person_and_address
 from app.models import Approval, Conversation, utcnow
@@ -34,7 +33,7 @@ def approval_page(approval_id: str) -> Any:
     actor = current_actor()
     approval = _own_approval(approval_id, actor)
     if approval.status in (Status.PENDING, Status.COUNTERSIGNING) and approval.expires_at <= utcnow():
-        agent.expire_due(approval.conversation_id)
+        copilot.expire_due(approval.conversation_id)
         db.session.refresh(approval)
     if request.htmx:  # type: ignore[attr-defined]
         response = make_response(render_partial(approval, card_context(approval, actor)))
@@ -80,7 +79,7 @@ def _own_approval(approval_id: str, actor: Actor) -> Approval:
 def _second_person(approval: Approval, actor: Actor) -> bool:
     if not approval.countersign:
         return False
-    return approval.decided_by == actor.user.id or may_countersign(approval, actor.user, agent.engine().registry)
+    return approval.decided_by == actor.user.id or may_countersign(approval, actor.user, copilot.engine().registry)
 
 
 @bp.post("/approvals/<approval_id>/countersign", defaults={"decision": "countersign"}, endpoint="countersign")
@@ -94,7 +93,7 @@ def countersign(approval_id: str, decision: str) -> Any:
     actor = current_actor()
     token = request.form.get("token", "")
     try:  # a reason too long is refused whole (revise.reason), never cut
-        approval = agent.countersign(approval_id, token, actor, decision, request.form.get("reason"))
+        approval = copilot.countersign(approval_id, token, actor, decision, request.form.get("reason"))
     except CountersignError as error:
         current = db.session.get(Approval, approval_id)
         if current is None or current.tenant_id != actor.user.tenant_id or isinstance(error, NotFound):
@@ -124,7 +123,7 @@ def answer(approval_id: str, decision: str) -> Any:
     try:
         values = submitted_values(approval_id) if decision == "submit" else None
         reason = request.form.get("reason") if decision == "decline" else None
-        approval = agent.answer(approval_id, token, actor, decision, values, reason)
+        approval = copilot.answer(approval_id, token, actor, decision, values, reason)
     except CountersignError as error:
         current = db.session.get(Approval, approval_id)
         if current is None or current.user_id != actor.user.id:
@@ -142,7 +141,7 @@ def answer(approval_id: str, decision: str) -> Any:
         # The card's final state now; the model's continuation streams in under it (or is here
         # already, when it ran inline).
         body = render_partial(approval, card_context(approval, actor))
-        card_line = runs.card_message_id(approval)
+        card_line = copilot.card_message_id(approval)
         added = [m for m in messages_after(approval.conversation_id, card_line) if m.run_id == approval.run_id]
         status = 200
     if added:
@@ -164,7 +163,7 @@ def revise(approval_id: str, decision: str) -> Any:
     token = request.form.get("token", "")
     values = {k: v for k, v in request.form.items() if k not in ("token", "csrf_token")} if decision == "edit" else None
     try:
-        fresh = agent.answer(approval_id, token, actor, decision, values)
+        fresh = copilot.answer(approval_id, token, actor, decision, values)
     except CountersignError as error:
         old = db.session.get(Approval, approval_id)
         if old is None or old.user_id != actor.user.id:

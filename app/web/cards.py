@@ -7,11 +7,9 @@ from typing import Any
 
 from flask import render_template, request
 
-from app.copilot import agent
-from app.copilot.countersigning import may_countersign
-from app.copilot.outcomes import card_label, decided_by_line
-from app.copilot.schema import wtform_class
-from app.copilot.tokens import Actor, may_answer, sign, sign_second
+from app import copilot
+from app.copilot.actions import wtform_class
+from app.copilot.approvals import Actor, card_label, decided_by_line, may_answer, may_countersign, sign, sign_second
 from app.extensions import db
 from app.models import Approval, User, utcnow
 from app.status import ApprovalType, Status, badge
@@ -61,7 +59,7 @@ def countersigning_context(approval: Approval, actor: Actor) -> dict[str, Any]:
     if not waiting:
         return {"countersigning": False, "second_token": None, "confirmed_by": None}
     mine = approval.user_id == actor.user.id
-    allowed = not mine and may_answer(actor, approval) and may_countersign(approval, actor.user, agent.engine().registry)
+    allowed = not mine and may_answer(actor, approval) and may_countersign(approval, actor.user, copilot.engine().registry)
     confirmer = db.session.get(User, approval.confirmed_by) if approval.confirmed_by else None
     return {
         "countersigning": True,
@@ -75,10 +73,10 @@ def revise_context(approval: Approval, actor: Actor, answerable: bool) -> dict[s
     """What a card offers beyond Confirm: the decline reason box's limit, the Edit form of the
     action's `editable` fields (pre-filled, never a secret) while it may be answered, and on a
     changed card the rows that differ with a token for its Fresh card (until one was made)."""
-    from app.copilot.revise import REASON_MAX, edit_form, fresh_id
+    from app.copilot.approvals import REASON_MAX, edit_form, fresh_id
 
     found: dict[str, Any] = {"reason_max": REASON_MAX, "edit_form": None, "changes": approval.changes, "fresh_id": None}
-    action = agent.engine().registry.get(approval.action)
+    action = copilot.engine().registry.get(approval.action)
     if answerable and approval.type == ApprovalType.CONFIRM and action is not None:
         elicited = edit_form(action, approval)
         if elicited is not None:

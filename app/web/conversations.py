@@ -8,10 +8,11 @@ from typing import Any
 from flask import current_app, flash, make_response, redirect, render_template, request, url_for
 from flask_login import login_required
 
+from app import copilot
 from app.auth import current_actor
-from app.copilot import agent, conversations, events, runs
+from app.copilot import conversations, events
+from app.copilot.approvals import Actor
 from app.copilot.text import check_message
-from app.copilot.tokens import Actor
 from app.extensions import db, limit_per_person_and_address
 from app.models import Message, Run
 from app.status import GOING
@@ -50,8 +51,8 @@ def chat(conversation_id: int) -> Any:
     """The chat page; cards past their time are expired first, so the page tells the truth."""
     actor = current_actor()
     conversation = own_conversation(conversation_id, actor.user)
-    agent.expire_due(conversation.id)
-    runs.sweep_dead(current_app.config["TURN_DEAD_AFTER"], conversation.id)
+    copilot.expire_due(conversation.id)
+    copilot.sweep_dead(current_app.config["TURN_DEAD_AFTER"], conversation.id)
     cursor = events.last_id(conversation.id)  # before the messages: the stream goes on from here
     messages = messages_after(conversation.id, 0)
     return render_template(
@@ -62,7 +63,7 @@ def chat(conversation_id: int) -> Any:
         actor=actor,
         card_context=card_context,
         cursor=cursor,
-        running=runs.active(conversation.id),
+        running=copilot.active(conversation.id),
     )
 
 
@@ -109,7 +110,7 @@ def post_message(conversation_id: int) -> Any:
         return ("", 204)
     text = check_message(text, current_app.config["MESSAGE_MAX_CHARS"])
     title = conversation.title
-    said, run = agent.send_message(conversation, actor, text)
+    said, run = copilot.send_message(conversation, actor, text)
     response = messages_or_page(said.id - 1, actor, conversation.id, run.id)
     if request.htmx and conversation.title != title:  # type: ignore[attr-defined]
         # its first message titled it: the heading, the sidebar and the tab follow at once
@@ -127,7 +128,7 @@ def messages_or_page(after_id: int, actor: Actor, conversation_id: int, run_id: 
         response.headers["Vary"] = "HX-Request"
         return response
     if run_id is not None:
-        runs.wait(conversation_id, run_id, events.last_id(conversation_id), current_app.config["TURN_WAIT"])
+        copilot.wait(conversation_id, run_id, events.last_id(conversation_id), current_app.config["TURN_WAIT"])
     return redirect(url_for("web.chat", conversation_id=conversation_id))
 
 
@@ -139,7 +140,7 @@ def _working(run_id: int | None, added: list[Message]) -> str:
     if run is None or run.status not in GOING or any(m.run_id == run.id for m in added):
         return ""
     step = run.step + 1
-    return render_template("partials/_live.html", run=run.id, step=step, answers=runs.answers(run, step), waiting=True)
+    return render_template("partials/_live.html", run=run.id, step=step, answers=copilot.answers(run, step), waiting=True)
 
 
 @bp.post("/c/<id:conversation_id>/retry")
@@ -149,8 +150,8 @@ def retry(conversation_id: int) -> Any:
     """Run the failed turn again; the failure note is replaced by its new state and the reply."""
     actor = current_actor()
     conversation = own_conversation(conversation_id, actor.user)
-    before = runs.newest_message_id(conversation.id)
-    run = runs.retry(conversation, actor)
+    before = copilot.newest_message_id(conversation.id)
+    run = copilot.retry(conversation, actor)
     return messages_or_page(before, actor, conversation.id, run.id if run else None)
 
 
@@ -160,7 +161,7 @@ def stop(conversation_id: int) -> Any:
     """Stop the running turn at its next step (its end arrives over the events)."""
     actor = current_actor()
     conversation = own_conversation(conversation_id, actor.user)
-    runs.stop(conversation, actor)
+    copilot.stop(conversation, actor)
     if request.htmx:  # type: ignore[attr-defined]
         return ("", 204)
     return redirect(url_for("web.chat", conversation_id=conversation.id))

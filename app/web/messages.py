@@ -8,7 +8,7 @@ from flask import render_template
 
 from app.auth import credential_words
 from app.copilot import conversations
-from app.copilot.tokens import Actor
+from app.copilot.approvals import Actor
 from app.extensions import db
 from app.models import Conversation, Message, Run, User
 from app.status import Role

@@ -13,8 +13,8 @@ from markupsafe import Markup
 from app import sse
 from app.auth import current_actor
 from app.copilot import events
+from app.copilot.approvals import Actor
 from app.copilot.events import Event
-from app.copilot.tokens import Actor
 from app.extensions import db
 from app.markdown import Live
 from app.models import Approval, Conversation, Message

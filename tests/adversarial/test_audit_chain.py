@@ -15,7 +15,8 @@ import pytest
 import sqlalchemy as sa
 
 from app import create_app
-from app.copilot import audit, audit_check
+from app.copilot.audit import _chain as audit
+from app.copilot.audit import _check as audit_check
 from app.extensions import db
 from app.models import AuditEvent, AuditHead, AuditMark, Post, Tenant
 from tests.conftest import base_config

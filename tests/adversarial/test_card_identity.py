@@ -111,8 +111,8 @@ def test_two_agent_tokens_share_one_cap(app, posts):
 
 
 def test_an_mcp_agents_cards_count_against_the_agents_cap_not_the_persons(app, posts):
-    from app.copilot.agent import call_direct
-    from app.copilot.tokens import Actor
+    from app.copilot import call_direct
+    from app.copilot.approvals import Actor
 
     app.config.update(APPROVALS_MAX_PENDING_FROM_AGENTS=2, APPROVALS_MAX_PENDING_PER_PERSON=1)
     with app.app_context():

@@ -12,9 +12,8 @@ import pytest
 import sqlalchemy as sa
 from pydantic import BaseModel
 
-from app.copilot.actions import Action, Kind, Registry, expose, fill
-from app.copilot.discovery import register
-from app.copilot.testing import tool_call
+from app.copilot.actions import Action, Kind, Registry, expose, fill, register
+from app.copilot.kit import tool_call
 from app.errors import ActionDeclarationError
 from app.extensions import db
 from app.models import Approval, OutboxEmail

@@ -273,11 +273,11 @@ def test_with_redis_down_someone_else_in_the_thread_gets_no_link_to_alices_card(
 
 
 def fail_once(monkeypatch, name):
-    """Make copilot.agent.<name> raise on its first call (the database went away mid-turn), then
-    work; returns the call count."""
-    from app.copilot import agent
+    """Make app.copilot.<name> (the front door the connectors call) raise on its first call (the
+    database went away mid-turn), then work; returns the call count."""
+    from app import copilot
 
-    real, calls = getattr(agent, name), {"n": 0}
+    real, calls = getattr(copilot, name), {"n": 0}
 
     def flaky(*args, **kwargs):
         calls["n"] += 1
@@ -285,7 +285,7 @@ def fail_once(monkeypatch, name):
             raise RuntimeError("the database went away mid-turn")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(agent, name, flaky)
+    monkeypatch.setattr(copilot, name, flaky)
     return calls
 
 
@@ -343,7 +343,7 @@ MARKUP = "<!channel> see <http://evil.example|bank.com> & ask <@U999>"
 
 
 def test_slack_posts_card_rows_outcomes_and_model_text_escaped(app, services, add_post, model, handle_calls):
-    from app.copilot.testing import text
+    from app.copilot.kit import text
 
     chat = Chat(app, "slack", services)
     post = add_post(MARKUP)

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from app.auth import create_token
-from app.copilot.testing import text, tool_call
+from app.copilot.kit import text, tool_call
 from app.extensions import db
 from app.models import ApiToken, Approval, AuditEvent, Conversation, OutboxEmail, Post, Run, User, UserSession
 from tests.conftest import api_headers
@@ -56,7 +56,7 @@ class Api:
 
 def sign_for(app, approval_id: str, binding: str) -> str:
     """A correctly signed card token, as an attacker who learnt the binding would mint it."""
-    from app.copilot.tokens import sign
+    from app.copilot.approvals import sign
 
     with app.test_request_context():
         return sign(db.session.get(Approval, approval_id), binding)
@@ -199,7 +199,7 @@ def test_a_blog_only_tokens_forced_call_to_send_email_is_refused(app, token_of, 
 
 def test_call_action_refuses_an_action_outside_the_runs_toolsets(app):
     """The second lock: even if a tool outside the toolsets reached the loop, call_action says no."""
-    from app.copilot import agent
+    from app.copilot.turns import _agent as agent
 
     with app.test_request_context():
         alice = user("alice@example.com")
@@ -266,7 +266,7 @@ def test_a_retry_in_the_browser_stays_within_the_agents_toolsets(app, alice, tok
 @pytest.mark.parametrize("app_config", [{"COUNTERSIGN_TOOLSETS": ["blog"]}])
 def test_a_token_never_reaches_past_the_apps_own_toolsets(app, token_of):
     """A token made for "files" on an app that serves only "blog" reaches no files action, listed or called."""
-    from app.copilot import agent
+    from app.copilot.turns import _agent as agent
     from app.mcp import _actor, _tools
 
     _, token_id = token_of(toolsets="files")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from app.copilot.testing import tool_call
+from app.copilot.kit import tool_call
 from app.extensions import db
 from app.models import Approval, AuditEvent, Message
 from tests.conftest import outcome_row

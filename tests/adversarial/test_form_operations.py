@@ -12,10 +12,9 @@ import pytest
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
-from app.copilot.actions import Action, Kind, Registry, expose
-from app.copilot.agent import engine
-from app.copilot.discovery import register
-from app.copilot.testing import tool_call
+from app.copilot import engine
+from app.copilot.actions import Action, Kind, Registry, expose, register
+from app.copilot.kit import tool_call
 from app.errors import ActionDeclarationError
 from app.extensions import db
 from app.models import Approval, AuditEvent
@@ -145,8 +144,8 @@ def test_a_field_other_than_operation_that_makes_a_card_is_refused_at_submit(app
 
 
 def test_every_channel_goes_through_the_same_check(app, alice, model, tidy):
-    from app.copilot import agent
-    from app.copilot.tokens import Actor, sign
+    from app import copilot
+    from app.copilot.approvals import Actor, sign
     from app.errors import FormInvalid
     from app.models import User
 
@@ -158,7 +157,7 @@ def test_every_channel_goes_through_the_same_check(app, alice, model, tidy):
         for channel in ("mcp", "telegram", "api"):
             actor = Actor(user=user, binding=f"{channel}-binding", channel=channel)
             with pytest.raises(FormInvalid, match="which a form cannot give"):
-                agent.answer(approval, sign(row, actor.binding), actor, "submit", {"operation": "purge", "folder": "old"})
+                copilot.answer(approval, sign(row, actor.binding), actor, "submit", {"operation": "purge", "folder": "old"})
     assert RAN == [] and status_of(app, approval) == "pending"
 
 

@@ -11,7 +11,7 @@ import pytest
 from itsdangerous import URLSafeTimedSerializer
 
 from app.auth import signin
-from app.copilot.tokens import TOKEN_SALT
+from app.copilot.approvals._tokens import TOKEN_SALT
 from tests.conftest import REDIS_URL, Browser
 
 BOB, ALICE = "bob@example.com", "alice@example.com"

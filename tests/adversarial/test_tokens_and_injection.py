@@ -7,7 +7,7 @@ import threading
 
 import sqlalchemy as sa
 
-from app.copilot.testing import text, tool_call
+from app.copilot.kit import text, tool_call
 from app.extensions import db
 from app.models import Approval, Run
 
@@ -164,7 +164,7 @@ def test_a_token_respelled_in_base64s_spare_bits_is_refused(app, alice, posts, h
     spellings as the same bytes. Each is still a changed token, and refused."""
     import string
 
-    from app.copilot.tokens import serializer
+    from app.copilot.approvals._tokens import serializer
 
     approval, token = alice.card(alice.say(alice.new_conversation(), f"/delete_post post={posts['Spring meetup']}"))
     respelled = []

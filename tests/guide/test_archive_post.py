@@ -1,4 +1,4 @@
-from app.copilot.testing import actions_contract_test
+from app.copilot.kit import actions_contract_test
 from tests.guide.actions.archive_post import ArchivePost
 
 

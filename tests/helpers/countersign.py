@@ -68,8 +68,8 @@ def token_for(app, email: str, scope: str) -> dict[str, str]:
 
 def card_for(app, email: str, path: str = "reports", confirm: bool = False) -> str:
     """A folder-delete card of this person's, straight through the engine (as the web would)."""
-    from app.copilot import agent
-    from app.copilot.tokens import Actor, sign
+    from app import copilot
+    from app.copilot.approvals import Actor, sign
     from app.models import Conversation
 
     with app.app_context():
@@ -78,11 +78,11 @@ def card_for(app, email: str, path: str = "reports", confirm: bool = False) -> s
         db.session.add(conversation)
         db.session.commit()
         actor = Actor(user=person, binding="web:test", channel="web")
-        agent.send_message(conversation, actor, f"/manage_files operation=delete_folder path={path}")
+        copilot.send_message(conversation, actor, f"/manage_files operation=delete_folder path={path}")
         approval = db.session.scalar(sa.select(Approval).where(Approval.conversation_id == conversation.id))
         assert approval is not None and approval.status == "pending"
         if confirm:
-            agent.answer(approval.id, sign(approval, actor.binding), actor, "confirm")
+            copilot.answer(approval.id, sign(approval, actor.binding), actor, "confirm")
         return approval.id
 
 

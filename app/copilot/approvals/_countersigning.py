@@ -8,11 +8,12 @@ import logging
 
 import sqlalchemy as sa
 
-from app.copilot import revise
 from app.copilot.actions import ActionContext, Registry
-from app.copilot.approvals import _claim, _confirmed, expire, move
-from app.copilot.decided import already_decided, decided_words
-from app.copilot.tokens import Actor, ChannelProof, refuse, verify_second
+from app.copilot.approvals import _revise as revise
+from app.copilot.approvals._decided import already_decided, decided_words
+from app.copilot.approvals._handle import confirmed
+from app.copilot.approvals._machine import claim, expire, move
+from app.copilot.approvals._tokens import Actor, ChannelProof, refuse, verify_second
 from app.errors import AlreadyDecided, BadValues, Expired, NeedsSecondSignature, WrongPerson
 from app.extensions import db
 from app.models import Approval, User, utcnow
@@ -63,10 +64,10 @@ def countersign(
     if decision == "decline":
         said = revise.reason(reason)  # the second person's words for the model, checked as the first's
         detail = "a reason was given" if said else ""
-        _claim(approval, Status.DECLINED, actor, detail, source=Status.COUNTERSIGNING, feedback=said)
+        claim(approval, Status.DECLINED, actor, detail, source=Status.COUNTERSIGNING, feedback=said)
         return approval
-    _claim(approval, Status.RUNNING, actor, source=Status.COUNTERSIGNING)
-    return _confirmed(approval, actor, registry, as_person=_requester(approval, actor))
+    claim(approval, Status.RUNNING, actor, source=Status.COUNTERSIGNING)
+    return confirmed(approval, actor, registry, as_person=_requester(approval, actor))
 
 
 def _not_waiting(approval: Approval, actor: Actor) -> str:

@@ -1,5 +1,5 @@
 """The test kit for people who write actions: a pytest plugin (`pytest_plugins =
-["app.copilot.testing"]`, or automatic through the `countersign` entry point).
+["app.copilot.kit.plugin"]`, or automatic through the `countersign` entry point).
 
     def test_delete_post(copilot):
         copilot.as_person("alice@example.com")
@@ -23,53 +23,11 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from app.copilot.testing_revise import Revisions
+from app.copilot.kit._contract import check_action
+from app.copilot.kit._model import QueuedModel
+from app.copilot.kit._revise import ERRORS, Revisions
 from app.errors import CountersignError
-from app.status import Status
-
-
-def tool_call(name: str, /, **arguments: Any) -> ToolCallPart:
-    """A tool call for QueuedModel.enqueue."""
-    return ToolCallPart(name, arguments, tool_call_id=f"call_{uuid.uuid4().hex[:12]}")
-
-
-def text(content: str) -> TextPart:
-    """A text part for QueuedModel.enqueue."""
-    return TextPart(content)
-
-
-class QueuedModel(FunctionModel):
-    """Answers with what was enqueued, one response per model request, and records every request.
-    With nothing queued it behaves as the offline model (slash commands, keywords, help).
-
-    `enqueue(tool_call(...), text(...))` queues ONE response holding those parts."""
-
-    def __init__(self) -> None:
-        self.queue: list[list[Any]] = []
-        self.requests: list[list[ModelMessage]] = []
-        self.infos: list[AgentInfo] = []
-        super().__init__(self._respond, model_name="queued")
-
-    def enqueue(self, *parts: Any) -> QueuedModel:
-        self.queue.append(list(parts))
-        return self
-
-    def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        from app.copilot.offline import offline_respond
-
-        self.requests.append(list(messages))
-        self.infos.append(info)
-        if not self.queue:
-            return offline_respond(messages, info)
-        return ModelResponse(parts=self.queue.pop(0))
-
-    def seen(self) -> str:
-        """Everything the model was sent, as one string (for canary checks)."""
-        sent = [ModelMessagesTypeAdapter.dump_json(r).decode() for r in self.requests]
-        return "\n".join(sent + [i.instructions or "" for i in self.infos])
 
 
 class Clock:
@@ -80,18 +38,6 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self._traveller.shift(timedelta(seconds=seconds))
-
-
-ERRORS = {
-    "NotFound": "not_found",
-    "WrongPerson": "wrong_person",
-    "OwnCountersign": "own_request",
-    "AlreadyDecided": "already_decided",
-    "Expired": Status.EXPIRED,
-    "BadToken": "bad_token",
-    "BadValues": "bad_values",
-    "FormInvalid": "bad_values",
-}
 
 
 @dataclass
@@ -147,15 +93,15 @@ class Copilot:
         return user
 
     def _actor(self) -> Any:
-        from app.copilot.tokens import Actor
+        from app.copilot.approvals import Actor
 
         return Actor(user=self._user(), binding=f"kit:{self.person}", channel="test")
 
     def chat(self, message: str) -> list[str]:
         """Say something and wait for the turn; returns what came back (assistant lines, notices,
         card sentences)."""
-        from app.copilot import conversations
-        from app.copilot.agent import send_message
+        from app.copilot import send_message
+        from app.copilot.starting import start
         from app.extensions import db
         from app.models import Conversation, Message
 
@@ -163,7 +109,7 @@ class Copilot:
             user = self._user()
             conversation = db.session.get(Conversation, self._conversation) if self._conversation else None
             if conversation is None:
-                conversation = conversations.start(user)
+                conversation = start(user)
                 db.session.commit()
                 self._conversation = conversation.id
             said, run = send_message(conversation, self._actor(), message)
@@ -175,15 +121,14 @@ class Copilot:
 
     def _settle(self, conversation_id: int, run_id: int) -> None:
         """Wait for a turn the app's runner took (the kit's own runner is inline: it is over)."""
-        from app.copilot import runs
+        from app.copilot import turns
 
-        if not runs.wait(conversation_id, run_id, "0-0", 60):
+        if not turns.wait(conversation_id, run_id, "0-0", 60):
             raise TimeoutError(f"the turn of run {run_id} did not end within 60 s")
 
     def pending(self) -> Card:
         """The newest pending card or form of the current person."""
-        from app.copilot.approvals import pending_for
-        from app.copilot.tokens import sign
+        from app.copilot.approvals import pending_for, sign
 
         with self.app.app_context():
             waiting = pending_for(self._user())
@@ -195,17 +140,17 @@ class Copilot:
     def _answer(
         self, card: Card, decision: str, values: dict[str, Any] | None = None, reason: str | None = None, second: bool = False
     ) -> str:
-        from app.copilot import agent
-        from app.copilot.tokens import sign_second
+        from app.copilot import answer, countersign
+        from app.copilot.approvals import sign_second
 
         with self.app.app_context():
             actor = self._actor()
             try:
                 if second:  # with the person's own countersignature token, as their page would give it
                     token = sign_second(card.id, actor.user, actor.binding)
-                    approval = agent.countersign(card.id, token, actor, decision, reason)
+                    approval = countersign(card.id, token, actor, decision, reason)
                 else:
-                    approval = agent.answer(card.id, card.token, actor, decision, values, reason)
+                    approval = answer(card.id, card.token, actor, decision, values, reason)
             except CountersignError as error:
                 return ERRORS.get(type(error).__name__, type(error).__name__)
             return str(approval.status)
@@ -235,14 +180,14 @@ def _seed(app: Any) -> None:
         getattr(importlib.import_module(module), name)()
 
 
-def migrated_template(path: Path, **config: Any) -> Path:
-    """Migrate an empty SQLite file at path (copy it per test: much faster than migrating)."""
+def migrated_template(path: Path, *, factory: Any, **config: Any) -> Path:
+    """Migrate an empty SQLite file at path (copy it per test: much faster than migrating), with
+    the app `factory` (create_app: the plugin's countersign_app_factory fixture gives it)."""
     from flask_migrate import upgrade
 
-    from app import create_app
     from app.extensions import db
 
-    app = create_app(
+    app = factory(
         {
             "COUNTERSIGN_ENV": "testing",
             "SECRET_KEY": "kit",
@@ -259,16 +204,16 @@ def migrated_template(path: Path, **config: Any) -> Path:
 
 
 @contextmanager
-def running(template: Path, workdir: Path, freeze: bool = True, **config: Any) -> Iterator[Copilot]:
-    """A Copilot on a fresh copy of the template database, demo seeded, the model queued."""
-    from app import create_app
-    from app.copilot.agent import engine
+def running(template: Path, workdir: Path, freeze: bool = True, *, factory: Any, **config: Any) -> Iterator[Copilot]:
+    """A Copilot on a fresh copy of the template database, demo seeded, the model queued; its app
+    made by `factory` (create_app)."""
+    from app.copilot.turns import engine
     from app.extensions import db
     from app.models import utcnow
 
     path = workdir / f"copilot-{uuid.uuid4().hex[:8]}.sqlite3"
     shutil.copy(template, path)
-    app = create_app(
+    app = factory(
         {
             "COUNTERSIGN_ENV": "testing",
             "SECRET_KEY": "kit",
@@ -303,44 +248,29 @@ def running(template: Path, workdir: Path, freeze: bool = True, **config: Any) -
                 db.engine.dispose()
 
 
-@pytest.fixture(scope="session")
-def countersign_template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A migrated SQLite file made once per session; each test gets a copy."""
-    return migrated_template(tmp_path_factory.mktemp("countersign") / "template.sqlite3")
-
-
-@pytest.fixture
-def copilot_config() -> dict[str, Any]:
-    """Settings for the copilot fixture's app; override it in a conftest (e.g. ACTIONS_PACKAGE)."""
-    return {}
-
-
-@pytest.fixture
-def copilot(countersign_template_db: Path, tmp_path: Path, copilot_config: dict[str, Any]) -> Iterator[Copilot]:
-    """An app on a fresh copy of the migrated database, demo seeded, with copilot.model queued
-    (offline behaviour when empty) and copilot.clock frozen."""
-    with running(countersign_template_db, tmp_path, **copilot_config) as kit:
-        yield kit
-
-
 def actions_contract_test(package: str = "app.actions") -> Any:
-    """A parametrized test of every risky action's contract (see app/copilot/contract.py):
+    """A parametrized test of every risky action's contract (see app/copilot/kit/_contract.py):
 
-    from app.copilot.testing import actions_contract_test
+    from app.copilot.kit import actions_contract_test
     test_actions_contract = actions_contract_test()
     """
-    from app.copilot.discovery import discover
+    from app.copilot.actions import discover
 
     registry = discover(package)
     risky = [a.name for a in registry.actions.values() if a.may_need_card()]
     every_toolset = sorted({t for a in registry.actions.values() for t in a.toolsets})
 
     @pytest.mark.parametrize("action_name", risky)
-    def test_action_contract(action_name: str, countersign_template_db: Path, tmp_path: Path) -> None:
-        from app.copilot.contract import check_action
-
+    def test_action_contract(
+        action_name: str, countersign_template_db: Path, tmp_path: Path, countersign_app_factory: Any
+    ) -> None:
         with running(
-            countersign_template_db, tmp_path, freeze=False, ACTIONS_PACKAGE=package, COUNTERSIGN_TOOLSETS=every_toolset
+            countersign_template_db,
+            tmp_path,
+            freeze=False,
+            factory=countersign_app_factory,
+            ACTIONS_PACKAGE=package,
+            COUNTERSIGN_TOOLSETS=every_toolset,
         ) as kit:
             problems = check_action(kit, action_name)
         assert not problems, "\n".join(problems)

@@ -10,39 +10,24 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from app.copilot import jobs
-from app.copilot.actions import ActionContext
-from app.copilot.outcomes import settled_line
+from app.copilot.actions import ActionContext, registry
+from app.copilot.approvals._machine import move, short
+from app.copilot.approvals._outcomes import settled_line
 from app.extensions import db
 from app.models import Approval, Message
 from app.status import Role, Status
 
 log = logging.getLogger(__name__)
-JOB = "app.copilot.delivery:deliver"
+JOB = "app.copilot.approvals:deliver"  # (the front door queues it once handle() committed)
 NOTICE = Role.NOTICE  # the message role a delivery's outcome is told with (the model reads it too)
-
-
-def queued(approval: Approval) -> Approval:
-    """Hand a card that ended `queued` to the job that delivers it (after its commit: the job reads
-    what handle() queued). A queue that is down leaves it queued, as it honestly is."""
-    if approval.status == Status.QUEUED:
-        try:
-            jobs.call(JOB, approval.id)
-            db.session.refresh(approval)  # (run already, by an inline runner)
-        except Exception:
-            log.warning("could not queue the delivery of %s", approval.id, exc_info=True)
-    return approval
 
 
 def deliver(approval_id: str) -> str:
     """The job: run the action's deliver() as the card's person, and end the card with how it went."""
-    from app.copilot.agent import engine
-    from app.copilot.approvals import short
-
     approval = db.session.get(Approval, approval_id)
     if approval is None or approval.status != Status.QUEUED:
         return "nothing to deliver"
-    action = engine().registry.get(approval.action)
+    action = registry().get(approval.action)
     if action is None:
         return settle(approval, Status.FAILED, "this action no longer exists")
     person = approval.user
@@ -65,8 +50,6 @@ def settle(approval: Approval, status: Status, result: str) -> str:
     """Queued -> done or failed (only once, anywhere), still dated and signed as its person's
     decision, and in the same commit the conversation's notice of it (approvals.move tells the
     conversation's stream the card changed)."""
-    from app.copilot.approvals import move
-
     # No approval_id: a message with one is the card itself, wherever the conversation is shown.
     db.session.add(Message(conversation_id=approval.conversation_id, role=NOTICE, text=settled_line(approval, status, result)))
     kept: dict[str, Any] = {"decided_at": approval.decided_at, "decided_by": approval.decided_by}

@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from app.copilot.actions import Action, placeholders
-from app.copilot.offline import parse_slash
-from app.copilot.schema import choices
+from app.copilot.actions import Action, choices, placeholders
+from app.copilot.kit._model import tool_call
+from app.copilot.turns import parse_slash
 from app.errors import CountersignError
 from app.status import Status
 
@@ -37,7 +37,7 @@ def resolved(action: type[Action]) -> set[str]:
 def values_echo(kit: Any, action: type[Action], marked: dict[str, Any]) -> list[str]:
     """approval_values() given the marked arguments must not hand them back (NotFound is fine: it
     looked the value up and found nothing)."""
-    from app.copilot.agent import context_for
+    from app.copilot.turns import context_for
 
     with kit.app.app_context():
         try:
@@ -77,7 +77,7 @@ def countersigned_sample(action: type[Action]) -> dict[str, Any] | None:
 
 def check_action(kit: Any, name: str, person: str = "alice@example.com", other: str = "bob@example.com") -> list[str]:
     """Run one action's contract on a seeded app; return its problems (empty: it holds)."""
-    from app.copilot.agent import engine
+    from app.copilot.turns import engine
 
     problems = _check_first(kit, name, person, other)
     with kit.app.app_context():
@@ -90,7 +90,6 @@ def check_action(kit: Any, name: str, person: str = "alice@example.com", other: 
 
 def _check_countersigned(kit: Any, action: type[Action], arguments: dict[str, Any], person: str) -> list[str]:
     """The example that needs a countersignature: its person's confirm waits, they cannot countersign it."""
-    from app.copilot.testing import tool_call
 
     kit.as_person(person)
     kit.model.enqueue(tool_call(action.name, **arguments))
@@ -106,8 +105,7 @@ def _check_countersigned(kit: Any, action: type[Action], arguments: dict[str, An
 
 def _check_first(kit: Any, name: str, person: str, other: str) -> list[str]:
     """The contract on the action's first example."""
-    from app.copilot.agent import engine
-    from app.copilot.testing import tool_call
+    from app.copilot.turns import engine
 
     with kit.app.app_context():
         action = engine().registry.get(name)
@@ -171,7 +169,6 @@ def _countersigned(kit: Any, action: type[Action], card: Any) -> list[str]:
 def _edit_contract(kit: Any, action: type[Action], arguments: dict[str, Any], other: str) -> list[str]:
     """An `editable` action: an edit runs nothing and makes a fresh card in the old one's place,
     which another person cannot confirm either."""
-    from app.copilot.testing import tool_call
 
     kit.model.enqueue(tool_call(action.name, **arguments))
     kit.chat(f"check editing {action.name}")

@@ -8,12 +8,14 @@ import logging
 from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
+from flask import current_app
 from redis.exceptions import RedisError
 from sqlalchemy.orm import aliased
 
-from app.copilot import events, jobs
+from app.copilot import events
+from app.copilot.approvals import Actor
 from app.copilot.text import first_title
-from app.copilot.tokens import Actor
+from app.copilot.turns import _jobs as jobs
 from app.errors import AgentNotItsTurn, NotFound
 from app.extensions import commit_kept, db, redis_client, won
 from app.models import Approval, Conversation, Message, Run, utcnow
@@ -25,10 +27,15 @@ STOP_FOR = 3600  # seconds a stop request waits for its pass to notice it
 
 NOTHING_RAN = "Stopped. Nothing ran."  # a stopped pass's notice when nothing ran in it
 
-# Called with (conversation_id, the messages a pass added) after each pass ends (app.copilot.turns):
-# the chat connectors post them into their threads. Kept here so that registering one does not
-# import the turn executor, and pydantic-ai with it, at start.
-LISTENERS: list[Callable[[int, list[Message]], None]] = []
+# Called with (conversation_id, the messages a pass added) after each pass ends: the chat
+# connectors post them into their threads. Registered per app (turns.listen, from init_app).
+Listener = Callable[[int, list[Message]], None]
+
+
+def listeners() -> list[Listener]:
+    """This app's turn listeners."""
+    found: list[Listener] = current_app.extensions.get("turns.listeners", [])
+    return found
 
 
 def narrow(*toolsets: Sequence[str] | None) -> tuple[str, ...] | None:

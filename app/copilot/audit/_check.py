@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from app.copilot.audit import (
+from app.copilot.audit._chain import (
     APPROVAL_CREATED,
     HEAD_RECREATED,
     ROW,

@@ -1,13 +1,14 @@
 """Where a turn's pass runs (TURNS_RUNNER): `dramatiq` — a Dramatiq worker (`flask --app wsgi
 worker`) over REDIS_URL, whose event loop runs many passes at once while their models think;
 `pool` — the same job in a bounded pool inside this process (the default without REDIS_URL);
-`inline` — at once, in the caller (the test kit). Every runner calls turns.execute(app, run_id)."""
+`inline` — at once, in the caller (the test kit). Every runner calls the pass turns.init_app registered."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import threading
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any
 
@@ -24,6 +25,13 @@ def call(target: str, *args: Any) -> None:
     of this process in the pool, now when inline). Raises when it could not be queued."""
     runner: Runner = current_app.extensions["turns"]
     runner.call(target, *args)
+
+
+def _execute(app: Flask) -> Callable[[Flask, int], Coroutine[Any, Any, None]]:
+    """The pass the runners run, as turns.init_app registered it: jobs know how to queue and run
+    a pass, not what a pass is (so nothing here imports the turn executor)."""
+    found: Callable[[Flask, int], Coroutine[Any, Any, None]] = app.extensions["turns.execute"]
+    return found
 
 
 def run_task(app: Flask, target: str, args: list[Any]) -> Any:
@@ -70,9 +78,7 @@ class Inline(Runner):
     """The pass runs now, in the caller's thread, on an event loop of its own; tasks too."""
 
     def submit(self, run_id: int) -> None:
-        from app.copilot.turns import execute
-
-        asyncio.run(execute(self.app, run_id))
+        asyncio.run(_execute(self.app)(self.app, run_id))
 
     def call(self, target: str, *args: Any) -> None:
         run_task(self.app, target, list(args))
@@ -113,11 +119,9 @@ class Pool(Runner):
             return self._loop
 
     async def _bounded(self, run_id: int) -> None:
-        from app.copilot.turns import execute
-
         assert self._limit is not None
         async with self._limit:
-            await execute(self.app, run_id)
+            await _execute(self.app)(self.app, run_id)
 
     def submit(self, run_id: int) -> None:
         future = asyncio.run_coroutine_threadsafe(self._bounded(run_id), self._start())
@@ -197,9 +201,7 @@ def _dramatiq(app: Flask) -> tuple[Any, Any, Any]:
     )
 
     async def turn(run_id: int) -> None:
-        from app.copilot.turns import execute
-
-        await execute(app, run_id)
+        await _execute(app)(app, run_id)
 
     def task(target: str, args: list[Any]) -> None:
         run_task(app, target, args)
@@ -274,36 +276,3 @@ def _idle(broker: Any) -> bool:
         return False
     client = broker.client
     return not any(client.scard(key) for key in client.scan_iter(match=f"{broker.namespace}:__acks__.*"))
-
-
-def preload(app: Flask) -> None:
-    """What a worker's passes import and make once: the agent and its model's modules."""
-    from app.copilot import loop
-    from app.copilot.agent import engine
-
-    with app.app_context():
-        loop.preload(engine())
-
-
-def worker(app: Flask, threads: int) -> None:
-    """Run passes from Redis until SIGTERM/SIGINT: `threads` passes at once, each waiting on the
-    worker's one event loop while its model thinks."""
-    import signal
-
-    runner = app.extensions["turns"]
-    if not isinstance(runner, Dramatiq):
-        raise RuntimeError("The worker needs REDIS_URL (and TURNS_RUNNER unset or dramatiq).")
-    done = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
-    # The turn executor, pydantic-ai and the model's SDK, loaded before the first job (not on it).
-    from app.copilot.turns import keep_alive
-
-    preload(app)
-    worker = _worker(runner.broker, threads)
-    worker.start()
-    log.info("worker: %d passes at once", threads)
-    try:
-        keep_alive(app, done)
-    finally:
-        worker.stop()

@@ -20,11 +20,10 @@ from pydantic_ai.messages import (
 from pydantic_ai.tools import DeferredToolResults
 from sqlalchemy.orm import joinedload, undefer
 
-from app.copilot import runs
-from app.copilot.delivery import NOTICE
-from app.copilot.offline import NEWS
-from app.copilot.revise import told
+from app.copilot.approvals import NOTICE, told
 from app.copilot.text import AGENT_WORDS
+from app.copilot.turns import _runs as runs
+from app.copilot.turns._offline import NEWS
 from app.extensions import db
 from app.models import ApiToken, Approval, Conversation, Message, Run, User
 from app.status import FINAL, Role, RunNext, Status

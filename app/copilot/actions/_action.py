@@ -186,7 +186,7 @@ def _plain(value: Any) -> str:
 def fill(action: Action, template: str, ctx: ActionContext, input: Any) -> str:
     """A requires_approval template filled from approval_values() and the closed-choice fields:
     a placeholder with neither is the action's bug, and fails rather than print the raw argument."""
-    from app.copilot.schema import choices
+    from app.copilot.actions._schema import choices
 
     model: type[BaseModel] = type(input)
     values = {name: _plain(getattr(input, name, None)) for name in placeholders(template) if choices(model, name) is not None}

@@ -12,7 +12,7 @@ from types import ModuleType
 
 from pydantic import BaseModel
 
-from app.copilot.actions import Action, Countersign, Kind, Registry, needs_card_with, placeholders, snake
+from app.copilot.actions._action import Action, Countersign, Kind, Registry, needs_card_with, placeholders, snake
 from app.errors import ActionDeclarationError
 from app.status import Delivery
 
@@ -84,7 +84,7 @@ def _check_card(action: type[Action], fail: Fail) -> None:
 
 def _check_form(action: type[Action], fail: Fail, where: str) -> None:
     """ask_for_missing: the form never asks for a secret, and can still choose some operation."""
-    from app.copilot.schema import choices, elicitation, secret_fields
+    from app.copilot.actions._schema import choices, elicitation, secret_fields
 
     secrets = secret_fields(action.Input)
     if secrets:
@@ -107,7 +107,7 @@ def _check_form(action: type[Action], fail: Fail, where: str) -> None:
 def _check_editable(action: type[Action], fail: Fail, where: str) -> None:
     """editable: fields of Input, never a secret, on an action that has a card, each one a field a
     form can show (the Edit form is an elicitation of exactly these)."""
-    from app.copilot.schema import elicitation, secret_fields
+    from app.copilot.actions._schema import elicitation, secret_fields
 
     if isinstance(action.editable, str) or not all(isinstance(n, str) for n in action.editable):
         fail("editable is not a tuple of field names", 'write editable = ("subject", "body")', "editable")
@@ -134,7 +134,7 @@ def _check_operations(action: type[Action], fail: Fail) -> None:
     """A requires_approval map must be unmissable: `operation` a closed choice that has every
     mapped operation (a free string could spell "delete" another way and skip its card), and
     each template placeholder a field that is a closed choice or resolved by approval_values()."""
-    from app.copilot.schema import choices
+    from app.copilot.actions._schema import choices
 
     fields = set(action.Input.model_fields)
     if "operation" not in fields:

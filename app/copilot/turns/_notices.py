@@ -9,10 +9,9 @@ from email.message import EmailMessage
 import sqlalchemy as sa
 from flask import current_app
 
-from app.copilot import jobs
-from app.copilot.actions import Registry
-from app.copilot.cards import card_url
-from app.copilot.countersigning import may_countersign
+from app.copilot.actions import Registry, registry
+from app.copilot.approvals import card_url, may_countersign
+from app.copilot.turns import _jobs as jobs
 from app.extensions import db
 from app.mail import smtp_send
 from app.models import Approval, User
@@ -33,19 +32,17 @@ def queue_countersign_notice(approval: Approval) -> None:
     if not current_app.config.get("SMTP_URL"):
         return
     try:
-        jobs.call("app.copilot.notices:send_countersign_notice", approval.id)
+        jobs.call("app.copilot.turns._notices:send_countersign_notice", approval.id)
     except Exception:  # the queue is down: the card still waits on the console and its page
         log.warning("could not queue the countersign notice for %s", approval.id, exc_info=True)
 
 
 def send_countersign_notice(approval_id: str) -> list[str]:
     """The job: mail the notice if the card still waits for its countersignature."""
-    from app.copilot.agent import engine
-
     approval = db.session.get(Approval, approval_id)
     if approval is None or approval.status != Status.COUNTERSIGNING:
         return []
-    return countersign_wanted(approval, engine().registry)
+    return countersign_wanted(approval, registry())
 
 
 def countersign_wanted(approval: Approval, registry: Registry) -> list[str]:

@@ -15,9 +15,9 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolRetu
 from pydantic_ai.tools import DeferredToolRequests
 from redis.exceptions import RedisError
 
-from app.copilot import runs
-from app.copilot.agent import Turn
-from app.copilot.history import NOT_RUN, Pass, answer_open_calls, dump, ran_in_pass, unanswered
+from app.copilot.turns import _runs as runs
+from app.copilot.turns._agent import Turn
+from app.copilot.turns._history import NOT_RUN, Pass, answer_open_calls, dump, ran_in_pass, unanswered
 from app.extensions import db, redis_client, won
 from app.models import Conversation, Message, Run
 from app.status import Role, RunNext, RunStatus
@@ -71,7 +71,7 @@ def end(work: Pass, status: str, added: list[Message], conversation_history: str
     db.session.add_all(added)
     db.session.commit()
     runs.publish_end(run, work.step, status, [m.id for m in added])
-    for listener in list(runs.LISTENERS):
+    for listener in list(runs.listeners()):
         try:
             listener(run.conversation_id, added)
         except Exception:

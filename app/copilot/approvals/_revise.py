@@ -1,7 +1,7 @@
-"""The second signature's answers (issue 16), on approvals' own create, claim and move: a decline
-with the person's reason for the model, an edit before confirm (a fresh card from the edited
-input), and a fresh card for one that changed, with the rows that changed. None runs handle():
-a fresh card is confirmed through approvals like any card."""
+"""The answers that revise a card, on _machine's own create, claim and move: a decline (by its
+person, or by the second signer) with the reason for the model, an edit before confirm (a fresh
+card from the edited input), and a fresh card for one that changed, with the rows that changed.
+None runs handle(): a fresh card is confirmed through approvals like any card."""
 
 from __future__ import annotations
 
@@ -15,15 +15,15 @@ import sqlalchemy as sa
 from flask import current_app
 from pydantic import BaseModel
 
-from app.copilot import approvals, audit, events
-from app.copilot.actions import Action, ActionContext, Registry
-from app.copilot.caps import check_cap
-from app.copilot.cards import Card, build_card
-from app.copilot.forms import validate_form
-from app.copilot.outcomes import model_outcome
-from app.copilot.schema import elicitation, secret_fields
+from app.copilot import audit, events
+from app.copilot.actions import Action, ActionContext, Registry, elicitation, secret_fields
+from app.copilot.approvals import _machine as approvals
+from app.copilot.approvals._caps import check_cap
+from app.copilot.approvals._cards import Card, build_card
+from app.copilot.approvals._forms import validate_form
+from app.copilot.approvals._outcomes import model_outcome
+from app.copilot.approvals._tokens import Actor, refuse
 from app.copilot.text import text_problem
-from app.copilot.tokens import Actor, refuse
 from app.errors import AlreadyDecided, BadValues, CountersignError, TooManyPending, UnstorableText, WrongPerson
 from app.extensions import db
 from app.models import Approval, Message, Run
@@ -41,13 +41,13 @@ def answer(approval: Approval, actor: Actor, decision: str, registry: Registry, 
         raise BadValues(f"This {approval.type} cannot be answered with {decision}.")
     if decision == "refresh":
         return _refresh(approval, actor, registry)
-    approvals._open(approval, actor, withdrawing=decision == "decline")
+    approvals.check_open(approval, actor, withdrawing=decision == "decline")
     if decision == "edit":
         return _edit(approval, actor, registry, values)
     said = reason(values.get("reason"))
     # The person may still withdraw a card that waits for its countersignature.
     source = Status(approval.status)
-    approvals._claim(approval, Status.DECLINED, actor, "a reason was given" if said else "", source=source, feedback=said)
+    approvals.claim(approval, Status.DECLINED, actor, "a reason was given" if said else "", source=source, feedback=said)
     return approval
 
 
@@ -87,8 +87,8 @@ def _edit(approval: Approval, actor: Actor, registry: Registry, values: Mapping[
     names only). The fresh card keeps the model's call (its tool_call_id): its outcome is what
     the model reads, after the names of the fields edited."""
     action, input, changed = _edited(approval, actor, registry, values)
-    ctx = approvals._context(actor, approval)
-    if not approvals._authorized(action, ctx, input):
+    ctx = approvals.context(actor, approval)
+    if not approvals.authorized(action, ctx, input):
         message = "You may not do this with the edited values. The card is unchanged."
         raise refuse(WrongPerson(message), Refusal.EDIT_REFUSED, actor, approval, approval.id)
     card = _rebuilt(action, ctx, input, actor, approval, Refusal.EDIT_NOT_FOUND)
@@ -97,7 +97,7 @@ def _edit(approval: Approval, actor: Actor, registry: Registry, values: Mapping[
     edited = list(dict.fromkeys([*(approval.edited or []), *changed]))
     fresh = _fresh(ctx, run, action, approval, card, input, edited=edited)
     # One commit: the run never sees neither card pending (it would resume without an answer).
-    approvals._claim(approval, Status.EDITED, actor, edited_line(changed))
+    approvals.claim(approval, Status.EDITED, actor, edited_line(changed))
     db.session.refresh(fresh)
     return fresh
 
@@ -149,8 +149,8 @@ def row_changes(approval: Approval, card: Card) -> list[dict[str, str]]:
 
 def changed(approval: Approval, actor: Actor, card: Card) -> Approval:
     """A claimed card that no longer reads the same: `changed`, nothing run, with the rows that
-    differ (approvals._confirmed's outcome for a card whose digest moved)."""
-    return approvals._finish(approval, Status.CHANGED, actor, changes=row_changes(approval, card))
+    differ (approvals.confirmed's outcome for a card whose digest moved)."""
+    return approvals.finish(approval, Status.CHANGED, actor, changes=row_changes(approval, card))
 
 
 def _refresh(approval: Approval, actor: Actor, registry: Registry) -> Approval:
@@ -164,9 +164,9 @@ def _refresh(approval: Approval, actor: Actor, registry: Registry) -> Approval:
     action = registry.get(approval.action)
     if action is None:
         raise BadValues("This action no longer exists.")
-    ctx = approvals._context(actor, approval)
+    ctx = approvals.context(actor, approval)
     input = action.Input.model_validate(approval.arguments)
-    if not approvals._authorized(action, ctx, input):
+    if not approvals.authorized(action, ctx, input):
         message = "You may no longer do this. No fresh card was made."
         raise refuse(WrongPerson(message), Refusal.REFRESH_REFUSED, actor, approval, approval.id)
     return _afresh(approval, actor, action, ctx, input)
@@ -246,7 +246,7 @@ def _fresh(
 ) -> Approval:
     """A pending card replacing `old` (approvals' own create: the same stored fields, its two-person
     rule included), shown where `old` was shown."""
-    fresh = approvals._new(
+    fresh = approvals.new(
         ctx,
         run,
         action,

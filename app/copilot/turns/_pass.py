@@ -28,10 +28,12 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.usage import UsageLimits
 from redis.exceptions import RedisError
 
-from app.copilot import events, loop, runs
-from app.copilot.agent import Engine, Turn, context_for, engine
-from app.copilot.endings import end_failed, end_finished, end_stopped, save_progress
-from app.copilot.history import Pass, prepare
+from app.copilot import events
+from app.copilot.turns import _loop as loop
+from app.copilot.turns import _runs as runs
+from app.copilot.turns._agent import Engine, Turn, context_for, engine
+from app.copilot.turns._endings import end_failed, end_finished, end_stopped, save_progress
+from app.copilot.turns._history import Pass, prepare
 from app.extensions import db, redis_client
 from app.models import Run
 from app.status import EventType, TurnState

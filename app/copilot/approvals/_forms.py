@@ -9,9 +9,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from werkzeug.datastructures import MultiDict
 
-from app.copilot.actions import Action, ActionContext, needs_card_with
+from app.copilot.actions import Action, ActionContext, elicitation, needs_card_with, wtform_class
 from app.copilot.hidden import removed
-from app.copilot.schema import elicitation, wtform_class
 from app.errors import FormInvalid, FormNeedsCard
 
 

@@ -13,10 +13,9 @@ from pydantic_ai.exceptions import CallDeferred, ModelRetry
 from pydantic_ai.models import Model
 from pydantic_ai.tools import DeferredToolRequests, ToolDefinition
 
-from app.copilot.actions import Action
-from app.copilot.agent import BadArguments, Engine, Paused, Turn, call_action
-from app.copilot.llm import make_model
-from app.copilot.schema import tool_schema
+from app.copilot.actions import Action, tool_schema
+from app.copilot.turns._agent import BadArguments, Engine, Paused, Turn, call_action
+from app.copilot.turns._llm import make_model
 from app.extensions import db
 from app.status import ApprovalType
 

@@ -26,7 +26,7 @@ def make_model(
     check(spec)
     provider, _, name = spec.partition(":")
     if provider == "offline":
-        from app.copilot.offline import offline_model
+        from app.copilot.turns._offline import offline_model
 
         return offline_model(word_pause)
     if provider == "openai":

@@ -5,22 +5,23 @@ memory between requests. The pydantic-ai agent that makes the calls is app.copil
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flask import current_app
 from pydantic import ValidationError
 
-from app.copilot import approvals, audit, conversations, countersigning, llm, notices, runs
-from app.copilot.actions import Action, ActionContext, Registry, needs_card_with
-from app.copilot.approvals import short
-from app.copilot.schema import missing_fields, secret_fields
-from app.copilot.tokens import Actor, ChannelProof
-from app.errors import CountersignError, Expired, FormNeedsCard, NotFound, TooManyPending
+from app.copilot import approvals, audit
+from app.copilot.actions import Action, ActionContext, Registry, missing_fields, needs_card_with, secret_fields
+from app.copilot.approvals import Actor, short
+from app.copilot.starting import for_channel
+from app.copilot.turns import _llm as llm
+from app.copilot.turns import _runs as runs
+from app.errors import CountersignError, FormNeedsCard, NotFound, TooManyPending
 from app.extensions import db
-from app.models import Approval, Conversation, Message, Run, User
-from app.status import RunStatus, Status
+from app.models import Approval, Run, User
+from app.status import RunStatus
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -182,72 +183,6 @@ def context_for(user: User, channel: str) -> ActionContext:
     return ActionContext(user=user, tenant=user.tenant, db=db.session, channel=channel)
 
 
-def person(user: User, channel: str) -> Actor:
-    """The person themself on a channel (the browser, a verified chat thread): no limit of its own."""
-    return Actor(user=user, binding=channel, channel=channel)
-
-
-def send_message(conversation: Conversation, actor: Actor, text: str, submit: bool = True) -> tuple[Message, Run]:
-    """The person says something through `actor` (its scope and toolsets bind the run): the
-    message is kept and its turn queued; the turn runs in a worker (runs.start)."""
-    return runs.start(conversation, actor, text, submit)
-
-
-def answer(
-    approval_id: str,
-    proof: str | ChannelProof,
-    actor: Actor,
-    decision: str,
-    values: Mapping[str, Any] | None = None,
-    reason: str | None = None,
-) -> Approval:
-    """The person answers a card or a form (every delivery comes here, see approvals.answer):
-    decide — handle() runs here when confirmed or submitted — and queue the run's continuation;
-    the model's words follow on its events. An edit or a refresh returns the fresh card, which
-    keeps the run waiting."""
-    try:
-        if decision == "decline":
-            values = {"reason": reason}  # the person's words for the model (revise.answer)
-        approval = approvals.answer(approval_id, proof, actor, decision, engine().registry, values)
-    except Expired:
-        _tell_expired(approval_id, actor)
-        raise
-    if approval.status == Status.COUNTERSIGNING and decision == "confirm":
-        notices.queue_countersign_notice(approval)
-    runs.resume_if_ready(approval.run_id)
-    return approval
-
-
-def countersign(approval_id: str, token: object, actor: Actor, decision: str, reason: object = None) -> Approval:
-    """A second person countersigns (handle() runs here, as the person who asked) or declines a
-    card waiting for its countersignature (countersigning.countersign); the run's continuation is queued."""
-    try:
-        approval = countersigning.countersign(approval_id, token, actor, decision, engine().registry, reason)
-    except Expired:
-        stale = db.session.get(Approval, approval_id)
-        if stale is not None and stale.tenant_id == actor.user.tenant_id and approvals.expire(stale, channel=actor.channel):
-            runs.resume_if_ready(stale.run_id)
-        raise
-    runs.resume_if_ready(approval.run_id)
-    return approval
-
-
-def _tell_expired(approval_id: str, actor: Actor) -> None:
-    """Past its time: end it as expired (if nobody has yet) and tell the model."""
-    stale = db.session.get(Approval, approval_id)
-    if stale is not None and stale.user_id == actor.user.id:
-        approvals.expire(stale, channel=actor.channel)
-        if stale.status == Status.EXPIRED:
-            runs.resume_if_ready(stale.run_id)
-
-
-def revoke(approval_id: str, admin: User, by_agent: bool = False) -> Approval:
-    """An admin revokes a pending approval; the waiting run is told. An agent credential may not."""
-    approval = approvals.revoke(approval_id, admin, by_agent=by_agent)
-    runs.resume_if_ready(approval.run_id)
-    return approval
-
-
 def call_direct(actor: Actor, action_name: str, arguments: dict[str, Any]) -> tuple[str, Approval | None]:
     """A client that is its own agent (MCP) calls one action: the same validation, authorize,
     forms and cards as the agent loop, within the credential's toolsets; (what to answer, the
@@ -258,7 +193,7 @@ def call_direct(actor: Actor, action_name: str, arguments: dict[str, Any]) -> tu
     action = engine().registry.get(action_name)
     if action is None or action.name not in allowed:
         return f"Unknown tool {action_name!r}.", None
-    conversation = conversations.for_channel(user, channel, title=f"{channel} client")
+    conversation = for_channel(user, channel, title=f"{channel} client")
     run = Run(
         conversation_id=conversation.id,
         status=RunStatus.EXTERNAL,
@@ -280,29 +215,3 @@ def call_direct(actor: Actor, action_name: str, arguments: dict[str, Any]) -> tu
     run.status = RunStatus.DONE
     db.session.commit()
     return said, None
-
-
-def supersede(approval_id: str, channel: str) -> None:
-    """A newer card replaced this one in a chat thread; the waiting run is told."""
-    approval = approvals.supersede(approval_id, channel)
-    if approval is not None:
-        runs.resume_if_ready(approval.run_id)
-
-
-def expire_due(conversation_id: int | None = None, user_id: int | None = None) -> list[Approval]:
-    """End every pending approval past its time (of a conversation, a person, or all) and tell
-    the waiting runs."""
-    ended = []
-    for approval in approvals.due_for_expiry(conversation_id, user_id):
-        if approvals.expire(approval):
-            ended.append(approval)
-            runs.resume_if_ready(approval.run_id)
-    return ended
-
-
-def sweep_interrupted(older_than_seconds: int) -> list[Approval]:
-    """End approvals whose process died mid-handle() as `interrupted`, and tell the runs."""
-    ended = approvals.mark_interrupted(older_than_seconds)
-    for approval in ended:
-        runs.resume_if_ready(approval.run_id)
-    return ended

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from app.copilot.actions import registry
 from app.extensions import db
 from app.models import Approval, User
 from app.status import ApprovalType, Status, Words, card_line, chat_line, decided_line, model_line
@@ -13,9 +14,7 @@ from app.status import ApprovalType, Status, Words, card_line, chat_line, decide
 
 def words_of(approval: Approval) -> Words:
     """The action's own words for its outcomes (the defaults when it is gone)."""
-    from app.copilot.agent import engine
-
-    action = engine().registry.get(approval.action)
+    action = registry().get(approval.action)
     if action is None:
         return Words()
     return Words(action.done_label or action.kind.done_label, action.delivery)

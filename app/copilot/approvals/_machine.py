@@ -1,55 +1,49 @@
-"""Approvals: create a card or a form, and decide it — verify, claim, authorize again, rebuild
-and compare, and only then handle(). The one path to an approval's handle() (DESIGN §4).
+"""The approval's records and moves: a card or a form created for a call, the checks an answer
+passes before anything runs (still open, claimed by one caller only, authorized again, the
+context it runs in), every change of status (`move`: one conditional UPDATE, audited, one commit),
+and the ends that run nothing: revoke, supersede, expire, interrupted, a deleted conversation's.
 
-Tokens and who may answer are in tokens.py, the card's text in cards.py, the form's schema and
-validation in forms.py, the second signature in countersigning.py (it ends here too), how many may
-wait in caps.py; every status word in app/status.py."""
+The answers are _answer.py's, handle() is _handle.py's; tokens and who may answer are in
+_tokens.py, the card's text in _cards.py, the form's schema and validation in _forms.py, the
+second signature in _countersigning.py, how many may wait in _caps.py; every status word in
+app/status.py."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from app.copilot import audit, delivery, events, revise
-from app.copilot.actions import Action, ActionContext, Registry
-from app.copilot.caps import check_cap
-from app.copilot.cards import Card, build_card
-from app.copilot.decided import already_decided
-from app.copilot.forms import form_for, validate_form
-from app.copilot.tokens import Actor, ChannelProof, asked_by, refuse, ttl, verify
+from app.copilot import audit, events
+from app.copilot.actions import Action, ActionContext
+from app.copilot.approvals._caps import check_cap
+from app.copilot.approvals._cards import Card, build_card
+from app.copilot.approvals._decided import already_decided
+from app.copilot.approvals._forms import form_for
+from app.copilot.approvals._tokens import Actor, asked_by, refuse, ttl
 from app.errors import (
     AgentCannotAnswer,
-    BadValues,
     CountersignError,
     Expired,
-    FormNeedsCard,
     NotFound,
     PartlyDone,
     WrongPerson,
 )
 from app.extensions import commit_kept, db, won
 from app.models import Approval, Run, User, utcnow
-from app.status import ApprovalType, Delivery, Refusal, Status
+from app.status import ApprovalType, Refusal, Status
 
 log = logging.getLogger(__name__)
 
-# What each answer may be given to (None: either kind) and the status its claim moves to.
-ANSWERS = {
-    "confirm": ("confirm", Status.RUNNING),
-    "cancel": ("form", Status.CANCELLED),
-    "submit": ("form", Status.RUNNING),
-}  # and revise.ANSWERS: decline (with the person's reason), edit, refresh
 WAITING = (Status.PENDING, Status.COUNTERSIGNING)  # still waiting for a signature: its person's, or a second one
 
 
-def _new(ctx: ActionContext, run: Run, action: type[Action], **fields: Any) -> Approval:
+def new(ctx: ActionContext, run: Run, action: type[Action], **fields: Any) -> Approval:
     now = utcnow()
     approval = Approval(
         tenant_id=ctx.tenant.id,
@@ -81,7 +75,7 @@ def create(ctx: ActionContext, run: Run, action: type[Action], input: BaseModel,
     NotFound when the card names a record outside the person's tenant."""
     check_cap(ctx, run, action)
     fields = card_fields(action, input, build_card(action, ctx, input))
-    return _new(ctx, run, action, tool_call_id=tool_call_id, step=step, type=ApprovalType.CONFIRM, **fields)
+    return new(ctx, run, action, tool_call_id=tool_call_id, step=step, type=ApprovalType.CONFIRM, **fields)
 
 
 def card_fields(action: type[Action], input: BaseModel, card: Card) -> dict[str, Any]:
@@ -103,42 +97,10 @@ def create_form(
     given, form = form_for(action, ctx, given)
     digest = hashlib.sha256(json.dumps(form, sort_keys=True, default=str).encode()).hexdigest()
     fields = {"arguments": given, "reason": form["message"], "rows": [], "digest": digest, "form": form}
-    return _new(ctx, run, action, tool_call_id=tool_call_id, step=step, type=ApprovalType.FORM, **fields)
+    return new(ctx, run, action, tool_call_id=tool_call_id, step=step, type=ApprovalType.FORM, **fields)
 
 
-def answer(
-    approval_id: str,
-    proof: str | ChannelProof,
-    actor: Actor,
-    decision: str,
-    registry: Registry,
-    values: Mapping[str, Any] | None = None,
-) -> Approval:
-    """The one entry for every answer on every channel: 'confirm' (a card), 'decline' (either),
-    'cancel' (a form: Not now), 'submit' (a form, with `values`); 'edit', 'refresh' and a
-    decline's reason in `values` are revise.answer's. `proof` is the card's token, or
-    the channel's own proof of the sender. Returns the approval in its final state, or raises a
-    CountersignError having changed nothing but the audit log."""
-    approval = verify(approval_id, proof, actor)
-    if decision in revise.ANSWERS:
-        return revise.answer(approval, actor, decision, registry, values or {})
-    only_for, target = ANSWERS[decision]
-    if only_for is not None and approval.type != only_for:
-        if decision == "submit":
-            raise BadValues("This card has no form: confirm or decline it.")
-        raise BadValues(f"This {approval.type} cannot be answered with {decision}.")
-    _open(approval, actor)
-    if decision == "submit":
-        return _submit(approval, actor, registry, values or {})
-    if decision == "confirm" and approval.countersign:  # the first of two signatures: nothing runs yet
-        from app.copilot.countersigning import first_signature
-
-        return first_signature(approval, proof, actor)
-    _claim(approval, target, actor)
-    return _confirmed(approval, actor, registry) if target is Status.RUNNING else approval
-
-
-def _open(approval: Approval, actor: Actor, withdrawing: bool = False) -> None:
+def check_open(approval: Approval, actor: Actor, withdrawing: bool = False) -> None:
     """Raise Expired or AlreadyDecided (audited) unless the approval can still be answered (its
     person may still decline one that waits for its countersignature: `withdrawing`)."""
     if approval.status in WAITING and approval.expires_at <= utcnow():
@@ -149,7 +111,7 @@ def _open(approval: Approval, actor: Actor, withdrawing: bool = False) -> None:
         raise refuse(already_decided(approval, actor.user.id), Refusal.already(approval.status), actor, approval, approval.id)
 
 
-def _claim(
+def claim(
     approval: Approval, status: Status, actor: Actor, detail: str = "", *, source: Status = Status.PENDING, **values: Any
 ) -> None:
     """Move source -> status atomically (only one caller anywhere wins); AlreadyDecided else."""
@@ -160,70 +122,15 @@ def _claim(
         raise refuse(already_decided(approval, actor.user.id), Refusal.LOST_CLAIM, actor, approval, approval.id)
 
 
-def _context(actor: Actor, approval: Approval) -> ActionContext:
+def context(actor: Actor, approval: Approval) -> ActionContext:
     return ActionContext(user=actor.user, tenant=actor.user.tenant, db=db.session, channel=actor.channel, approval_id=approval.id)
 
 
-def _authorized(action: type[Action], ctx: ActionContext, input: BaseModel) -> bool:
+def authorized(action: type[Action], ctx: ActionContext, input: BaseModel) -> bool:
     try:
         return bool(action().authorize(ctx, input))
     except (CountersignError, PermissionError):
         return False
-
-
-def _confirmed(approval: Approval, actor: Actor, registry: Registry, as_person: Actor | None = None) -> Approval:
-    """A claimed card: authorize again, rebuild and compare, then handle() once, as the person
-    (`as_person`: the person who asked, when `actor` gave the second signature)."""
-    action = registry.get(approval.action)
-    if action is None:
-        return _finish(approval, Status.FAILED, actor, result="this action no longer exists")
-    ctx = _context(as_person or actor, approval)
-    try:
-        input = action.Input.model_validate(approval.arguments)
-    except ValidationError:
-        return _finish(approval, Status.REFUSED, actor)
-    if not _authorized(action, ctx, input):
-        return _finish(approval, Status.REFUSED, actor)
-    try:
-        card = build_card(action, ctx, input)
-    except CountersignError:
-        return _finish(approval, Status.CHANGED, actor, result="the record is gone")
-    if card.digest != approval.digest:
-        return revise.changed(approval, actor, card)
-    return _handle(approval, actor, action, ctx, input)
-
-
-def _submit(approval: Approval, actor: Actor, registry: Registry, values: Mapping[str, Any]) -> Approval:
-    """A form: validate (WTForms, then Input) before any claim, then authorize again and handle()
-    with the person's values over the model's. The values are never stored; their names are."""
-    action = registry.get(approval.action)
-    if action is None or approval.form is None:
-        raise BadValues("This action no longer exists.")
-    input, filled = validate_form(approval.form["requestedSchema"], action, approval.arguments, values)
-    if action.needs_card(input):  # whatever field made it so, on any channel: a form never gives a card
-        raise refuse(FormNeedsCard(), Refusal.FORM_NEEDS_CARD, actor, approval, approval.id)
-    _claim(approval, Status.RUNNING, actor)
-    ctx = _context(actor, approval)
-    if not _authorized(action, ctx, input):
-        return _finish(approval, Status.REFUSED, actor, filled=filled)
-    return _handle(approval, actor, action, ctx, input, filled)
-
-
-def _handle(
-    approval: Approval, actor: Actor, action: type[Action], ctx: ActionContext, input: BaseModel, filled: list[str] | None = None
-) -> Approval:
-    """The one place an approval's handle() runs; its work commits with the outcome."""
-    try:
-        result = action().handle(ctx, input)
-    except Exception as exc:  # the action's own failure: recorded, told in short
-        db.session.rollback()
-        log.exception("handle() of %s failed for approval %s", approval.action, approval.id)
-        return _finish(approval, Status.FAILED, actor, result=short(exc), filled=filled)
-    said = "" if result is None else str(result)
-    if filled is not None:
-        said = f"{filled_line(filled)} {said}".strip()
-    status = Status.QUEUED if action.delivery is Delivery.QUEUED else Status.DONE  # then delivery settles it
-    return delivery.queued(_finish(approval, status, actor, result=said, filled=filled))
 
 
 def filled_line(filled: list[str]) -> str:
@@ -240,7 +147,7 @@ def short(exc: Exception) -> str:
     return text[: 1000 if isinstance(exc, PartlyDone) else 200]
 
 
-def _finish(
+def finish(
     approval: Approval, status: Status, actor: Actor, result: str | None = None, filled: list[str] | None = None, **values: Any
 ) -> Approval:
     """Record the outcome of a claimed approval, with the handler's work, in one commit.
@@ -307,6 +214,12 @@ def revoke(approval_id: str, admin: User, channel: str = "admin", by_agent: bool
     if not any(move(approval, Status.REVOKED, admin.id, channel, source=s, decided_by=admin.id) for s in WAITING):
         raise refuse(already_decided(approval, admin.id), Refusal.REVOKE_ALREADY_DECIDED, actor, approval, approval_id)
     return approval
+
+
+def cancel(approval: Approval, actor: Actor, detail: str) -> bool:
+    """An open card of a conversation being deleted ends `cancelled` (nothing runs); False if
+    someone decided it first."""
+    return move(approval, Status.CANCELLED, actor.user.id, actor.channel, detail, source=Status(approval.status))
 
 
 def supersede(approval_id: str, channel: str) -> Approval | None:

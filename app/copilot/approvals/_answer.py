@@ -1,0 +1,56 @@
+"""Every answer to a card or a form comes here first (approvals.answer): the token or the
+channel's proof verified, then one small function per verb — confirm, cancel and submit below
+(_handle.py runs the card), decline, edit and refresh in _revise.py, the first of two signatures
+in _countersigning.py. Nothing but the audit log changes on a refusal."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from app.copilot.actions import Registry
+from app.copilot.approvals import _revise as revise
+from app.copilot.approvals._countersigning import first_signature
+from app.copilot.approvals._handle import confirmed, submit
+from app.copilot.approvals._machine import check_open, claim
+from app.copilot.approvals._tokens import Actor, ChannelProof, verify
+from app.errors import BadValues
+from app.models import Approval
+from app.status import Status
+
+# What each answer may be given to (None: either kind) and the status its claim moves to.
+ANSWERS = {
+    "confirm": ("confirm", Status.RUNNING),
+    "cancel": ("form", Status.CANCELLED),
+    "submit": ("form", Status.RUNNING),
+}  # and revise.ANSWERS: decline (with the person's reason), edit, refresh
+
+
+def answer(
+    approval_id: str,
+    proof: str | ChannelProof,
+    actor: Actor,
+    decision: str,
+    registry: Registry,
+    values: Mapping[str, Any] | None = None,
+) -> Approval:
+    """The one entry for every answer on every channel: 'confirm' (a card), 'decline' (either),
+    'cancel' (a form: Not now), 'submit' (a form, with `values`); 'edit', 'refresh' and a
+    decline's reason in `values` are revise.answer's. `proof` is the card's token, or
+    the channel's own proof of the sender. Returns the approval in its final state, or raises a
+    CountersignError having changed nothing but the audit log."""
+    approval = verify(approval_id, proof, actor)
+    if decision in revise.ANSWERS:
+        return revise.answer(approval, actor, decision, registry, values or {})
+    only_for, target = ANSWERS[decision]
+    if only_for is not None and approval.type != only_for:
+        if decision == "submit":
+            raise BadValues("This card has no form: confirm or decline it.")
+        raise BadValues(f"This {approval.type} cannot be answered with {decision}.")
+    check_open(approval, actor)
+    if decision == "submit":
+        return submit(approval, actor, registry, values or {})
+    if decision == "confirm" and approval.countersign:  # the first of two signatures: nothing runs yet
+        return first_signature(approval, proof, actor)
+    claim(approval, target, actor)
+    return confirmed(approval, actor, registry) if target is Status.RUNNING else approval

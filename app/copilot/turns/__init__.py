@@ -1,0 +1,110 @@
+"""A turn from queued to ended: a message, an answered card or a retry queues a run (committed
+before any worker sees it); a worker runs its passes — history, the agent loop, the model's
+streamed words, the cards it makes — and ends it (done, paused on its cards, stopped, failed,
+interrupted). Its modules are private: this list is the package. The pass itself (and
+pydantic-ai with it) is imported by the first pass, not at start."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from flask import Flask
+
+from app.copilot.turns import _jobs
+from app.copilot.turns._agent import Engine, call_direct, context_for, engine
+from app.copilot.turns._jobs import call, drain, submit
+from app.copilot.turns._notices import queue_countersign_notice
+from app.copilot.turns._runs import (
+    Listener,
+    active,
+    answers,
+    card_message_id,
+    check_own,
+    hold_live,
+    latest_run,
+    newest_message_id,
+    resume_if_ready,
+    retry,
+    start,
+    stop,
+    sweep_dead,
+    wait,
+)
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage, ModelResponse
+    from pydantic_ai.models.function import AgentInfo
+
+__all__ = [
+    "Engine",
+    "active",
+    "answers",
+    "call",
+    "call_direct",
+    "card_message_id",
+    "check_own",
+    "context_for",
+    "drain",
+    "engine",
+    "execute",
+    "hold_live",
+    "init_app",
+    "latest_run",
+    "listen",
+    "newest_message_id",
+    "offline_respond",
+    "parse_slash",
+    "queue_countersign_notice",
+    "resume_if_ready",
+    "retry",
+    "start",
+    "stop",
+    "submit",
+    "sweep_dead",
+    "wait",
+    "worker",
+]
+
+
+def init_app(app: Flask) -> None:
+    """Per-app state: the runner passes go to (TURNS_RUNNER), the pass it runs, and the turn
+    listeners (`listen`)."""
+    app.extensions["turns.execute"] = execute
+    app.extensions.setdefault("turns.listeners", [])
+    _jobs.init_app(app)
+
+
+def listen(app: Flask, listener: Listener) -> None:
+    """Call `listener(conversation_id, the messages a pass added)` after each pass of this app
+    ends (the chat connectors post them into their threads)."""
+    app.extensions.setdefault("turns.listeners", []).append(listener)
+
+
+async def execute(app: Flask, run_id: int) -> None:
+    """One pass of the run, as the runners call it. (The import is here so that the app starts
+    without pydantic-ai: the first pass loads it.)"""
+    from app.copilot.turns._pass import execute as run_pass
+
+    await run_pass(app, run_id)
+
+
+def worker(app: Flask, threads: int) -> None:
+    """`flask --app wsgi worker`: run passes from Redis until SIGTERM/SIGINT (the pass's modules
+    loaded first, not on the first job)."""
+    from app.copilot.turns._serve import serve
+
+    serve(app, threads)
+
+
+def parse_slash(text: str) -> tuple[str, dict[str, Any]] | None:
+    """The offline model's reading of `/action field=value …` (the kit's contract check uses it)."""
+    from app.copilot.turns._offline import parse_slash as parse
+
+    return parse(text)
+
+
+def offline_respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """The offline model's answer (the kit's queued model falls back to it when nothing is queued)."""
+    from app.copilot.turns._offline import offline_respond as respond
+
+    return respond(messages, info)
