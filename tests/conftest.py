@@ -225,7 +225,7 @@ def app(
     app = create_app(base_config(database_url, **{"FILES_ROOT": str(tmp_path / "files"), **app_config}))
     app.jinja_env.bytecode_cache = TEMPLATES
     if request.node.get_closest_marker("production_password_hash") is None:
-        monkeypatch.setattr("app.cli._demo_hash", quick_demo_hash)
+        monkeypatch.setattr("app.cli.demo._demo_hash", quick_demo_hash)
     with app.app_context():
         empty_tables()
         seed_demo()
