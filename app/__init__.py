@@ -102,12 +102,12 @@ def register_blueprints(app: Flask) -> None:
     from app.connectors import bp as connectors_bp
     from app.connectors import init_app as init_connectors
     from app.routing import RowIdConverter
-    from app.status import ApprovalType, Role, Status
+    from app.status import ApprovalType, Decision, Role, Status
     from app.web import bp as web_bp
 
     app.url_map.converters["id"] = RowIdConverter  # before any rule that uses <id:…> is added
     # Templates compare the vocabulary's words by name, never by spelling.
-    app.jinja_env.globals.update(Status=Status, Role=Role, ApprovalType=ApprovalType)
+    app.jinja_env.globals.update(Status=Status, Role=Role, ApprovalType=ApprovalType, Decision=Decision)
     app.register_blueprint(auth_bp)
     app.register_blueprint(web_bp)
     app.register_blueprint(admin_bp, url_prefix="/admin")

@@ -49,6 +49,10 @@ OTHER_WORDS = {
     "approval type": re.compile(r"""\b(?:type|kind)\s*(?:[!=]=|=)\s*["'](confirm|form)["']"""),
     "run's next": re.compile(r"""\bnext["']?\s*(?:[!=]=|=|:)\s*["'](prompt|results|continue)["']"""),
     "event type": re.compile(r"""(?:publish\([^,()]+,\s*|\.type\s*[!=]=\s*)["'](text|turn|approval|title)["']"""),
+    "decision verb": re.compile(
+        r"""(?:\bdecision\s*(?:[!=]=|=|:)\s*|["']decision["']\s*:\s*|_answer\(self,\s*|_revise\(|return\s+)"""
+        r"""["'](confirm|decline|cancel|submit|edit|refresh|countersign|revoke|expire)["']|<any\((?:confirm|edit)"""
+    ),
     "refusal reason": re.compile(r"""\brefuse\((?:[^()]|\([^()]*\))*?,\s*f?["']"""),
     "turn state": re.compile(r"""\bstate["')]*\s*(?:[!=]=|=)\s*["'](started|paused|stopped)["']"""),
 }
@@ -80,6 +84,11 @@ def test_the_words_check_finds_each_spelling_the_old_code_had():
         'if event.type == "text":': "event type",
         'if event.type == EventType.TURN and event.data.get("state") == "started":': "turn state",
         'raise refuse(Expired(), "token_expired", actor, approval, approval_id)': "refusal reason",
+        'values = data.get("values") if decision == "submit" else None': "decision verb",
+        '@bp.post("/approvals/<approval_id>/countersign", defaults={"decision": "countersign"}, endpoint="x")': "decision verb",
+        '@bp.post("/approvals/<approval_id>/<any(confirm, decline, cancel, submit):decision>")': "decision verb",
+        'return self.copilot._answer(self, "confirm")': "decision verb",
+        '    return "decline"': "decision verb",
         'raise refuse(AlreadyDecided(msg), f"refresh_{approval.status}", actor, approval, approval.id)': "refusal reason",
     }
     for text, what in old.items():

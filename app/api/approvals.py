@@ -18,10 +18,10 @@ from app.copilot.approvals import Actor, card_label, decided_by_line, may_answer
 from app.errors import BadValues
 from app.extensions import db, limit_per_person_and_address
 from app.models import Approval, User
-from app.status import ApprovalType, Status
+from app.status import ANSWERED, REVISED, ApprovalType, Decision, Status
 
 
-@bp.post("/approvals/<approval_id>/<any(confirm, decline, cancel, submit):decision>")
+@bp.post(f"/approvals/<approval_id>/<any({', '.join(ANSWERED)}):decision>")
 @limit_per_person_and_address("ANSWERS")
 def answer(approval_id: str, decision: str) -> Any:
     """The card's final state (handle() has run when confirmed); the model's continuation is
@@ -31,10 +31,10 @@ def answer(approval_id: str, decision: str) -> Any:
     token = data.get("token")
     if not isinstance(token, str):
         raise BadValues("`token` must be a string.")
-    values = data.get("values") if decision == "submit" else None
-    if decision == "submit" and not isinstance(values, dict):
+    values = data.get("values") if decision == Decision.SUBMIT else None
+    if decision == Decision.SUBMIT and not isinstance(values, dict):
         raise BadValues("`values` must be an object of field names to values.")
-    reason = data.get("reason") if decision == "decline" else None
+    reason = data.get("reason") if decision == Decision.DECLINE else None
     approval = copilot.answer(approval_id, token, actor, decision, values, reason)
     # Read only after the answer (a bad token is refused before anything is looked up); the
     # continuation's end is after this cursor if copilot.wait still finds it going.
@@ -93,8 +93,8 @@ def countersign_queue() -> Any:
     return jsonify(approvals=[second_prompt(a, actor) for a in waiting_for(actor.user, copilot.engine().registry)])
 
 
-@bp.post("/approvals/<approval_id>/countersign", defaults={"decision": "countersign"}, endpoint="countersign")
-@bp.post("/approvals/<approval_id>/countersign/decline", defaults={"decision": "decline"}, endpoint="countersign_decline")
+@bp.post("/approvals/<approval_id>/countersign", defaults={"decision": Decision.COUNTERSIGN}, endpoint="countersign")
+@bp.post("/approvals/<approval_id>/countersign/decline", defaults={"decision": Decision.DECLINE}, endpoint="countersign_decline")
 @limit_per_person_and_address("ANSWERS")
 def countersign(approval_id: str, decision: str) -> Any:
     """The second signature (or a decline, with an optional `reason`), with the countersignature
@@ -111,7 +111,7 @@ def countersign(approval_id: str, decision: str) -> Any:
     return jsonify(id=approval.id, status=approval.status, outcome=card_label(approval), decided_by=by)
 
 
-@bp.post("/approvals/<approval_id>/<any(edit, refresh):decision>")
+@bp.post(f"/approvals/<approval_id>/<any({', '.join(REVISED)}):decision>")
 @limit_per_person_and_address("ANSWERS")
 def revise(approval_id: str, decision: str) -> Any:
     """Edit a pending card (`values`: the edited fields), or ask a changed card afresh: 201 with
@@ -122,8 +122,8 @@ def revise(approval_id: str, decision: str) -> Any:
     token = data.get("token")
     if not isinstance(token, str):
         raise BadValues("`token` must be a string.")
-    values = data.get("values") if decision == "edit" else None
-    if decision == "edit" and not isinstance(values, dict):
+    values = data.get("values") if decision == Decision.EDIT else None
+    if decision == Decision.EDIT and not isinstance(values, dict):
         raise BadValues("`values` must be an object of field names to values.")
     fresh = copilot.answer(approval_id, token, actor, decision, values)
     return jsonify(status=fresh.status, replaces=approval_id, approval=prompt(fresh, actor)), 201

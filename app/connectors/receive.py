@@ -18,7 +18,7 @@ from app.copilot.text import check_message
 from app.errors import CountersignError
 from app.extensions import db, redis_client
 from app.models import Approval, ConnectorIdentity, ConnectorThread, Conversation
-from app.status import OUTCOMES, Status
+from app.status import OUTCOMES, Decision, Status
 
 log = logging.getLogger(__name__)
 
@@ -168,12 +168,12 @@ def _reply(
     key = wait_key(inbound.connector, inbound.thread_key, identity.user_id)
     if not redis_client.client.delete(key):
         return None  # another delivery consumed it first
-    decision = "confirm" if first_line(inbound.text).lower() == "yes" else "decline"
+    decision = Decision.CONFIRM if first_line(inbound.text).lower() == "yes" else Decision.DECLINE
     binding = f"{inbound.connector}:{inbound.thread_key}"
     actor = Actor(user=identity.user, binding=binding, channel=inbound.connector)
     approval_id = approval.id
     try:
-        reason = decline_reason(inbound.text) if decision == "decline" else None
+        reason = decline_reason(inbound.text) if decision == Decision.DECLINE else None
         proof = ChannelProof(f"{inbound.connector} verified sender")
         status = copilot.answer(approval_id, proof, actor, decision, reason=reason).status
     except CountersignError as error:

@@ -38,7 +38,7 @@ from app.copilot.turns import (
 from app.errors import Expired
 from app.extensions import db
 from app.models import Approval, Conversation, Message, Run, User
-from app.status import Status
+from app.status import Decision, Status
 
 __all__ = [
     "Engine",
@@ -103,13 +103,13 @@ def answer(
     the model's words follow on its events. An edit or a refresh returns the fresh card, which
     keeps the run waiting."""
     try:
-        if decision == "decline":
+        if decision == Decision.DECLINE:
             values = {"reason": reason}  # the person's words for the model (revise.answer)
         approval = queued(approvals.answer(approval_id, proof, actor, decision, registry(), values))
     except Expired:
         _tell_expired(approval_id, actor)
         raise
-    if approval.status == Status.COUNTERSIGNING and decision == "confirm":
+    if approval.status == Status.COUNTERSIGNING and decision == Decision.CONFIRM:
         turns.queue_countersign_notice(approval)
     turns.resume_if_ready(approval.run_id)
     return approval

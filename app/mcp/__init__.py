@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.mcp.hints import ANNOTATIONS
-from app.status import ApprovalType
+from app.status import ApprovalType, Decision
 
 log = logging.getLogger(__name__)
 AUDIENCE = "countersign"
@@ -258,7 +258,7 @@ def _call(token_id: int, params: types.CallToolRequestParams) -> Any:
         if actor.agent:  # the person fills it on the card's page; the agent never sees the values
             return Ask(approval.id, "form", f"{form['message']} Fill it in Countersign.", {}, card_url(approval.id))
         return Ask(approval.id, "form", form["message"], form["requestedSchema"], card_url(approval.id), by_url=False)
-    return Ask(approval.id, "confirm", f"{approval.reason} Confirm it in Countersign.", {}, card_url(approval.id))
+    return Ask(approval.id, ApprovalType.CONFIRM, f"{approval.reason} Confirm it in Countersign.", {}, card_url(approval.id))
 
 
 def _refused(token_id: int, arguments: dict[str, Any]) -> types.CallToolResult | None:
@@ -308,7 +308,7 @@ def _answer(token_id: int, approval_id: str, answer: types.ElicitResult | None, 
     if actor.agent and approval.status == Status.PENDING and answer is not None:
         if answer.action != "accept" or answer.content:  # an answer, not "I opened the link"
             try:
-                copilot.answer(approval.id, proof, actor, "decline")  # refused first thing, audited
+                copilot.answer(approval.id, proof, actor, Decision.DECLINE)  # refused first thing, audited
             except CountersignError:
                 db.session.rollback()
             return _text(
@@ -318,7 +318,7 @@ def _answer(token_id: int, approval_id: str, answer: types.ElicitResult | None, 
     decision = _decision(approval.type, answer)
     if approval.status == Status.PENDING and decision is not None:
         try:
-            values = dict(answer.content or {}) if answer is not None and decision == "submit" else None
+            values = dict(answer.content or {}) if answer is not None and decision == Decision.SUBMIT else None
             approval = copilot.answer(approval.id, proof, actor, decision, values)
         except CountersignError as error:
             db.session.rollback()
@@ -337,7 +337,7 @@ def _decision(kind: str, answer: types.ElicitResult | None) -> str | None:
     if answer is None:
         return None
     if kind == ApprovalType.FORM and answer.action == "accept":
-        return "submit"
+        return Decision.SUBMIT
     if answer.action == "decline":
-        return "decline"
-    return "cancel" if kind == ApprovalType.FORM and answer.action == "cancel" else None
+        return Decision.DECLINE
+    return Decision.CANCEL if kind == ApprovalType.FORM and answer.action == "cancel" else None

@@ -27,10 +27,12 @@ from app.status._outcomes import (
     model_line,
 )
 from app.status._words import (
+    ANSWERED,
     FINAL,
     GOING,
     PASS_ENDS,
     RETRYABLE,
+    REVISED,
     ApprovalType,
     Decision,
     Delivery,
@@ -44,6 +46,8 @@ from app.status._words import (
 )
 
 __all__ = [
+    "ANSWERED",
+    "REVISED",
     "CONFIRMED_BY",
     "CONFIRMER",
     "COUNTERSIGNED_BY",

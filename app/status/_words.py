@@ -112,6 +112,11 @@ class Decision(StrEnum):
     EXPIRE = "expire"
 
 
+# The answers with a route of their own (…/confirm, …), and the two that make a fresh card.
+ANSWERED = (Decision.CONFIRM, Decision.DECLINE, Decision.CANCEL, Decision.SUBMIT)
+REVISED = (Decision.EDIT, Decision.REFRESH)
+
+
 class EventType(StrEnum):
     """An entry of a conversation's live stream (its SSE event name)."""
 

@@ -16,7 +16,7 @@ from app.copilot.events import Event
 from app.errors import CountersignError, FormInvalid, NotFound, WrongPerson
 from app.extensions import db, limit_per_person_and_address
 from app.models import Approval, Conversation, utcnow
-from app.status import EventType, Status
+from app.status import ANSWERED, REVISED, Decision, EventType, Status
 from app.web.blueprint import bp
 from app.web.cards import card_context, edit_errors, render_partial, submitted_values
 from app.web.messages import messages_after, render_messages
@@ -82,8 +82,8 @@ def _second_person(approval: Approval, actor: Actor) -> bool:
     return approval.decided_by == actor.user.id or may_countersign(approval, actor.user, copilot.engine().registry)
 
 
-@bp.post("/approvals/<approval_id>/countersign", defaults={"decision": "countersign"}, endpoint="countersign")
-@bp.post("/approvals/<approval_id>/countersign/decline", defaults={"decision": "decline"}, endpoint="countersign_decline")
+@bp.post("/approvals/<approval_id>/countersign", defaults={"decision": Decision.COUNTERSIGN}, endpoint="countersign")
+@bp.post("/approvals/<approval_id>/countersign/decline", defaults={"decision": Decision.DECLINE}, endpoint="countersign_decline")
 @login_required
 @limit_per_person_and_address("ANSWERS")
 def countersign(approval_id: str, decision: str) -> Any:
@@ -113,7 +113,7 @@ def countersign(approval_id: str, decision: str) -> Any:
     return response
 
 
-@bp.post("/approvals/<approval_id>/<any(confirm, decline, cancel, submit):decision>")
+@bp.post(f"/approvals/<approval_id>/<any({', '.join(ANSWERED)}):decision>")
 @login_required
 @limit_per_person_and_address("ANSWERS")
 def answer(approval_id: str, decision: str) -> Any:
@@ -121,8 +121,8 @@ def answer(approval_id: str, decision: str) -> Any:
     actor = current_actor()
     token = request.form.get("token", "")
     try:
-        values = submitted_values(approval_id) if decision == "submit" else None
-        reason = request.form.get("reason") if decision == "decline" else None
+        values = submitted_values(approval_id) if decision == Decision.SUBMIT else None
+        reason = request.form.get("reason") if decision == Decision.DECLINE else None
         approval = copilot.answer(approval_id, token, actor, decision, values, reason)
     except CountersignError as error:
         current = db.session.get(Approval, approval_id)
@@ -153,7 +153,7 @@ def answer(approval_id: str, decision: str) -> Any:
     return response
 
 
-@bp.post("/approvals/<approval_id>/<any(edit, refresh):decision>")
+@bp.post(f"/approvals/<approval_id>/<any({', '.join(REVISED)}):decision>")
 @login_required
 @limit_per_person_and_address("ANSWERS")
 def revise(approval_id: str, decision: str) -> Any:
@@ -161,7 +161,7 @@ def revise(approval_id: str, decision: str) -> Any:
     the fresh card (both replace the old card's fragment), which the person then confirms."""
     actor = current_actor()
     token = request.form.get("token", "")
-    values = {k: v for k, v in request.form.items() if k not in ("token", "csrf_token")} if decision == "edit" else None
+    values = {k: v for k, v in request.form.items() if k not in ("token", "csrf_token")} if decision == Decision.EDIT else None
     try:
         fresh = copilot.answer(approval_id, token, actor, decision, values)
     except CountersignError as error:
@@ -170,7 +170,7 @@ def revise(approval_id: str, decision: str) -> Any:
             raise
         db.session.refresh(old)
         context = card_context(old, actor, error.message)
-        if decision == "edit":
+        if decision == Decision.EDIT:
             edit_errors(context, request.form, error.fields if isinstance(error, FormInvalid) else {})
         response = make_response(render_partial(old, context), error.status)
         response.headers["Vary"] = "HX-Request"

@@ -18,9 +18,7 @@ from app.api.openapi.pieces import (
     query,
     ref,
 )
-from app.status import Decision
-
-ANSWERED = (Decision.CONFIRM, Decision.DECLINE, Decision.CANCEL, Decision.SUBMIT)  # answers of their own route
+from app.status import ANSWERED, REVISED, Decision
 
 ANSWER_DESCRIPTION = (
     "Decided in this request (a confirmed card's handle() runs here); the model's "
@@ -31,9 +29,9 @@ ANSWER_DESCRIPTION = (
 
 def _answer(decision: str) -> dict[str, Any]:
     """POST /api/approvals/{id}/<decision>: a person's answer to a card."""
-    submit = decision == "submit"
+    submit = decision == Decision.SUBMIT
     fields: dict[str, Any] = {"token": {"type": "string"}, **({"values": {"type": "object"}} if submit else {})}
-    if decision == "decline":
+    if decision == Decision.DECLINE:
         fields["reason"] = {"type": "string", "maxLength": 1000, "description": "Why, for the assistant (optional)"}
     return {
         "post": operation(
@@ -84,13 +82,13 @@ def approval_paths() -> dict[str, Any]:
             )
         },
         **{f"/api/approvals/{{id}}/{d}": _answer(d) for d in ANSWERED},
-        **{f"/api/approvals/{{id}}/{d}": _revise(d) for d in (Decision.EDIT, Decision.REFRESH)},
+        **{f"/api/approvals/{{id}}/{d}": _revise(d) for d in REVISED},
     }
 
 
 def _revise(decision: str) -> dict[str, Any]:
     """POST /api/approvals/{id}/edit|refresh: a fresh card from an edit, or of a changed card."""
-    edit = decision == "edit"
+    edit = decision == Decision.EDIT
     fields = {"token": {"type": "string"}, **({"values": {"type": "object"}} if edit else {})}
     fresh = object_of({"status": {"type": "string"}, "replaces": {"type": "string"}, "approval": ref("Prompt")})
     return {

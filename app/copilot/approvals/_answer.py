@@ -16,13 +16,13 @@ from app.copilot.approvals._machine import check_open, claim
 from app.copilot.approvals._tokens import Actor, ChannelProof, verify
 from app.errors import BadValues
 from app.models import Approval
-from app.status import Status
+from app.status import ApprovalType, Decision, Status
 
 # What each answer may be given to (None: either kind) and the status its claim moves to.
-ANSWERS = {
-    "confirm": ("confirm", Status.RUNNING),
-    "cancel": ("form", Status.CANCELLED),
-    "submit": ("form", Status.RUNNING),
+ANSWERS: dict[str, tuple[ApprovalType, Status]] = {
+    Decision.CONFIRM: (ApprovalType.CONFIRM, Status.RUNNING),
+    Decision.CANCEL: (ApprovalType.FORM, Status.CANCELLED),
+    Decision.SUBMIT: (ApprovalType.FORM, Status.RUNNING),
 }  # and revise.ANSWERS: decline (with the person's reason), edit, refresh
 
 
@@ -44,13 +44,13 @@ def answer(
         return revise.answer(approval, actor, decision, registry, values or {})
     only_for, target = ANSWERS[decision]
     if only_for is not None and approval.type != only_for:
-        if decision == "submit":
+        if decision == Decision.SUBMIT:
             raise BadValues("This card has no form: confirm or decline it.")
         raise BadValues(f"This {approval.type} cannot be answered with {decision}.")
     check_open(approval, actor)
-    if decision == "submit":
+    if decision == Decision.SUBMIT:
         return submit(approval, actor, registry, values or {})
-    if decision == "confirm" and approval.countersign:  # the first of two signatures: nothing runs yet
+    if decision == Decision.CONFIRM and approval.countersign:  # the first of two signatures: nothing runs yet
         return first_signature(approval, proof, actor)
     claim(approval, target, actor)
     return confirmed(approval, actor, registry) if target is Status.RUNNING else approval

@@ -17,7 +17,7 @@ from app.copilot.approvals._tokens import Actor, ChannelProof, refuse, verify_se
 from app.errors import AlreadyDecided, BadValues, Expired, NeedsSecondSignature, WrongPerson
 from app.extensions import db
 from app.models import Approval, User, utcnow
-from app.status import Refusal, Status
+from app.status import Decision, Refusal, Status
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def countersign(
     if not may_countersign(approval, actor.user, registry):
         who = f"Only {approval.countersign} of this tenant may countersign this."
         raise refuse(WrongPerson(who), Refusal.COUNTERSIGN_NOT_ALLOWED, actor, approval, approval.id)
-    if decision == "decline":
+    if decision == Decision.DECLINE:
         said = revise.reason(reason)  # the second person's words for the model, checked as the first's
         detail = "a reason was given" if said else ""
         claim(approval, Status.DECLINED, actor, detail, source=Status.COUNTERSIGNING, feedback=said)

@@ -27,10 +27,14 @@ from app.copilot.text import text_problem
 from app.errors import AlreadyDecided, BadValues, CountersignError, TooManyPending, UnstorableText, WrongPerson
 from app.extensions import db
 from app.models import Approval, Message, Run
-from app.status import SECOND_DECLINED, ApprovalType, Refusal, Role, RunNext, RunStatus, Status
+from app.status import SECOND_DECLINED, ApprovalType, Decision, Refusal, Role, RunNext, RunStatus, Status
 
 # What each of these answers may be given to (None: a card or a form).
-ANSWERS = {"decline": None, "edit": "confirm", "refresh": "confirm"}
+ANSWERS: dict[str, ApprovalType | None] = {
+    Decision.DECLINE: None,
+    Decision.EDIT: ApprovalType.CONFIRM,
+    Decision.REFRESH: ApprovalType.CONFIRM,
+}
 REASON_MAX = 1000  # characters of a decline's reason (the person's words to the model)
 
 
@@ -39,10 +43,10 @@ def answer(approval: Approval, actor: Actor, decision: str, registry: Registry, 
     edited values: returns the fresh card), 'refresh' (a changed card: returns its fresh card)."""
     if ANSWERS[decision] is not None and approval.type != ANSWERS[decision]:
         raise BadValues(f"This {approval.type} cannot be answered with {decision}.")
-    if decision == "refresh":
+    if decision == Decision.REFRESH:
         return _refresh(approval, actor, registry)
-    approvals.check_open(approval, actor, withdrawing=decision == "decline")
-    if decision == "edit":
+    approvals.check_open(approval, actor, withdrawing=decision == Decision.DECLINE)
+    if decision == Decision.EDIT:
         return _edit(approval, actor, registry, values)
     said = reason(values.get("reason"))
     # The person may still withdraw a card that waits for its countersignature.

@@ -28,6 +28,7 @@ from app.copilot.kit._contract import check_action
 from app.copilot.kit._model import QueuedModel
 from app.copilot.kit._revise import ERRORS, Revisions
 from app.errors import CountersignError
+from app.status import Decision
 
 
 class Clock:
@@ -54,16 +55,16 @@ class Card(Revisions):
     token: str
 
     def confirm(self) -> str:
-        return self.copilot._answer(self, "confirm")
+        return self.copilot._answer(self, Decision.CONFIRM)
 
     def decline(self, reason: str | None = None) -> str:
-        return self.copilot._answer(self, "decline", reason=reason)
+        return self.copilot._answer(self, Decision.DECLINE, reason=reason)
 
     def cancel(self) -> str:
-        return self.copilot._answer(self, "cancel")
+        return self.copilot._answer(self, Decision.CANCEL)
 
     def submit(self, **values: Any) -> str:
-        return self.copilot._answer(self, "submit", values)
+        return self.copilot._answer(self, Decision.SUBMIT, values)
 
 
 class Copilot:

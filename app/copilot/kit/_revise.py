@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Protocol, Self
 
 from app.errors import CountersignError
-from app.status import Status
+from app.status import Decision, Status
 
 
 class Kit(Protocol):
@@ -44,15 +44,15 @@ class Revisions:
 
     def edit(self, **values: Any) -> Self:
         """Edit the card's editable fields: the fresh card to confirm (ValueError naming why not)."""
-        return self._revise("edit", values)
+        return self._revise(Decision.EDIT, values)
 
     def countersign(self, decline: bool = False, reason: str | None = None) -> str:
         """The second signature, by the kit's current person (`decline`: refuse it instead, with a reason)."""
-        return self.copilot._answer(self, "decline" if decline else "countersign", reason=reason, second=True)
+        return self.copilot._answer(self, Decision.DECLINE if decline else "countersign", reason=reason, second=True)
 
     def refresh(self) -> Self:
         """A changed card's Fresh card: a new card of the same request, built again."""
-        return self._revise("refresh", None)
+        return self._revise(Decision.REFRESH, None)
 
     @property
     def changes(self) -> list[dict[str, str]]:
