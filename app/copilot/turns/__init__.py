@@ -6,6 +6,7 @@ pydantic-ai with it) is imported by the first pass, not at start."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask
@@ -15,7 +16,6 @@ from app.copilot.turns._agent import Engine, call_direct, context_for, engine
 from app.copilot.turns._jobs import call, drain, submit
 from app.copilot.turns._notices import queue_countersign_notice
 from app.copilot.turns._runs import (
-    Listener,
     active,
     answers,
     card_message_id,
@@ -30,6 +30,11 @@ from app.copilot.turns._runs import (
     sweep_dead,
     wait,
 )
+from app.models import Message
+
+# Called with (conversation_id, the messages a pass added) after each pass ends: the chat
+# connectors post them into their threads.
+Listener = Callable[[int, list[Message]], None]
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse

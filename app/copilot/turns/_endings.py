@@ -10,6 +10,7 @@ import time
 from typing import Any, Protocol
 
 import sqlalchemy as sa
+from flask import current_app
 from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError, UnexpectedModelBehavior, UsageLimitExceeded
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolReturnPart
 from pydantic_ai.tools import DeferredToolRequests
@@ -71,7 +72,7 @@ def end(work: Pass, status: str, added: list[Message], conversation_history: str
     db.session.add_all(added)
     db.session.commit()
     runs.publish_end(run, work.step, status, [m.id for m in added])
-    for listener in list(runs.listeners()):
+    for listener in list(current_app.extensions.get("turns.listeners", ())):  # (turns.listen)
         try:
             listener(run.conversation_id, added)
         except Exception:

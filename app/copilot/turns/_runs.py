@@ -5,10 +5,9 @@ No function here waits on a model (DESIGN §6.10): turns.execute runs the pass i
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import sqlalchemy as sa
-from flask import current_app
 from redis.exceptions import RedisError
 from sqlalchemy.orm import aliased
 
@@ -26,16 +25,6 @@ log = logging.getLogger(__name__)
 STOP_FOR = 3600  # seconds a stop request waits for its pass to notice it
 
 NOTHING_RAN = "Stopped. Nothing ran."  # a stopped pass's notice when nothing ran in it
-
-# Called with (conversation_id, the messages a pass added) after each pass ends: the chat
-# connectors post them into their threads. Registered per app (turns.listen, from init_app).
-Listener = Callable[[int, list[Message]], None]
-
-
-def listeners() -> list[Listener]:
-    """This app's turn listeners."""
-    found: list[Listener] = current_app.extensions.get("turns.listeners", [])
-    return found
 
 
 def narrow(*toolsets: Sequence[str] | None) -> tuple[str, ...] | None:
