@@ -57,7 +57,9 @@ class McpServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        wait_for_port(self.port, 60, self.proc)
+        # A start takes a few seconds on a quiet machine and was seen to take 48 s on a loaded one;
+        # a process that exits fails at once (wait_for_port watches it).
+        wait_for_port(self.port, 180, self.proc)
 
     def kill(self):
         self.proc.kill()
