@@ -21,7 +21,7 @@ from app.copilot.tokens import Actor, may_answer, sign, sign_second
 from app.errors import BadValues
 from app.extensions import csrf, db, limit_per_person_and_address
 from app.json_body import json_object
-from app.models import Approval, Conversation, Message, User
+from app.models import Approval, Conversation, Message, User, utcnow
 from app.status import Status
 
 bp = Blueprint("api", __name__)
@@ -103,14 +103,15 @@ def message_json(message: Message) -> dict[str, Any]:
 
 def pending_in(conversation_id: int, actor: Actor) -> list[dict[str, Any]]:
     """The conversation's pending cards and forms, as this credential may see them (one past its
-    time is marked expired first, not listed with a token)."""
-    agent.expire_due(conversation_id)
-    rows = db.session.scalars(
-        sa.select(Approval)
-        .where(Approval.conversation_id == conversation_id, Approval.status == Status.PENDING)
-        .order_by(Approval.created_at)
+    time is marked expired first, not listed with a token). One statement when none is due."""
+    waiting = sa.select(Approval, Approval.expires_at <= utcnow()).where(
+        Approval.conversation_id == conversation_id, Approval.status.in_((Status.PENDING, Status.COUNTERSIGNING))
     )
-    return [prompt(a, actor) for a in rows]
+    rows = db.session.execute(waiting.order_by(Approval.created_at)).all()
+    if any(due for _, due in rows):
+        agent.expire_due(conversation_id)  # (then read again as they are now, not as loaded)
+        rows = db.session.execute(waiting.order_by(Approval.created_at).execution_options(populate_existing=True)).all()
+    return [prompt(a, actor) for a, _ in rows if a.status == Status.PENDING]
 
 
 def own_conversation(conversation_id: int, actor: Actor) -> Conversation:

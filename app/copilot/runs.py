@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
 from redis.exceptions import RedisError
-from sqlalchemy.orm import aliased
+from sqlalchemy.orm import aliased, joinedload
 
 from app.copilot import events, jobs
 from app.copilot.text import first_title
@@ -108,11 +108,21 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     return said, run
 
 
-def publish_end(run: Run, step: int, state: str, message_ids: list[int]) -> None:
-    """Tell the conversation's streams that this pass ended, how, and which messages it wrote."""
-    events.publish(
-        run.conversation_id, "turn", run=run.id, step=step, state=state, messages=message_ids, answers=answers(run, step)
+def publish_end(run: Run, step: int, state: str, message_ids: list[int]) -> bool:
+    """Tell the conversation's streams that this pass ended, how, and which messages it wrote; in
+    the same step, forget its heartbeat and any stop asked for it (a later pass of the run starts
+    afresh). False when Redis was away."""
+    published = events.publish(
+        run.conversation_id,
+        "turn",
+        forget=(alive_key(run.id), stop_key(run.id)),
+        run=run.id,
+        step=step,
+        state=state,
+        messages=message_ids,
+        answers=answers(run, step),
     )
+    return published is not None
 
 
 def answers(run: Run, step: int) -> int | None:
@@ -239,8 +249,9 @@ def stop_requested(run_id: int) -> bool:
 def claim(run_id: int) -> Run | None:
     """Take the run's pass for this worker: only if it is queued, first in its conversation's line,
     and no other pass of the conversation is running (the running pass queues the next one when it
-    ends). One conditional UPDATE decides; one worker wins."""
-    run = db.session.get(Run, run_id)
+    ends). One conditional UPDATE decides; one worker wins. (The person's message comes with the
+    run, in the same statement: a first pass reads it next.)"""
+    run = db.session.get(Run, run_id, options=[joinedload(Run.message)])
     if run is None or run.status != RunStatus.QUEUED:
         db.session.rollback()
         return None
