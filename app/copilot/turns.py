@@ -50,10 +50,7 @@ async def execute(app: Flask, run_id: int) -> None:
         # on one loop, stalls them all waiting for the pool).
         db.session().expire_on_commit = False
         try:
-            # The database's steps run in the loop's threads, not on it: a commit waiting for the
-            # disk or for another writer (SQLite's lock) holds up this pass only, not every pass
-            # on the loop. (One step at a time: the pass's session is never used by two threads.)
-            run = await asyncio.to_thread(runs.claim, run_id)
+            run = runs.claim(run_id)
             if run is None:
                 return
             conversation_id = run.conversation_id
@@ -65,7 +62,7 @@ async def execute(app: Flask, run_id: int) -> None:
                 beat.cancel()
                 if not forgotten:  # (a pass's published end forgets its heartbeat in the same step)
                     _forget_alive(run.id)
-            await asyncio.to_thread(runs.queue_next, conversation_id)
+            runs.queue_next(conversation_id)
         finally:
             db.session.remove()
 
@@ -74,7 +71,7 @@ async def _run(run: Run) -> bool:
     """One pass: stream the model's words, run its tool calls, end it done, paused, stopped or
     failed. True when its end was published (which also forgot its heartbeat and stop request)."""
     eng = engine()
-    work = await asyncio.to_thread(prepare, run)
+    work = prepare(run)
     turn = Turn(
         ctx=context_for(work.user, run.channel or "web"),
         run=run,
@@ -103,12 +100,12 @@ async def _run(run: Run) -> bool:
             result = await _iterate(eng, work, turn, text, held)
     except (Stopped, events.Refused):
         messages = held[0].all_messages() if held else list(work.history)
-        return await asyncio.to_thread(end_stopped, work, messages, text, started)
+        return end_stopped(work, messages, text, started)
     except Exception as exc:  # the model or an action broke mid-pass: end it failed, say so
         if not isinstance(exc, UsageLimitExceeded | ModelAPIError | UnexpectedModelBehavior):
             log.exception("pass of run %s raised", run.id)
-        return await asyncio.to_thread(end_failed, work, exc, started)
-    return await asyncio.to_thread(end_finished, work, turn, result, started)
+        return end_failed(work, exc, started)
+    return end_finished(work, turn, result, started)
 
 
 async def _iterate(eng: Engine, work: Pass, turn: Turn, text: _Words, held: list[Any]) -> Any:
