@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from redis.exceptions import RedisError
@@ -112,17 +113,9 @@ def publish_end(run: Run, step: int, state: str, message_ids: list[int]) -> bool
     """Tell the conversation's streams that this pass ended, how, and which messages it wrote; in
     the same step, forget its heartbeat and any stop asked for it (a later pass of the run starts
     afresh). False when Redis was away."""
-    published = events.publish(
-        run.conversation_id,
-        "turn",
-        forget=(alive_key(run.id), stop_key(run.id)),
-        run=run.id,
-        step=step,
-        state=state,
-        messages=message_ids,
-        answers=answers(run, step),
-    )
-    return published is not None
+    forget = (alive_key(run.id), stop_key(run.id))
+    data: dict[str, Any] = {"run": run.id, "step": step, "state": state, "messages": message_ids, "answers": answers(run, step)}
+    return events.publish(run.conversation_id, "turn", forget=forget, **data) is not None
 
 
 def answers(run: Run, step: int) -> int | None:
@@ -249,8 +242,7 @@ def stop_requested(run_id: int) -> bool:
 def claim(run_id: int) -> Run | None:
     """Take the run's pass for this worker: only if it is queued, first in its conversation's line,
     and no other pass of the conversation is running (the running pass queues the next one when it
-    ends). One conditional UPDATE decides; one worker wins. (The person's message comes with the
-    run, in the same statement: a first pass reads it next.)"""
+    ends). One conditional UPDATE decides; one worker wins. (The run is read with its message.)"""
     run = db.session.get(Run, run_id, options=[joinedload(Run.message)])
     if run is None or run.status != RunStatus.QUEUED:
         db.session.rollback()
