@@ -177,7 +177,7 @@ class Peak:
         self.thread.join()
 
 
-def warm_up(port: int, token: str, width: int = 8, rounds: int = 3) -> None:
+def warm_up(port: int, token: str, width: int = 8, rounds: int = 3, ready_s: float = 300.0) -> None:
     """First imports and connections in every web worker and in the turn worker: instant turns
     ("[warm]", answered at once by the fake) waited for as a plain POST waits, sign-in pages, and
     event streams opened and closed. Raises when a turn is not answered (no worker running?)."""
@@ -188,14 +188,15 @@ def warm_up(port: int, token: str, width: int = 8, rounds: int = 3) -> None:
     def turn(convo: int) -> None:
         client = Client(port, token)
         status, body, _ = client.post(f"/api/conversations/{convo}/messages", {"text": "[warm] hello"})
-        deadline = time.monotonic() + 60
-        while status == 202 and time.monotonic() < deadline:
-            # Not answered within the POST's own wait: a turn worker still starting (it imports the
-            # agent and its model's SDK first; slow on a loaded machine). Its answer comes later.
-            time.sleep(0.5)
-            got, body, _ = client.get(f"/api/conversations/{convo}")
-            if got == 200 and any(m.get("role") == "assistant" for m in body.get("messages", [])):
-                status = 200
+        # A turn still going after the POST's wait (202, or a 500 when the wait broke: on a loaded
+        # machine the worker may still be starting) is waited for on the conversation, up to
+        # `ready_s`, before the run is measured.
+        deadline = time.monotonic() + ready_s
+        while status != 200 and time.monotonic() < deadline:
+            time.sleep(1)
+            _, got, _ = client.get(f"/api/conversations/{convo}")
+            if any(m.get("role") == "assistant" for m in got.get("messages", [])):
+                status, body = 200, got
         if status != 200 or not any(m.get("role") == "assistant" for m in body.get("messages", [])):
             problems.append(f"{status} {body}")
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)

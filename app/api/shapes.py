@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from app import copilot
 from app.copilot.approvals import Actor, card_label, decided_by_line, may_answer, sign
 from app.extensions import db
-from app.models import Approval, Conversation, Message
+from app.models import Approval, Conversation, Message, utcnow
 from app.status import ApprovalType, Role, Status
 
 
@@ -71,14 +71,15 @@ def message_json(message: Message) -> dict[str, Any]:
 
 def pending_in(conversation_id: int, actor: Actor) -> list[dict[str, Any]]:
     """The conversation's pending cards and forms, as this credential may see them (one past its
-    time is marked expired first, not listed with a token)."""
-    copilot.expire_due(conversation_id)
-    rows = db.session.scalars(
-        sa.select(Approval)
-        .where(Approval.conversation_id == conversation_id, Approval.status == Status.PENDING)
-        .order_by(Approval.created_at)
+    time is marked expired first, not listed with a token). One statement when none is due."""
+    waiting = sa.select(Approval, Approval.expires_at <= utcnow()).where(
+        Approval.conversation_id == conversation_id, Approval.status.in_((Status.PENDING, Status.COUNTERSIGNING))
     )
-    return [prompt(a, actor) for a in rows]
+    rows = db.session.execute(waiting.order_by(Approval.created_at)).all()
+    if any(due for _, due in rows):
+        copilot.expire_due(conversation_id)  # (then read again as they are now, not as loaded)
+        rows = db.session.execute(waiting.order_by(Approval.created_at).execution_options(populate_existing=True)).all()
+    return [prompt(a, actor) for a, _ in rows if a.status == Status.PENDING]
 
 
 def conversation_json(conversation: Conversation) -> dict[str, Any]:

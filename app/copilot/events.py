@@ -49,23 +49,46 @@ class Refused(Exception):
     """The event was not appended: the key it was to be held back by exists (a stop asked for)."""
 
 
-# One round trip: append, keep the stream EVENTS_TTL seconds more; with KEYS[2], only while that
-# key does not exist (checked by Redis in the same step, so nothing is appended after it is set).
+# One round trip: append, keep the stream EVENTS_TTL seconds more; with an `unless` key (ARGV[5]
+# is 1: KEYS[2]), only while that key does not exist (checked by Redis in the same step, so nothing
+# is appended after it is set). Then, in the same step, the keys after it: ARGV[6] of them are
+# deleted (a pass's end forgets its heartbeat and its stop request), and with ARGV[7] the last
+# one is set for that many seconds (a pass's start says it is alive).
 _APPEND = """
-if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then return false end
+local unless = tonumber(ARGV[5])
+if unless == 1 and redis.call('EXISTS', KEYS[2]) == 1 then return false end
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[2], 'data', ARGV[3])
 redis.call('EXPIRE', KEYS[1], ARGV[4])
+local forget = tonumber(ARGV[6])
+for i = 2 + unless, 1 + unless + forget do redis.call('DEL', KEYS[i]) end
+if ARGV[7] ~= '' then redis.call('SET', KEYS[#KEYS], '1', 'EX', ARGV[7]) end
 return id
 """
 
 
-def publish(conversation_id: int, type: str, unless: str | None = None, **data: Any) -> str | None:
+def publish(
+    conversation_id: int,
+    type: str,
+    unless: str | None = None,
+    forget: tuple[str, ...] = (),
+    alive: tuple[str, int] | None = None,
+    **data: Any,
+) -> str | None:
     """Append an event (trimmed to EVENTS_MAXLEN, kept EVENTS_TTL seconds after the last one); its
     id, or None when Redis is away (the turn goes on: the database is the truth). With `unless`, a
-    Redis key: Refused when it exists, and then nothing was appended."""
+    Redis key: Refused when it exists, and then nothing was appended (nor deleted or set). In the
+    same round trip, the keys in `forget` are deleted and `alive` (a key, seconds) is set."""
     config = current_app.config
-    keys = [key(conversation_id), *([unless] if unless else [])]
-    args = [config["EVENTS_MAXLEN"], type, json.dumps(data), config["EVENTS_TTL"]]
+    keys = [key(conversation_id), *([unless] if unless else []), *forget, *([alive[0]] if alive else [])]
+    args = [
+        config["EVENTS_MAXLEN"],
+        type,
+        json.dumps(data),
+        config["EVENTS_TTL"],
+        1 if unless else 0,
+        len(forget),
+        alive[1] if alive else "",
+    ]
     try:
         event_id = _appender()(keys=keys, args=args)
     except RedisError as error:
@@ -102,11 +125,15 @@ def _appender() -> Any:
 
 
 def _append_steps(client: Any, keys: list[str], args: list[Any]) -> Any:
-    if len(keys) > 1 and client.exists(keys[1]):
+    maxlen, type, data, ttl, unless, forget, alive = args
+    if unless and client.exists(keys[1]):
         return None
-    maxlen, type, data, ttl = args
     event_id = client.xadd(keys[0], {"type": type, "data": data}, maxlen=maxlen, approximate=True)
     client.expire(keys[0], ttl)
+    for name in keys[1 + unless : 1 + unless + forget]:
+        client.delete(name)
+    if alive != "":
+        client.set(keys[-1], "1", ex=alive)
     return event_id
 
 

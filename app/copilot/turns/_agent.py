@@ -40,6 +40,7 @@ class Turn:
     step: int
     created: list[Approval] = field(default_factory=list)
     allowed: frozenset[str] | None = None
+    ran: int = 0  # tool calls this pass made (answers decided before it, by people, are not its own)
 
     def reaches(self, name: str) -> bool:
         return self.allowed is None or name in self.allowed

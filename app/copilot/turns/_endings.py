@@ -14,12 +14,11 @@ from flask import current_app
 from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError, UnexpectedModelBehavior, UsageLimitExceeded
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolReturnPart
 from pydantic_ai.tools import DeferredToolRequests
-from redis.exceptions import RedisError
 
 from app.copilot.turns import _runs as runs
 from app.copilot.turns._agent import Turn
 from app.copilot.turns._history import NOT_RUN, Pass, answer_open_calls, dump, ran_in_pass, unanswered
-from app.extensions import db, redis_client, won
+from app.extensions import db, won
 from app.models import Conversation, Message, Run
 from app.status import Role, RunNext, RunStatus
 
@@ -54,15 +53,15 @@ def still_running(run_id: int) -> bool:
     return status == RunStatus.RUNNING
 
 
-def end(work: Pass, status: str, added: list[Message], conversation_history: str | None = None, **values: Any) -> None:
+def end(work: Pass, status: str, added: list[Message], conversation_history: str | None = None, **values: Any) -> bool:
     """Write the pass's end (the run's `values`), the conversation's history when given, and the
     pass's messages in one transaction, if the pass is still this worker's (the run's conditional
-    UPDATE decides, first); then publish the turn's end."""
+    UPDATE decides, first); then publish the turn's end. True when the end was published."""
     run = work.run
     if not won(sa.update(Run).where(Run.id == run.id, Run.status == RunStatus.RUNNING).values(status=status, **values)):
         db.session.rollback()
         log.warning("run %s ended elsewhere (interrupted?); its pass's end is dropped", run.id)
-        return
+        return False
     if conversation_history is not None:
         db.session.execute(
             sa.update(Conversation).where(Conversation.id == run.conversation_id).values(history=conversation_history)
@@ -71,12 +70,13 @@ def end(work: Pass, status: str, added: list[Message], conversation_history: str
         message.run_id, message.step = run.id, work.step
     db.session.add_all(added)
     db.session.commit()
-    runs.publish_end(run, work.step, status, [m.id for m in added])
+    published = runs.publish_end(run, work.step, status, [m.id for m in added])
     for listener in list(current_app.extensions.get("turns.listeners", ())):  # (turns.listen)
         try:
             listener(run.conversation_id, added)
         except Exception:
             log.exception("a turn listener failed for run %s", run.id)
+    return published
 
 
 def usage_after(run: Run, usage: Any, started: float) -> dict[str, Any]:
@@ -88,7 +88,7 @@ def usage_after(run: Run, usage: Any, started: float) -> dict[str, Any]:
     }
 
 
-def end_finished(work: Pass, turn: Turn, result: Any, started: float) -> None:
+def end_finished(work: Pass, turn: Turn, result: Any, started: float) -> bool:
     """Done, or paused on the cards it asked for: the conversation's history moves on."""
     run = work.run
     history = dump(result.all_messages())
@@ -101,12 +101,13 @@ def end_finished(work: Pass, turn: Turn, result: Any, started: float) -> None:
     else:
         status = RunStatus.DONE
     values = {"history": history, "step": work.step, "next": RunNext.RESULTS, **usage_after(run, result.usage, started)}
-    end(work, status, added, conversation_history=history, **values)
+    return end(work, status, added, conversation_history=history, **values)
 
 
-def end_stopped(work: Pass, messages: list[ModelMessage], text: Shown, started: float) -> None:
+def end_stopped(work: Pass, messages: list[ModelMessage], text: Shown, started: float) -> bool:
     """Stopped at a step: the history keeps what ran (calls it had not run are answered as not
-    run), the words shown so far are kept, and a notice says what ran."""
+    run), the words shown so far are kept, and a notice says what ran. (Its published end forgets
+    the stop request.)"""
     text.flush()
     history = list(messages)
     if len(history) < len(work.history):  # stopped before its first request went: what it read stands
@@ -131,7 +132,7 @@ def end_stopped(work: Pass, messages: list[ModelMessage], text: Shown, started: 
         )
     )
     moved = len(history) > len(work.history) or work.progressed or work.news
-    end(
+    return end(
         work,
         RunStatus.STOPPED,
         added,
@@ -140,19 +141,15 @@ def end_stopped(work: Pass, messages: list[ModelMessage], text: Shown, started: 
         next=RunNext.CONTINUE,
         duration_ms=(work.run.duration_ms or 0) + int((time.perf_counter() - started) * 1000),
     )
-    try:
-        redis_client.client.delete(runs.stop_key(work.run.id))
-    except RedisError:
-        pass
 
 
-def end_failed(work: Pass, exc: Exception, started: float) -> None:
+def end_failed(work: Pass, exc: Exception, started: float) -> bool:
     """The model failed: what ran stays (its history is saved), the person's message is kept,
     and a notice with Retry says so plainly. Retry runs this same pass again."""
     log.warning("pass of run %s failed: %s: %s", work.run.id, type(exc).__name__, exc)
     db.session.rollback()
     notice = Message(conversation_id=work.run.conversation_id, role=Role.ERROR, text=failure_message(exc))
-    end(
+    return end(
         work,
         RunStatus.FAILED,
         [notice],

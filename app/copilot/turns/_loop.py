@@ -76,6 +76,7 @@ def _tool(action: type[Action]) -> Tool[Turn]:
         # async on purpose: it runs on the pass's own thread and session. Each call is a short
         # transaction of its own, ended before the model is called again (none waits on a model).
         try:
+            ctx.deps.ran += 1
             said = call_action(ctx.deps, action, arguments, ctx.tool_call_id or "")
         except Paused as paused:
             db.session.commit()  # the card or form it created

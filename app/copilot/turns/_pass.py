@@ -36,7 +36,7 @@ from app.copilot.turns._endings import end_failed, end_finished, end_stopped, sa
 from app.copilot.turns._history import Pass, prepare
 from app.extensions import db, redis_client
 from app.models import Run
-from app.status import EventType, TurnState
+from app.status import EventType
 
 log = logging.getLogger(__name__)
 
@@ -58,18 +58,21 @@ async def execute(app: Flask, run_id: int) -> None:
                 return
             conversation_id = run.conversation_id
             beat = asyncio.create_task(_heartbeat(run.id, app.config["TURN_HEARTBEAT"]))
+            forgotten = False
             try:
-                await _run(run)
+                forgotten = await _run(run)
             finally:
                 beat.cancel()
-                _forget_alive(run.id)
+                if not forgotten:  # (a pass's published end forgets its heartbeat in the same step)
+                    _forget_alive(run.id)
             runs.queue_next(conversation_id)
         finally:
             db.session.remove()
 
 
-async def _run(run: Run) -> None:
-    """One pass: stream the model's words, run its tool calls, end it done, paused, stopped or failed."""
+async def _run(run: Run) -> bool:
+    """One pass: stream the model's words, run its tool calls, end it done, paused, stopped or
+    failed. True when its end was published (which also forgot its heartbeat and stop request)."""
     eng = engine()
     work = prepare(run)
     turn = Turn(
@@ -79,24 +82,33 @@ async def _run(run: Run) -> None:
         step=work.step,
         allowed=eng.reachable(runs.split_toolsets(run.toolsets)),
     )
-    answers = runs.answers(run, work.step)
-    events.publish(run.conversation_id, EventType.TURN, run=run.id, step=work.step, state=TurnState.STARTED, answers=answers)
     started = time.perf_counter()
     config = current_app.config
     text = _Words(run.conversation_id, run.id, work.step, config["EVENTS_TEXT_EVERY_MS"] / 1000, config["EVENTS_TEXT_PER_SECOND"])
     held: list[Any] = []  # the agent's run, once it started
     try:
+        # One round trip: the start is told (unless a stop was asked for since the claim: then
+        # nothing runs) and the heartbeat's first "still here" is said.
+        events.publish(
+            run.conversation_id,
+            "turn",
+            unless=runs.stop_key(run.id),
+            alive=(runs.alive_key(run.id), _alive_for(config["TURN_HEARTBEAT"])),
+            run=run.id,
+            step=work.step,
+            state="started",
+            answers=runs.answers(run, work.step),
+        )
         with streaming(), text:  # (leaving, it drops what it still holds: nothing follows the end)
             result = await _iterate(eng, work, turn, text, held)
-    except Stopped:
-        end_stopped(work, held[0].all_messages() if held else list(work.history), text, started)
-        return
+    except (Stopped, events.Refused):
+        messages = held[0].all_messages() if held else list(work.history)
+        return end_stopped(work, messages, text, started)
     except Exception as exc:  # the model or an action broke mid-pass: end it failed, say so
         if not isinstance(exc, UsageLimitExceeded | ModelAPIError | UnexpectedModelBehavior):
             log.exception("pass of run %s raised", run.id)
-        end_failed(work, exc, started)
-        return
-    end_finished(work, turn, result, started)
+        return end_failed(work, exc, started)
+    return end_finished(work, turn, result, started)
 
 
 async def _iterate(eng: Engine, work: Pass, turn: Turn, text: _Words, held: list[Any]) -> Any:
@@ -112,15 +124,24 @@ async def _iterate(eng: Engine, work: Pass, turn: Turn, text: _Words, held: list
         work.prompt, message_history=history, deferred_tool_results=results, deps=turn, model=model, usage_limits=limits
     ) as agent_run:
         held.append(agent_run)
+        asked = False  # a model request of this pass went out already
         async for node in agent_run:
-            if runs.stop_requested(work.run.id):
-                raise Stopped
+            # A stop ends the pass at its next step: before tools run, and before the model is
+            # asked again. (Before the first request the start's append checked it; a reply's
+            # words are refused once it is asked for; a reply of words only runs nothing.)
             if Agent.is_model_request_node(node):
-                if any(isinstance(p, ToolReturnPart) for p in node.request.parts):
+                if asked and runs.stop_requested(work.run.id):
+                    raise Stopped
+                asked = True
+                # Tools this pass ran: keep the history they reached. (A continuation's first
+                # request carries the people's answers, which prepare() rebuilds on a retry.)
+                if turn.ran and any(isinstance(p, ToolReturnPart) for p in node.request.parts):
                     save_progress(work, [*agent_run.all_messages(), node.request])
                 if streams:
                     await _stream(node, agent_run, text)
             elif Agent.is_call_tools_node(node):
+                if node.model_response.tool_calls and runs.stop_requested(work.run.id):
+                    raise Stopped
                 said = _text_of(node.model_response)
                 if said:
                     work.texts.append(said)
@@ -251,11 +272,16 @@ def _text_of(response: ModelResponse) -> str:
 async def _heartbeat(run_id: int, every: float) -> None:
     """While the pass runs, say so (runs.sweep_dead ends a pass whose worker stopped saying so)."""
     while True:
+        await asyncio.sleep(every)  # (the start's event said it first)
         try:
-            redis_client.client.set(runs.alive_key(run_id), "1", ex=int(every * 3) + 1)
+            redis_client.client.set(runs.alive_key(run_id), "1", ex=_alive_for(every))
         except RedisError:
             pass
-        await asyncio.sleep(every)
+
+
+def _alive_for(every: float) -> int:
+    """Seconds a "still here" lasts: a few heartbeats, so one late beat is not a death."""
+    return int(every * 3) + 1
 
 
 def _forget_alive(run_id: int) -> None:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from redis.exceptions import RedisError
-from sqlalchemy.orm import aliased
+from sqlalchemy.orm import aliased, joinedload
 
 from app.copilot import events
 from app.copilot.approvals import Actor
@@ -104,11 +105,13 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     return said, run
 
 
-def publish_end(run: Run, step: int, state: str, message_ids: list[int]) -> None:
-    """Tell the conversation's streams that this pass ended, how, and which messages it wrote."""
-    events.publish(
-        run.conversation_id, EventType.TURN, run=run.id, step=step, state=state, messages=message_ids, answers=answers(run, step)
-    )
+def publish_end(run: Run, step: int, state: str, message_ids: list[int]) -> bool:
+    """Tell the conversation's streams that this pass ended, how, and which messages it wrote; in
+    the same step, forget its heartbeat and any stop asked for it (a later pass of the run starts
+    afresh). False when Redis was away."""
+    forget = (alive_key(run.id), stop_key(run.id))
+    data: dict[str, Any] = {"run": run.id, "step": step, "state": state, "messages": message_ids, "answers": answers(run, step)}
+    return events.publish(run.conversation_id, EventType.TURN, forget=forget, **data) is not None
 
 
 def answers(run: Run, step: int) -> int | None:
@@ -235,8 +238,8 @@ def stop_requested(run_id: int) -> bool:
 def claim(run_id: int) -> Run | None:
     """Take the run's pass for this worker: only if it is queued, first in its conversation's line,
     and no other pass of the conversation is running (the running pass queues the next one when it
-    ends). One conditional UPDATE decides; one worker wins."""
-    run = db.session.get(Run, run_id)
+    ends). One conditional UPDATE decides; one worker wins. (The run is read with its message.)"""
+    run = db.session.get(Run, run_id, options=[joinedload(Run.message)])
     if run is None or run.status != RunStatus.QUEUED:
         db.session.rollback()
         return None

@@ -1,0 +1,203 @@
+"""What a turn costs, counted, so it cannot creep back (issue 25): the SQL statements, commits and
+Redis round trips of a message (the POST, `Prefer: respond-async`), of a pass (the job, run here
+as the worker runs it) and of a confirm. Counts, not timings: each pin is exact or a bound that
+a change which adds a statement or a round trip breaks. The turns go to Dramatiq over the test
+Redis (nothing takes them: the test runs each pass itself, as the worker would)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from redis.connection import AbstractConnection
+
+from app.extensions import db
+from app.models import Run, User
+from tests.conftest import api_headers
+
+
+@pytest.fixture
+def app_config() -> dict[str, Any]:
+    # A long text window: a reply's first words go out at once and the rest with its step's end,
+    # whatever the machine's speed (the count of text events does not depend on timing).
+    return {"TURNS_RUNNER": "dramatiq", "EVENTS_TEXT_EVERY_MS": 600_000}
+
+
+@dataclass
+class Count:
+    """What ran while counting: SQL statements by verb, commits, and Redis round trips (one per
+    request written to a connection: a pipeline's commands go in one)."""
+
+    sql: Counter[str] = field(default_factory=Counter)
+    commits: int = 0
+    redis: list[str] = field(default_factory=list)
+
+    @property
+    def statements(self) -> int:
+        return sum(self.sql.values())
+
+    def __str__(self) -> str:
+        return f"SQL {dict(self.sql)}, {self.commits} commits, Redis {self.redis}"
+
+
+@pytest.fixture
+def counting(app: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """counting() → a context manager that yields a Count of what ran inside it."""
+    live: list[Count] = []
+
+    def statement(conn: Any, cursor: Any, sql: str, *args: Any) -> None:
+        for c in live:
+            c.sql[sql.split(None, 1)[0].upper()] += 1
+
+    def commit(conn: Any) -> None:
+        for c in live:
+            c.commits += 1
+
+    real = AbstractConnection.send_packed_command
+
+    def send(self: Any, command: Any, check_health: bool = True) -> None:
+        for c in live:
+            c.redis.append(_names(command))
+        return real(self, command, check_health)
+
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", send)
+    with app.app_context():
+        engine = db.engine
+    sa.event.listen(engine, "before_cursor_execute", statement)
+    sa.event.listen(engine, "commit", commit)
+
+    @contextmanager
+    def count() -> Iterator[Count]:
+        c = Count()
+        live.append(c)
+        try:
+            yield c
+        finally:
+            live.remove(c)
+
+    yield count
+    sa.event.remove(engine, "before_cursor_execute", statement)
+    sa.event.remove(engine, "commit", commit)
+
+
+def _names(command: Any) -> str:
+    """The command names of one packed request ("EVALSHA", or "MULTI+ZADD+…" for a pipeline)."""
+    chunks = command if isinstance(command, list | tuple) else [command]
+    raw = b"".join(c if isinstance(c, bytes) else bytes(c) for c in chunks)
+    names = []
+    for part in raw.split(b"\r\n*")[0:]:
+        lines = part.split(b"\r\n")
+        # RESP: *<n>, $<len>, NAME, …: the name is the line after the first length
+        for i, line in enumerate(lines):
+            if line.startswith(b"$"):
+                names.append(lines[i + 1].decode(errors="replace").upper())
+                break
+    return "+".join(names)
+
+
+@pytest.fixture
+def api(app: Any) -> Any:
+    from app.auth import create_token
+
+    with app.app_context():
+        alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+        headers = api_headers(create_token(alice, scope="client"))
+    return app.test_client(), headers
+
+
+def warmed(api: Any) -> int:
+    """A conversation, after one message in another (first connections are made then, not counted)."""
+    send(api, new_conversation(api), "warm up")
+    return new_conversation(api)
+
+
+def new_conversation(api: Any) -> int:
+    client, headers = api
+    return int(client.post("/api/conversations", json={}, headers=headers).get_json()["id"])
+
+
+def send(api: Any, convo: int, text: str) -> Any:
+    client, headers = api
+    answer = client.post(
+        f"/api/conversations/{convo}/messages", json={"text": text}, headers={**headers, "Prefer": "respond-async"}
+    )
+    assert answer.status_code == 202, answer.get_data(as_text=True)
+    return answer.get_json()
+
+
+def run_pass(app: Any, run_id: int) -> None:
+    """The job, as the worker runs it."""
+    from app.copilot.turns import execute
+
+    asyncio.run(execute(app, run_id))
+
+
+def status_of(app: Any, run_id: int) -> str:
+    with app.app_context():
+        return str(db.session.get(Run, run_id).status)  # type: ignore[union-attr]
+
+
+def test_a_first_message_costs_its_statements_one_commit_and_its_round_trips(app, api, counting):
+    convo = warmed(api)
+    with counting() as c:
+        send(api, convo, "hello there")
+    # the token, its person, the conversation, its lock (with the last run's toolsets); the
+    # message and its run; the title
+    assert c.sql == {"SELECT": 4, "INSERT": 2, "UPDATE": 1}, c
+    assert c.commits == 1, c
+    # the event cursor, the title's event, the job queued
+    assert c.redis == ["XREVRANGE", "EVALSHA", "EVALSHA"], c
+
+
+def test_a_pass_that_answers_in_words_costs_its_statements_three_commits_and_four_round_trips(app, api, counting, streamed):
+    run_pass(app, send(api, new_conversation(api), "warm up")["run"])
+    convo = new_conversation(api)
+    run_id = send(api, convo, "hello there")["run"]
+    streamed.enqueue("Hello, how can I help?")
+    with counting() as c:
+        run_pass(app, run_id)
+    assert status_of(app, run_id) == "done"
+    # claim (the run with its message; the conditional UPDATE), read (the conversation with its
+    # person; the news before the message), end (the run, the history, the reply), the turn
+    # listeners' look-up, the conversation's next pass
+    assert c.sql == {"SELECT": 5, "UPDATE": 3, "INSERT": 1}, c
+    assert c.commits == 3, c  # the claim, the read, the end
+    # started (with the heartbeat's first beat, unless a stop was asked), the first words at
+    # once, the rest with the step's end, the end (forgetting the heartbeat and any stop): no
+    # stop look-up for a reply that runs nothing
+    assert c.redis == ["EVALSHA"] * 4, c
+
+
+def test_a_confirm_costs_its_statements_and_round_trips_and_its_continuation_pass_too(app, api, counting, streamed, posts):
+    convo = new_conversation(api)
+    run_id = send(api, convo, f"/delete_post post={posts['Spring meetup']}")["run"]
+    run_pass(app, run_id)
+    assert status_of(app, run_id) == "paused"
+    client, headers = api
+    card = client.get(f"/api/conversations/{convo}", headers=headers).get_json()["pending"][0]
+    with counting() as c:
+        answer = client.post(
+            f"/api/approvals/{card['id']}/confirm", json={"token": card["token"]}, headers={**headers, "Prefer": "respond-async"}
+        )
+    assert answer.status_code == 200 and answer.get_json()["status"] == "done", answer.get_json()
+    # (of which 3 SELECTs and the DELETE are the action's own, delete_post's)
+    assert c.sql == {"SELECT": 10, "UPDATE": 5, "DELETE": 1, "INSERT": 1}, c
+    assert c.commits == 3, c
+    # the card's two changes on the stream, the continuation queued, the event cursor
+    assert c.redis == ["EVALSHA", "EVALSHA", "EVALSHA", "XREVRANGE"], c
+    streamed.enqueue("Deleted, as you confirmed.")
+    with counting() as c:
+        run_pass(app, run_id)
+    assert status_of(app, run_id) == "done"
+    # the people's answers are not saved as progress before the model is asked (the pass ran no
+    # tool: a retry rebuilds them from the cards)
+    assert c.sql == {"SELECT": 5, "UPDATE": 3, "INSERT": 1}, c
+    assert c.commits == 3, c
+    # one stop look-up: before the calls the cards answered are handed back to the model
+    assert c.redis == ["EVALSHA", "EXISTS", "EVALSHA", "EVALSHA", "EVALSHA"], c
