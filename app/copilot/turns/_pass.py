@@ -36,7 +36,7 @@ from app.copilot.turns._endings import end_failed, end_finished, end_stopped, sa
 from app.copilot.turns._history import Pass, prepare
 from app.extensions import db, redis_client
 from app.models import Run
-from app.status import EventType
+from app.status import EventType, TurnState
 
 log = logging.getLogger(__name__)
 
@@ -91,12 +91,12 @@ async def _run(run: Run) -> bool:
         # nothing runs) and the heartbeat's first "still here" is said.
         events.publish(
             run.conversation_id,
-            "turn",
+            EventType.TURN,
             unless=runs.stop_key(run.id),
             alive=(runs.alive_key(run.id), _alive_for(config["TURN_HEARTBEAT"])),
             run=run.id,
             step=work.step,
-            state="started",
+            state=TurnState.STARTED,
             answers=runs.answers(run, work.step),
         )
         with streaming(), text:  # (leaving, it drops what it still holds: nothing follows the end)
