@@ -221,12 +221,15 @@ def follow(conversation_id: int, after: str, heartbeat_s: float, for_s: float) -
 
 
 def wait_for_end(conversation_id: int, run_id: int, after: str, seconds: float) -> Event | None:
-    """Block until the turn of run_id ends (or `seconds` pass): the end event, or None."""
+    """Block until the turn of run_id ends (or `seconds` pass): the end event, or None. Each read
+    blocks at most EVENTS_HEARTBEAT seconds, so it never outlasts the blocking client's socket
+    (HEARTBEAT + 10 s): a wait longer than that (TURN_WAIT) is several reads, not a socket timeout."""
     import time
 
+    longest = float(current_app.config["EVENTS_HEARTBEAT"])
     deadline = time.monotonic() + seconds
     while (left := deadline - time.monotonic()) > 0:
-        for event in read(conversation_id, after, max(1, int(left * 1000))):
+        for event in read(conversation_id, after, max(1, int(min(left, longest) * 1000))):
             after = event.id
             if event.ends_turn() and event.run == run_id:
                 return event
