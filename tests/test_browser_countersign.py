@@ -9,23 +9,9 @@ import pytest
 from app.extensions import db
 from app.models import Approval
 from tests.helpers.browser import ask, folder, sign_in_and_open_chat, signed_in  # noqa: F401 (folder: a fixture)
+from tests.helpers.countersign import handled  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture
-def handled(monkeypatch):
-    from app.actions.manage_files import ManageFiles
-
-    runs: list[tuple[str, str]] = []
-    original = ManageFiles.handle
-
-    def counted(self, ctx, input):
-        runs.append((input.operation, ctx.user.email))
-        return original(self, ctx, input)
-
-    monkeypatch.setattr(ManageFiles, "handle", counted)
-    return runs
 
 
 def test_a_folder_delete_waits_for_the_admins_countersignature(app, page, browser, server, folder, handled, shots):
