@@ -13,7 +13,7 @@ from flask_migrate import downgrade, upgrade
 from app import create_app
 from app.config import _normalise_db_url
 from app.copilot import audit
-from app.copilot.audit import _chain as audit
+from app.copilot.audit import _chain
 from app.extensions import db
 from app.models import AuditEvent
 from tests.conftest import DATABASE_URL
@@ -83,7 +83,7 @@ def test_audit_rows_written_before_the_chain_are_chained_and_keyed_by_the_upgrad
         upgrade()
         verdict = audit.verify()
         assert verdict.ok and verdict.rows == 3
-        assert set(db.session.scalars(sa.select(AuditEvent.key_id))) == {audit.keyring().current}
+        assert set(db.session.scalars(sa.select(AuditEvent.key_id))) == {_chain.keyring().current}
         audit.record("approval.decided", "declined", tenant_id=1, user_id=None, detail="after")
         db.session.commit()
         assert audit.verify().ok and audit.verify().rows == 4
