@@ -5,8 +5,10 @@ pictures (COUNTERSIGN_SCREENSHOTS=1 writes them to docs/screenshots)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+from playwright.sync_api import expect
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolReturnPart
 
 from app.copilot.kit import QueuedModel
@@ -82,6 +84,31 @@ def test_edit_the_subject_then_confirm_the_fresh_card_sends_the_edit(app, page, 
     page.get_by_text("The person edited: subject.").wait_for()  # the offline model repeats what it read
     assert [m["Subject"] for m in smtp.inbox.messages] == [SUBJECT]
     assert model.requests and SUBJECT not in model.seen()
+
+
+def test_a_fresh_card_the_stream_brings_before_the_edits_own_answer_shows_once(app, page, server, model):
+    """The edit's answer and the event stream both bring the fresh card, in either order. Here the
+    answer is held back until the stream's copy is on the page: the page still shows one fresh
+    card (it showed two, and a confirm then filled both with its outcome)."""
+    held = []
+    page.route(re.compile(r"/approvals/[0-9a-f]+/edit$"), lambda route: held.append((route, route.fetch())))
+    sign_in_and_open_chat(page, server)
+    ask(page, '/send_email to=dana@example.org subject="Numbers" body="Attached are the numbers."')
+    card = page.locator(".card").last
+    card.get_by_text("Send this email as alice@example.com?").wait_for()
+    card.get_by_text("Edit", exact=True).click()
+    card.get_by_label("Subject").fill(SUBJECT)
+    card.get_by_role("button", name="Make a fresh card").click()
+    fresh = page.locator(".card--pending[data-replaces]")
+    fresh.locator("dd").get_by_text(SUBJECT).wait_for()  # the stream's copy, while the answer waits
+    assert len(held) == 1
+    route, response = held[0]
+    route.fulfill(response=response)
+    page.locator(".card__outcome").get_by_text("Edited — replaced by a fresh card").wait_for()
+    expect(page.locator(".card[data-replaces]")).to_have_count(1)
+    fresh.get_by_role("button", name="Confirm").click()
+    page.locator(".card__outcome").get_by_text("Sent done").wait_for()
+    expect(page.locator(".card[data-replaces]")).to_have_count(1)
 
 
 def test_a_changed_card_shows_what_changed_and_a_fresh_card_runs(app, page, server, posts, model, shots):

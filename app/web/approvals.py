@@ -157,8 +157,8 @@ def answer(approval_id: str, decision: str) -> Any:
 @login_required
 @limit_per_person_and_address("ANSWERS")
 def revise(approval_id: str, decision: str) -> Any:
-    """Edit a pending card, or ask a changed card afresh: the card in its new state followed by
-    the fresh card (both replace the old card's fragment), which the person then confirms."""
+    """Edit a pending card, or ask a changed card afresh: the card in its new state, and the fresh
+    card out of band after it, which the person then confirms."""
     actor = current_actor()
     token = request.form.get("token", "")
     values = {k: v for k, v in request.form.items() if k not in ("token", "csrf_token")} if decision == Decision.EDIT else None
@@ -180,7 +180,11 @@ def revise(approval_id: str, decision: str) -> Any:
     old = db.session.get(Approval, approval_id)
     assert old is not None
     db.session.refresh(old)
-    body = render_partial(old, card_context(old, actor)) + render_partial(fresh, card_context(fresh, actor))
+    # The fresh card goes out of band, placed after the old one (app.js): the event stream brings it
+    # too, and whichever comes second finds it on the page and adds no second copy.
+    fresh_context = card_context(fresh, actor)
+    fresh_context["oob"] = True
+    body = render_partial(old, card_context(old, actor)) + render_partial(fresh, fresh_context)
     response = make_response(body, 200)
     response.headers["Vary"] = "HX-Request"
     return response
