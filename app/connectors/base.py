@@ -16,7 +16,7 @@ from flask.typing import ResponseReturnValue
 from redis.exceptions import RedisError
 
 from app import copilot
-from app.auth import asked_by, credential_words
+from app.auth import asked_by, credential_words, links
 from app.copilot.approvals import card_url
 from app.copilot.text import scrub
 from app.extensions import db, redis_client
@@ -44,10 +44,22 @@ class Inbound:
     refs: str = ""  # the Message-IDs an email answers (In-Reply-To, References)
     unproven: str = ""  # why the channel could not prove the sender ("" when it did): email's verdict
     claim: str = ""  # this delivery's hold on its dedupe key, taken by the webhook
+    sender_name: str = ""  # the sender's name as the service gives it (shown when they link their account)
 
     def __post_init__(self) -> None:
         # NUL and lone surrogates cannot be stored: drop / replace them in whatever a chat service sends.
-        for name in ("thread_key", "sender", "text", "event_id", "address", "subject", "refs", "unproven", "claim"):
+        for name in (
+            "thread_key",
+            "sender",
+            "text",
+            "event_id",
+            "address",
+            "subject",
+            "refs",
+            "unproven",
+            "claim",
+            "sender_name",
+        ):
             setattr(self, name, scrub(str(getattr(self, name))))
 
 
@@ -101,6 +113,11 @@ class Connector(ABC):
     def send_card(self, thread: ConnectorThread, approval: Approval, text: str) -> None:
         """Post a card that a reply may answer (email marks it with the card's own Message-ID)."""
         self.send(thread, text)
+
+    def link_code(self, inbound: Inbound) -> str | None:
+        """The one-time code this message carries to link the sender's account to a person (a
+        message that is nothing but one: app.auth.links). Email links by a mailed link instead."""
+        return links.code_in(inbound.text)
 
     def answers(self, inbound: Inbound, approval: Approval) -> bool:
         """Whether this message proves it answers this card. Slack and Telegram verify the sender

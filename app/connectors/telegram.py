@@ -57,6 +57,7 @@ class Telegram(Connector):
             text=_text(message),
             event_id=f"{message['chat']['id']}:{message.get('message_id', payload.get('update_id'))}",
             has_files=any(k in message for k in FILES),
+            sender_name=_name(message["from"]),
         )
 
     def send(self, thread: ConnectorThread, text: str) -> None:
@@ -75,6 +76,14 @@ class Telegram(Connector):
             payload["message_thread_id"] = int(topic)
         base, token = current_app.config["TELEGRAM_API_BASE"], current_app.config["TELEGRAM_BOT_TOKEN"]
         post_json(f"{base.rstrip('/')}/bot{token}/sendMessage", payload)
+
+
+def _name(sender: dict[str, Any]) -> str:
+    """How Telegram names the sender: "First Last (@username)", whatever parts it gives."""
+    name = " ".join(str(sender[k]) for k in ("first_name", "last_name") if isinstance(sender.get(k), str))
+    if isinstance(sender.get("username"), str):
+        name = f"{name} (@{sender['username']})".strip()
+    return name
 
 
 def _text(message: dict[str, Any]) -> str:
