@@ -25,6 +25,7 @@ from app.copilot import audit
 from app.errors import BadValues, Expired, NotFound, WrongPerson
 from app.extensions import db
 from app.models import ConnectorIdentity, LinkCode, User, utcnow
+from app.status import CardsTo
 
 CHATS = ("telegram", "slack")  # linked by a code the person sends from there
 LINKABLE = (*CHATS, "email")  # email: by a link mailed to the address
@@ -221,3 +222,30 @@ def unlink(identity_id: int, by: User, admin: bool = False) -> ConnectorIdentity
     db.session.delete(identity)
     db.session.commit()
     return identity
+
+
+def modes(user_id: int) -> list[tuple[ConnectorIdentity, CardsTo]]:
+    """The person's linked chat accounts, each with which cards reach it (the default filled in)."""
+    chats = list(
+        db.session.scalars(
+            sa.select(ConnectorIdentity)
+            .where(ConnectorIdentity.user_id == user_id, ConnectorIdentity.connector.in_(CHATS))
+            .order_by(ConnectorIdentity.id)
+        )
+    )
+    if any(c.cards is not None for c in chats):
+        return [(c, CardsTo(c.cards or CardsTo.OFF)) for c in chats]
+    return [(c, CardsTo.AGENTS if i == 0 else CardsTo.OFF) for i, c in enumerate(chats)]
+
+
+def choose(identity_id: int, user_id: int, cards: CardsTo) -> ConnectorIdentity | None:
+    """The person's choice for one of their linked chat accounts (the others keep theirs, their
+    defaults written down, so the choice does not move the default to another account)."""
+    current = modes(user_id)
+    mine = next((i for i, _ in current if i.id == identity_id), None)
+    if mine is None:
+        return None
+    for identity, mode in current:
+        identity.cards = cards if identity.id == identity_id else mode
+    db.session.commit()
+    return mine

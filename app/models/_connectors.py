@@ -10,17 +10,25 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.models._base import Model, UTCDateTime, utcnow
 from app.models._people import User
+from app.status import CardsTo
 
 
 class ConnectorIdentity(Model):
     """A person's identity on a chat connector (a Slack or Telegram user id, an email address)."""
 
     __tablename__ = "connector_identities"
-    __table_args__ = (sa.UniqueConstraint("connector", "external_id", name="uq_connector_identities_external"),)
+    __table_args__ = (
+        sa.UniqueConstraint("connector", "external_id", name="uq_connector_identities_external"),
+        sa.CheckConstraint(sa.column("cards").in_([c.value for c in CardsTo]), name="ck_connector_identities_cards"),
+    )
     id: Mapped[int] = mapped_column(primary_key=True)
     connector: Mapped[str] = mapped_column(sa.String(20))
     external_id: Mapped[str] = mapped_column(sa.String(320))
     user_id: Mapped[int] = mapped_column(sa.ForeignKey("users.id"), index=True)
+    # Which cards reach this account outside a thread (app.connectors.push): "agents" (asked by an
+    # agent: over MCP, or with an agent token), "all", "off"; None: the default (a person's first
+    # linked chat account gets agents' cards, the others none).
+    cards: Mapped[str | None] = mapped_column(sa.String(10), nullable=True)
 
     user: Mapped[User] = relationship()
 

@@ -12,10 +12,13 @@ from flask_login import login_required
 from wtforms.validators import Email, ValidationError
 
 from app.auth import current_actor, links
-from app.errors import CountersignError, WrongPerson
+from app.errors import CountersignError, NotFound, WrongPerson
 from app.extensions import limit_per_person_and_address
 from app.mail import smtp_send
+from app.status import CardsTo
 from app.web.blueprint import bp
+
+CARDS_WORDS = {CardsTo.AGENTS: "those agents ask for", CardsTo.ALL: "all of them", CardsTo.OFF: "none"}
 
 
 @bp.get("/settings/channels")
@@ -46,6 +49,8 @@ def _page(code: str = "", connector: str = "", error: str = "", status: int = 20
     page = render_template(
         "settings/channels.html",
         linked=links.links_of(user),
+        modes=dict((i.id, m) for i, m in links.modes(user.id)),
+        cards_words=CARDS_WORDS,
         waiting=links.waiting(user),
         outstanding=links.outstanding(user),
         code=code,
@@ -141,6 +146,21 @@ def channel_claim(code_id: int, answer: str) -> Any:
     except CountersignError as error:
         return _page(error=error.message, status=error.status)
     flash(f"Linked {identity.connector} account {identity.external_id}." if identity else "Nothing was linked.", "info")
+    return redirect(url_for("web.channels"))
+
+
+@bp.post("/settings/channels/<id:identity_id>/cards")
+@login_required
+def channel_cards(identity_id: int) -> Any:
+    """Which cards reach one of the person's linked chat accounts: agents', all, or none."""
+    try:
+        cards = CardsTo(request.form.get("cards", ""))
+    except ValueError:
+        return _page(error="Choose agents, all or off.", status=400)
+    identity = links.choose(identity_id, current_actor().user.id, cards)
+    if identity is None:
+        raise NotFound()
+    flash(f"Cards to {identity.connector} {identity.external_id}: {CARDS_WORDS[cards]}.", "info")
     return redirect(url_for("web.channels"))
 
 

@@ -1,4 +1,5 @@
-"""People link their own chat accounts: one-time codes, kept hashed, single-use, short-lived
+"""People link their own chat accounts: one-time codes, kept hashed, single-use, short-lived; and
+which cards reach each linked account outside a thread (`connector_identities.cards`)
 
 Revision ID: 0016
 Revises: 0015
@@ -12,6 +13,8 @@ revision = "0016"
 down_revision = "0015"
 branch_labels = None
 depends_on = None
+
+CARDS = ("agents", "all", "off")  # the words as of this revision (app.status.CardsTo)
 
 
 def upgrade():
@@ -33,9 +36,15 @@ def upgrade():
     )
     with op.batch_alter_table("link_codes", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_link_codes_user_id"), ["user_id"], unique=False)
+    with op.batch_alter_table("connector_identities", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("cards", sa.String(length=10), nullable=True))
+        batch_op.create_check_constraint("ck_connector_identities_cards", sa.column("cards").in_(CARDS))
 
 
 def downgrade():
+    with op.batch_alter_table("connector_identities", schema=None) as batch_op:
+        batch_op.drop_constraint("ck_connector_identities_cards", type_="check")
+        batch_op.drop_column("cards")
     with op.batch_alter_table("link_codes", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_link_codes_user_id"))
     op.drop_table("link_codes")

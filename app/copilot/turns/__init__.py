@@ -56,6 +56,7 @@ __all__ = [
     "init_app",
     "latest_run",
     "listen",
+    "listen_cards",
     "newest_message_id",
     "offline_respond",
     "parse_slash",
@@ -77,6 +78,12 @@ def init_app(app: Flask) -> None:
     app.extensions["turns.execute"] = execute
     app.extensions.setdefault("turns.listeners", [])
     _jobs.init_app(app)
+
+
+def listen_cards(app: Flask, listener: Callable[[list[str]], None]) -> None:
+    """Call `listener(approval ids)` after a pass or a client's own call asks for cards (committed):
+    the chat connectors send them to the person's linked channels."""
+    app.extensions.setdefault("turns.card_listeners", []).append(listener)
 
 
 def listen(app: Flask, listener: Listener) -> None:

@@ -1,0 +1,60 @@
+"""A card finds its person (issue 28 §3, §4): a card an agent asked for — over MCP, or with an agent
+token on the API — reaches the person's chosen linked chat accounts (Telegram, Slack) with its own
+sentence and rows (never the model's words), who asked, and the buttons that answer it there
+(app.connectors.buttons). A person may choose, per linked account, which cards reach it
+(`ConnectorIdentity.cards`: agents', all, none); by default their first linked chat account gets
+agents' cards. A card asked in a chat thread is already in that thread: it is not sent again to the
+same account. Forms and cards that need a countersignature get their Open link only."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from app import copilot
+from app.auth import asked_by, links
+from app.connectors.base import one_line, rows_text
+from app.connectors.buttons import answerable
+from app.connectors.services import CONNECTORS
+from app.extensions import db
+from app.models import Approval, ConnectorIdentity, ConnectorThread
+from app.status import CardsTo, Status
+
+
+def cards_asked(approval_ids: list[str]) -> None:
+    """The card listener (copilot.listen_cards): queue the sending of each card someone's linked
+    account should get."""
+    for approval_id in approval_ids:
+        approval = db.session.get(Approval, approval_id)
+        if approval is not None and targets(approval):
+            copilot.call("app.connectors.push:push_card", approval_id)
+
+
+def targets(approval: Approval) -> list[ConnectorIdentity]:
+    """Where this card goes outside its own thread."""
+    thread = db.session.scalar(sa.select(ConnectorThread).where(ConnectorThread.conversation_id == approval.conversation_id))
+    chosen = []
+    for identity, mode in links.modes(approval.user_id):
+        if mode == CardsTo.OFF or (mode == CardsTo.AGENTS and not approval.requested_by_agent):
+            continue
+        if thread is not None and thread.connector == identity.connector and thread.user_id == identity.user_id:
+            continue  # (asked in this service's thread: it is there already)
+        chosen.append(identity)
+    return chosen
+
+
+def push_card(approval_id: str) -> str:
+    """The job: send a card still waiting to each of its person's chosen accounts."""
+    approval = db.session.get(Approval, approval_id)
+    if approval is None or approval.status != Status.PENDING:
+        return "decided"
+    sent = targets(approval)
+    for identity in sent:
+        CONNECTORS[identity.connector].post_prompt(identity.external_id, approval, prompt_text(approval))
+    return f"sent to {len(sent)}"
+
+
+def prompt_text(approval: Approval) -> str:
+    """The card as a message of its own: who asked, the action's sentence and rows."""
+    card = f"⚠️ {one_line(approval.reason)}{rows_text(approval)}"
+    how = "" if answerable(approval) else "\nAnswer it in Countersign (Open)."
+    return f"{asked_by(approval)}:\n{card}{how}"
