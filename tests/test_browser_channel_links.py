@@ -1,17 +1,23 @@
-"""The linked-channels settings page in a real Chromium: a code made on the page, sent from a
-(fake) Telegram account, the account shown on the page as it comes back and confirmed there, then
-unlinked; the same page on a phone's width."""
+"""Approve anywhere, in a real Chromium: the linked-channels settings page (a code made on the page,
+sent from a (fake) Telegram account, the account shown as it comes back and confirmed there, then
+unlinked), and a card's open page following a press of its button in Telegram."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
+import sqlalchemy as sa
 from playwright.sync_api import expect
 
+from app.extensions import db
+from app.models import Approval
+from tests.conftest import api_headers
 from tests.fake_chat import Chat, chat_fixtures
 from tests.helpers.browser import sign_in
 from tests.helpers.links import telegram_says
+from tests.helpers.people import agent_token
+from tests.helpers.presses import buttons_of, card_posts, telegram_press
 
 pytestmark = pytest.mark.browser
 
@@ -35,3 +41,27 @@ def test_link_a_telegram_account_with_a_code_then_unlink_it(app, page, server, s
     page.get_by_role("button", name="Unlink telegram 444").click()
     expect(linked).not_to_contain_text("444")
     expect(linked).to_contain_text("111")
+
+
+def test_a_press_in_telegram_shows_on_her_open_card_page_at_once(app, page, server, services, posts):
+    """An agent's card reaches alice's Telegram; she has its page open on the web too; her press in
+    Telegram decides it, and the page shows the outcome without a reload."""
+    telegram = Chat(app, "telegram", services)
+    token = agent_token(app, "ci-bot")
+    conversation = app.test_client().post("/api/conversations", json={}, headers=api_headers(token)).get_json()["id"]
+    asked = app.test_client().post(
+        f"/api/conversations/{conversation}/messages",
+        json={"text": f"/delete_post post={posts['Spring meetup']}"},
+        headers={**api_headers(token), "Prefer": "respond-async"},
+    )
+    assert asked.status_code == 202
+    telegram.work()
+    card = next(p for p in card_posts(telegram.api, "sendMessage") if p["chat_id"] == 111)
+    with app.app_context():
+        approval_id = db.session.scalar(sa.select(Approval.id))
+    sign_in(page, server)
+    page.goto(f"{server}/approvals/{approval_id}")
+    page.get_by_role("button", name="Confirm").wait_for()
+    telegram_press(app, telegram, "111", buttons_of(card)["Confirm"], 111, telegram.api.posts.index(card) + 1)
+    expect(page.locator(".card__outcome")).to_contain_text("Removed")
+    expect(page.get_by_role("button", name="Confirm")).to_have_count(0)

@@ -11,10 +11,11 @@ import sqlalchemy as sa
 
 from app.copilot import events
 from app.extensions import db
-from app.models import Approval, ConnectorIdentity, Post
+from app.models import Approval, ConnectorIdentity, Post, User
 from app.status import EventType
 from tests.conftest import api_headers
 from tests.fake_chat import Chat, chat_fixtures
+from tests.helpers.countersign import FOLDER_DELETE, folder  # noqa: F401 (folder: a fixture)
 from tests.helpers.mcp import first_leg, mcp_process, retry_leg, server, tokens  # noqa: F401 (fixtures)
 from tests.helpers.people import agent_token
 from tests.helpers.presses import buttons_of, card_posts, slack_interaction, slack_press, telegram_press
@@ -120,4 +121,24 @@ def test_unlinking_stops_delivery(app, alice, server, tokens, services, posts):
     alice.client.post(f"/settings/channels/{ident}/unlink", headers={"X-CSRFToken": alice.csrf})
     first_leg(server, tokens["alice"], "delete_post", {"post": posts["Spring meetup"]})
     telegram.work()
+    assert dm_cards(telegram, "111") == []
+
+
+def test_a_card_waiting_for_its_second_signature_reaches_the_countersigners_chat(app, alice, services, folder):
+    """alice confirms a folder delete (an admin must countersign): the admin's linked Telegram gets
+    the card with its Open link only (a second signature is given signed in), alice's gets nothing."""
+    telegram = Chat(app, "telegram", services)
+    with app.app_context():
+        admin = db.session.scalar(sa.select(User).where(User.email == "admin@example.com"))
+        db.session.add(ConnectorIdentity(connector="telegram", external_id="777", user_id=admin.id))
+        db.session.commit()
+    conversation = alice.new_conversation()
+    alice.say(conversation, FOLDER_DELETE)
+    telegram.work()  # the worker runs her turn: the card
+    approval_id, token = alice.card(alice.client.get(f"/c/{conversation}").get_data(as_text=True))
+    assert "waiting for a countersignature" in alice.answer(approval_id, token).get_data(as_text=True)
+    telegram.work()  # and sends its link to the countersigners
+    (card,) = dm_cards(telegram, "777")
+    assert card["text"].startswith("Your second signature is asked for (alice@example.com confirmed it):")
+    assert set(buttons_of(card)) == {"Open"}
     assert dm_cards(telegram, "111") == []

@@ -59,6 +59,7 @@ def init_app(app: Flask) -> None:
     person's linked chats when they chose so (app.connectors.push)."""
     copilot.listen(app, _turn_ended)
     copilot.listen_cards(app, push.cards_asked)
+    copilot.listen_countersign(app, push.countersign_asked)
 
 
 def _turn_ended(conversation_id: int, added: list[Any]) -> None:

@@ -15,8 +15,9 @@ from app.auth import asked_by, links
 from app.connectors.base import one_line, rows_text
 from app.connectors.buttons import answerable
 from app.connectors.services import CONNECTORS
+from app.copilot.approvals import may_countersign
 from app.extensions import db
-from app.models import Approval, ConnectorIdentity, ConnectorThread
+from app.models import Approval, ConnectorIdentity, ConnectorThread, User
 from app.status import CardsTo, Status
 
 
@@ -53,8 +54,34 @@ def push_card(approval_id: str) -> str:
     return f"sent to {len(sent)}"
 
 
-def prompt_text(approval: Approval) -> str:
+def prompt_text(approval: Approval, head: str = "") -> str:
     """The card as a message of its own: who asked, the action's sentence and rows."""
     card = f"⚠️ {one_line(approval.reason)}{rows_text(approval)}"
     how = "" if answerable(approval) else "\nAnswer it in Countersign (Open)."
-    return f"{asked_by(approval)}:\n{card}{how}"
+    return f"{head or asked_by(approval)}:\n{card}{how}"
+
+
+def countersign_asked(approval_id: str) -> None:
+    """The countersign listener (copilot.listen_countersign): queue the sending of its link to the
+    people who may give the second signature, on their linked chat accounts."""
+    copilot.call("app.connectors.push:push_countersign", approval_id)
+
+
+def push_countersign(approval_id: str) -> str:
+    """The job: a card waiting for its second signature, with its Open link (it is signed on the
+    web), to each countersigner's linked chat accounts that take cards."""
+    approval = db.session.get(Approval, approval_id)
+    if approval is None or approval.status != Status.COUNTERSIGNING:
+        return "decided"
+    registry = copilot.engine().registry
+    people = db.session.scalars(sa.select(User).where(User.tenant_id == approval.tenant_id, User.id != approval.user_id))
+    sent = 0
+    for person in people:
+        if not may_countersign(approval, person, registry):
+            continue
+        for identity, mode in links.modes(person.id):
+            if mode != CardsTo.OFF:
+                head = f"Your second signature is asked for ({approval.user.email} confirmed it)"
+                CONNECTORS[identity.connector].post_prompt(identity.external_id, approval, prompt_text(approval, head))
+                sent += 1
+    return f"sent to {sent}"

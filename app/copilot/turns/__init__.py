@@ -57,6 +57,7 @@ __all__ = [
     "latest_run",
     "listen",
     "listen_cards",
+    "listen_countersign",
     "newest_message_id",
     "offline_respond",
     "parse_slash",
@@ -84,6 +85,12 @@ def listen_cards(app: Flask, listener: Callable[[list[str]], None]) -> None:
     """Call `listener(approval ids)` after a pass or a client's own call asks for cards (committed):
     the chat connectors send them to the person's linked channels."""
     app.extensions.setdefault("turns.card_listeners", []).append(listener)
+
+
+def listen_countersign(app: Flask, listener: Callable[[str], None]) -> None:
+    """Call `listener(approval id)` when a card waits for its second signature (the chat connectors
+    send its link to the countersigners' linked chats)."""
+    app.extensions.setdefault("turns.countersign_listeners", []).append(listener)
 
 
 def listen(app: Flask, listener: Listener) -> None:
