@@ -48,18 +48,8 @@ class Inbound:
 
     def __post_init__(self) -> None:
         # NUL and lone surrogates cannot be stored: drop / replace them in whatever a chat service sends.
-        for name in (
-            "thread_key",
-            "sender",
-            "text",
-            "event_id",
-            "address",
-            "subject",
-            "refs",
-            "unproven",
-            "claim",
-            "sender_name",
-        ):
+        texts = ("thread_key", "sender", "text", "event_id", "address", "subject", "refs", "unproven", "claim")
+        for name in (*texts, "sender_name"):
             setattr(self, name, scrub(str(getattr(self, name))))
 
 

@@ -25,8 +25,7 @@ log = logging.getLogger(__name__)
 
 RETRY = "I couldn't check your confirmation — try again in a moment, or use the link: {link}"
 UNKNOWN = (
-    "Sorry, I don't know who you are here. Link this account on your Countersign settings page "
-    "(Settings → Linked channels), or ask an admin to link it."
+    "Sorry, I don't know who you are here. Link this account on Countersign's Linked channels page, or ask an admin to link it."
 )
 
 
