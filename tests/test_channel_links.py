@@ -214,3 +214,13 @@ def test_only_a_whole_code_is_read_as_one():
     assert links.code_in(f"please {code}") is None
     assert links.code_in("link everything") is None
     assert links.code_in(f"/start {code}x") is None
+
+
+def test_a_claimed_accounts_name_shows_its_hidden_characters(app, alice, telegram):
+    """Telegram's first_name is the sender's to choose: markup is text, and a right-to-left
+    override cannot make one name read as another."""
+    code = new_code(alice)
+    telegram_says(app, telegram, "444", f"/start {code}", name="<b>Alice</b>\u202eenohp")
+    page = alice.client.get("/settings/channels").get_data(as_text=True)
+    assert "<b>Alice</b>" not in page and "&lt;b&gt;Alice&lt;/b&gt;" in page
+    assert "\u202e" not in page and "U+202E" in page
