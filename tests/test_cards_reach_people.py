@@ -142,3 +142,47 @@ def test_a_card_waiting_for_its_second_signature_reaches_the_countersigners_chat
     assert card["text"].startswith("Your second signature is asked for (alice@example.com confirmed it):")
     assert set(buttons_of(card)) == {"Open"}
     assert dm_cards(telegram, "111") == []
+
+
+def agent_asks(app, posts, title="Launch notes"):
+    """An agent token (ci-bot) asks for a delete through the API, as alice's agent."""
+    token = agent_token(app, "ci-bot")
+    conversation = app.test_client().post("/api/conversations", json={}, headers=api_headers(token)).get_json()["id"]
+    response = app.test_client().post(
+        f"/api/conversations/{conversation}/messages",
+        json={"text": f"/delete_post post={posts[title]}"},
+        headers={**api_headers(token), "Prefer": "respond-async"},
+    )
+    assert response.status_code == 202, response.get_data(as_text=True)
+
+
+def test_a_card_decided_on_the_web_reads_its_outcome_in_her_telegram(app, alice, services, posts, handle_calls):
+    telegram = Chat(app, "telegram", services)
+    agent_asks(app, posts)
+    telegram.work()
+    (card,) = dm_cards(telegram, "111")
+    approval = the_approval(app)
+    _, token = alice.card(alice.client.get(f"/approvals/{approval.id}").get_data(as_text=True))
+    assert alice.answer(approval.id, token).status_code == 200
+    telegram.work()
+    edit = card_posts(telegram.api, "editMessageText")[-1]
+    assert edit["chat_id"] == 111 and edit["message_id"] == telegram.api.posts.index(card) + 1
+    assert "Deleted “Launch notes”." in edit["text"] and "reply_markup" not in edit
+    assert handle_calls["n"] == 1
+
+
+def test_a_card_the_admin_revokes_reads_revoked_in_her_slack(app, sign_in, services, posts):
+    slack = Chat(app, "slack", services)
+    agent_asks(app, posts)
+    slack.work()
+    (card,) = dm_cards(slack, "U111")
+    approval = the_approval(app)
+    admin = sign_in("admin@example.com")
+    assert admin.client.post(f"/admin/approvals/{approval.id}/revoke", headers={"X-CSRFToken": admin.csrf}).status_code in (
+        200,
+        302,
+    )
+    slack.work()
+    edit = card_posts(slack.api, "chat.update")[-1]
+    assert edit["channel"] == "U111" and edit["ts"] == f"17000000{slack.api.posts.index(card) + 1}.0001"
+    assert "Revoked" in edit["text"] and "actions" not in str(edit["blocks"])

@@ -60,6 +60,7 @@ def init_app(app: Flask) -> None:
     copilot.listen(app, _turn_ended)
     copilot.listen_cards(app, push.cards_asked)
     copilot.listen_countersign(app, push.countersign_asked)
+    copilot.listen_decided(app, push.card_decided)
 
 
 def _turn_ended(conversation_id: int, added: list[Any]) -> None:

@@ -112,9 +112,10 @@ class Connector(ABC):
         message that is nothing but one: app.auth.links). Email links by a mailed link instead."""
         return links.code_in(inbound.text)
 
-    def post_prompt(self, chat: str, approval: Approval, text: str) -> None:
+    def post_prompt(self, chat: str, approval: Approval, text: str) -> str:
         """Send a card to a person's own chat with this service (their linked account), with the
-        buttons that answer it (app.connectors.buttons). Only the chat services do."""
+        buttons that answer it (app.connectors.buttons); the id of the message it made. Only the
+        chat services do."""
         raise NotImplementedError(f"{self.name} takes no cards outside a thread")
 
     def press(self, payload: dict[str, Any]) -> Any:
@@ -123,7 +124,8 @@ class Connector(ABC):
         return None
 
     def edit(self, press: Any, text: str) -> None:
-        """Show a pressed card's message as `text` (its outcome), without its buttons."""
+        """Show a pressed card's message (a Press, or any object with its `chat` and `message`) as
+        `text` (its outcome), without its buttons."""
         raise NotImplementedError(f"{self.name} has no buttons")
 
     def tell(self, press: Any, text: str) -> None:

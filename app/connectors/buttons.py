@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from flask import current_app
 
-from app.copilot.approvals import card_url
+from app.copilot.approvals import card_url, chat_outcome
 from app.models import Approval
 from app.status import ApprovalType, Decision
 
@@ -70,3 +70,8 @@ def buttons(approval: Approval, chat: str) -> list[dict[str, str]]:
     if answerable(approval):
         found[:0] = [{"label": d.title(), "value": value(approval.id, d, chat), "decision": d} for d in ANSWERS]
     return found
+
+
+def settled_text(approval: Approval) -> str:
+    """The card's message once decided: its own sentence, then its outcome and who decided."""
+    return f"{approval.reason}\n{chat_outcome(approval)}"

@@ -12,10 +12,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from app import copilot
-from app.connectors.buttons import Press, read
+from app.connectors.buttons import Press, read, settled_text
 from app.connectors.services import CONNECTORS
 from app.copilot import audit
-from app.copilot.approvals import Actor, ChannelProof, chat_outcome
+from app.copilot.approvals import Actor, ChannelProof
 from app.errors import CountersignError
 from app.extensions import db
 from app.models import Approval, ConnectorIdentity
@@ -78,8 +78,3 @@ def pressed(data: dict[str, Any]) -> str:
     db.session.refresh(approval)
     connector.edit(press, settled_text(approval))
     return f"{decision}: {approval.status}"
-
-
-def settled_text(approval: Approval) -> str:
-    """The card's message once decided: its own sentence, then its outcome and who decided."""
-    return f"{approval.reason}\n{chat_outcome(approval)}"

@@ -8,17 +8,22 @@ same account. Forms and cards that need a countersignature get their Open link o
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
+
 import sqlalchemy as sa
 
 from app import copilot
 from app.auth import asked_by, links
 from app.connectors.base import one_line, rows_text
-from app.connectors.buttons import answerable
+from app.connectors.buttons import answerable, settled_text
 from app.connectors.services import CONNECTORS
 from app.copilot.approvals import may_countersign
 from app.extensions import db
 from app.models import Approval, ConnectorIdentity, ConnectorThread, User
 from app.status import CardsTo, Status
+
+log = logging.getLogger(__name__)
 
 
 def cards_asked(approval_ids: list[str]) -> None:
@@ -48,10 +53,57 @@ def push_card(approval_id: str) -> str:
     approval = db.session.get(Approval, approval_id)
     if approval is None or approval.status != Status.PENDING:
         return "decided"
-    sent = targets(approval)
-    for identity in sent:
-        CONNECTORS[identity.connector].post_prompt(identity.external_id, approval, prompt_text(approval))
-    return f"sent to {len(sent)}"
+    posted = [
+        {
+            "connector": i.connector,
+            "chat": i.external_id,
+            "message": CONNECTORS[i.connector].post_prompt(i.external_id, approval, prompt_text(approval)),
+        }
+        for i in targets(approval)
+    ]
+    _remember(approval, posted)
+    return f"sent to {len(posted)}"
+
+
+def _remember(approval: Approval, posted: list[dict[str, str]]) -> None:
+    """Keep where the card went, so that its outcome is shown there (decided before the posts were
+    kept, it is shown now)."""
+    if not posted:
+        return
+    approval.posted = [*(approval.posted or []), *posted]
+    db.session.commit()
+    db.session.refresh(approval)
+    if approval.status != Status.PENDING and approval.status != Status.COUNTERSIGNING:
+        settle_posts(approval.id)
+
+
+def card_decided(approval_id: str) -> None:
+    """The decided listener (copilot.listen_decided): queue showing the outcome where it was sent."""
+    copilot.call("app.connectors.push:settle_posts", approval_id)
+
+
+def settle_posts(approval_id: str) -> int:
+    """The job: each message the card was sent as outside its thread now reads its outcome, its
+    buttons gone (one that cannot be edited any more — deleted, too old — is left as it is)."""
+    approval = db.session.get(Approval, approval_id)
+    if approval is None or not approval.posted:
+        return 0
+    done = 0
+    for post in approval.posted:
+        try:
+            CONNECTORS[post["connector"]].edit(Posted(post["chat"], post["message"]), settled_text(approval))
+            done += 1
+        except Exception:
+            log.info("could not show the outcome of %s in %s", approval_id, post["connector"], exc_info=True)
+    return done
+
+
+@dataclass
+class Posted:
+    """A card's message in a person's chat, as `Connector.edit` reads it."""
+
+    chat: str
+    message: str
 
 
 def prompt_text(approval: Approval, head: str = "") -> str:
@@ -75,13 +127,14 @@ def push_countersign(approval_id: str) -> str:
         return "decided"
     registry = copilot.engine().registry
     people = db.session.scalars(sa.select(User).where(User.tenant_id == approval.tenant_id, User.id != approval.user_id))
-    sent = 0
+    sent: list[dict[str, str]] = []
     for person in people:
         if not may_countersign(approval, person, registry):
             continue
         for identity, mode in links.modes(person.id):
             if mode != CardsTo.OFF:
                 head = f"Your second signature is asked for ({approval.user.email} confirmed it)"
-                CONNECTORS[identity.connector].post_prompt(identity.external_id, approval, prompt_text(approval, head))
-                sent += 1
-    return f"sent to {sent}"
+                message = CONNECTORS[identity.connector].post_prompt(identity.external_id, approval, prompt_text(approval, head))
+                sent.append({"connector": identity.connector, "chat": identity.external_id, "message": message})
+    _remember(approval, sent)
+    return f"sent to {len(sent)}"

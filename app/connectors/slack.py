@@ -78,14 +78,15 @@ class Slack(Connector):
         channel, _, thread_ts = thread.thread_key.partition(":")
         self._post_card(channel, thread_ts, approval, text)
 
-    def post_prompt(self, chat: str, approval: Approval, text: str) -> None:
-        """A card in the person's direct messages with the app (chat: their user id)."""
-        self._post_card(chat, "", approval, text)
+    def post_prompt(self, chat: str, approval: Approval, text: str) -> str:
+        """A card in the person's direct messages with the app (chat: their user id); its ts."""
+        return self._post_card(chat, "", approval, text)
 
-    def _post_card(self, channel: str, thread_ts: str, approval: Approval, text: str) -> None:
+    def _post_card(self, channel: str, thread_ts: str, approval: Approval, text: str) -> str:
         elements = [_button(b) for b in buttons(approval, channel)]
         blocks = [_section(text), {"type": "actions", "block_id": f"card-{approval.id}", "elements": elements}]
-        self._call("chat.postMessage", {"channel": channel, "thread_ts": thread_ts, "text": escape(text), "blocks": blocks})
+        payload = {"channel": channel, "thread_ts": thread_ts, "text": escape(text), "blocks": blocks}
+        return str(self._call("chat.postMessage", payload).get("ts", ""))
 
     def edit(self, press: Any, text: str) -> None:
         """The pressed card's message, its buttons gone, reads its outcome."""
@@ -124,11 +125,11 @@ class Slack(Connector):
         channel, _, thread_ts = thread.thread_key.partition(":")
         self._call("chat.postMessage", {"channel": channel, "thread_ts": thread_ts, "text": mrkdwn})
 
-    def _call(self, method: str, payload: dict[str, Any]) -> None:
+    def _call(self, method: str, payload: dict[str, Any]) -> dict[str, Any]:
         base, token = current_app.config["SLACK_API_BASE"], current_app.config["SLACK_BOT_TOKEN"]
         if method == "chat.postMessage":
             payload = {**payload, "unfurl_links": False, "unfurl_media": False}
-        post_json(f"{base.rstrip('/')}/{method}", payload, headers={"Authorization": f"Bearer {token}"})
+        return post_json(f"{base.rstrip('/')}/{method}", payload, headers={"Authorization": f"Bearer {token}"})
 
 
 def _section(text: str) -> dict[str, Any]:

@@ -86,14 +86,15 @@ class Telegram(Connector):
         chat, _, topic = thread.thread_key.partition(":")
         self._send(self._message(chat, text, topic) | {"reply_markup": _keyboard(approval, chat)})
 
-    def post_prompt(self, chat: str, approval: Approval, text: str) -> None:
-        """A card in the person's private chat with the bot (chat: their user id)."""
-        self._send(self._message(chat, text) | {"reply_markup": _keyboard(approval, chat)})
+    def post_prompt(self, chat: str, approval: Approval, text: str) -> str:
+        """A card in the person's private chat with the bot (chat: their user id); its message_id."""
+        sent = self._send(self._message(chat, text) | {"reply_markup": _keyboard(approval, chat)})
+        return str((sent.get("result") or {}).get("message_id", ""))
 
     def edit(self, press: Any, text: str) -> None:
         """The pressed card's message reads its outcome (its keyboard gone); the press is answered."""
         self._call("editMessageText", {"chat_id": _chat_id(press.chat), "message_id": int(press.message), "text": text})
-        if press.reply:
+        if getattr(press, "reply", ""):
             self._call("answerCallbackQuery", {"callback_query_id": press.reply})
 
     def tell(self, press: Any, text: str) -> None:
@@ -115,12 +116,12 @@ class Telegram(Connector):
             payload["message_thread_id"] = int(topic)
         return payload
 
-    def _send(self, payload: dict[str, Any]) -> None:
-        self._call("sendMessage", payload)
+    def _send(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return self._call("sendMessage", payload)
 
-    def _call(self, method: str, payload: dict[str, Any]) -> None:
+    def _call(self, method: str, payload: dict[str, Any]) -> dict[str, Any]:
         base, token = current_app.config["TELEGRAM_API_BASE"], current_app.config["TELEGRAM_BOT_TOKEN"]
-        post_json(f"{base.rstrip('/')}/bot{token}/{method}", payload)
+        return post_json(f"{base.rstrip('/')}/bot{token}/{method}", payload)
 
 
 def _chat_id(chat: str) -> int | str:

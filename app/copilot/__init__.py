@@ -29,6 +29,7 @@ from app.copilot.turns import (
     listen,
     listen_cards,
     listen_countersign,
+    listen_decided,
     newest_message_id,
     retry,
     stop,
@@ -60,6 +61,7 @@ __all__ = [
     "listen",
     "listen_cards",
     "listen_countersign",
+    "listen_decided",
     "newest_message_id",
     "person",
     "retry",
@@ -115,7 +117,7 @@ def answer(
         raise
     if approval.status == Status.COUNTERSIGNING and decision == Decision.CONFIRM:
         turns.queue_countersign_notice(approval)
-    turns.resume_if_ready(approval.run_id)
+    _decided(approval)
     return approval
 
 
@@ -127,10 +129,18 @@ def countersign(approval_id: str, token: object, actor: Actor, decision: str, re
     except Expired:
         stale = db.session.get(Approval, approval_id)
         if stale is not None and stale.tenant_id == actor.user.tenant_id and approvals.expire(stale, channel=actor.channel):
-            turns.resume_if_ready(stale.run_id)
+            _decided(stale)
         raise
-    turns.resume_if_ready(approval.run_id)
+    _decided(approval)
     return approval
+
+
+def _decided(approval: Approval) -> None:
+    """What follows any decision: the waiting run is told, and where the card was sent outside its
+    page and thread (`posted`), those messages show the outcome (turns.listen_decided)."""
+    turns.resume_if_ready(approval.run_id)
+    if approval.posted:
+        turns.tell("decided", approval.id)
 
 
 def _tell_expired(approval_id: str, actor: Actor) -> None:
@@ -139,13 +149,13 @@ def _tell_expired(approval_id: str, actor: Actor) -> None:
     if stale is not None and stale.user_id == actor.user.id:
         approvals.expire(stale, channel=actor.channel)
         if stale.status == Status.EXPIRED:
-            turns.resume_if_ready(stale.run_id)
+            _decided(stale)
 
 
 def revoke(approval_id: str, admin: User, by_agent: bool = False) -> Approval:
     """An admin revokes a pending approval; the waiting run is told. An agent credential may not."""
     approval = approvals.revoke(approval_id, admin, by_agent=by_agent)
-    turns.resume_if_ready(approval.run_id)
+    _decided(approval)
     return approval
 
 
@@ -153,7 +163,7 @@ def supersede(approval_id: str, channel: str) -> None:
     """A newer card replaced this one in a chat thread; the waiting run is told."""
     approval = approvals.supersede(approval_id, channel)
     if approval is not None:
-        turns.resume_if_ready(approval.run_id)
+        _decided(approval)
 
 
 def expire_due(conversation_id: int | None = None, user_id: int | None = None) -> list[Approval]:
@@ -163,7 +173,7 @@ def expire_due(conversation_id: int | None = None, user_id: int | None = None) -
     for approval in approvals.due_for_expiry(conversation_id, user_id):
         if approvals.expire(approval):
             ended.append(approval)
-            turns.resume_if_ready(approval.run_id)
+            _decided(approval)
     return ended
 
 
@@ -171,7 +181,7 @@ def sweep_interrupted(older_than_seconds: int) -> list[Approval]:
     """End approvals whose process died mid-handle() as `interrupted`, and tell the runs."""
     ended = approvals.mark_interrupted(older_than_seconds)
     for approval in ended:
-        turns.resume_if_ready(approval.run_id)
+        _decided(approval)
     return ended
 
 

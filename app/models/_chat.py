@@ -150,5 +150,8 @@ class Approval(Model):
     countersign: Mapped[str | None] = mapped_column(sa.String(100))
     confirmed_by: Mapped[int | None] = mapped_column(sa.ForeignKey("users.id"))
     confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Where the card was sent outside its page and thread (a person's linked chat): [{connector,
+    # chat, message}], so that its outcome is shown there too, whoever decides it.
+    posted: Mapped[list[dict[str, str]] | None] = mapped_column(sa.JSON)
 
     user: Mapped[User] = relationship(foreign_keys=[user_id])

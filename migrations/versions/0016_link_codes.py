@@ -1,5 +1,6 @@
 """People link their own chat accounts: one-time codes, kept hashed, single-use, short-lived; and
-which cards reach each linked account outside a thread (`connector_identities.cards`)
+which cards reach each linked account outside a thread (`connector_identities.cards`), and where a
+card was sent there (`approvals.posted`), so that its outcome is shown there too
 
 Revision ID: 0016
 Revises: 0015
@@ -39,9 +40,13 @@ def upgrade():
     with op.batch_alter_table("connector_identities", schema=None) as batch_op:
         batch_op.add_column(sa.Column("cards", sa.String(length=10), nullable=True))
         batch_op.create_check_constraint("ck_connector_identities_cards", sa.column("cards").in_(CARDS))
+    with op.batch_alter_table("approvals", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("posted", sa.JSON(), nullable=True))
 
 
 def downgrade():
+    with op.batch_alter_table("approvals", schema=None) as batch_op:
+        batch_op.drop_column("posted")
     with op.batch_alter_table("connector_identities", schema=None) as batch_op:
         batch_op.drop_constraint("ck_connector_identities_cards", type_="check")
         batch_op.drop_column("cards")

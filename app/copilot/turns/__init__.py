@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Flask
 
 from app.copilot.turns import _jobs
-from app.copilot.turns._agent import Engine, call_direct, context_for, engine
+from app.copilot.turns._agent import Engine, call_direct, context_for, engine, tell
 from app.copilot.turns._jobs import call, drain, submit
 from app.copilot.turns._notices import queue_countersign_notice
 from app.copilot.turns._runs import (
@@ -58,6 +58,8 @@ __all__ = [
     "listen",
     "listen_cards",
     "listen_countersign",
+    "listen_decided",
+    "tell",
     "newest_message_id",
     "offline_respond",
     "parse_slash",
@@ -91,6 +93,12 @@ def listen_countersign(app: Flask, listener: Callable[[str], None]) -> None:
     """Call `listener(approval id)` when a card waits for its second signature (the chat connectors
     send its link to the countersigners' linked chats)."""
     app.extensions.setdefault("turns.countersign_listeners", []).append(listener)
+
+
+def listen_decided(app: Flask, listener: Callable[[str], None]) -> None:
+    """Call `listener(approval id)` when a card that was sent outside its own page and thread (its
+    `posted` messages) is decided, whoever decided it: the chat connectors show its outcome there."""
+    app.extensions.setdefault("turns.decided_listeners", []).append(listener)
 
 
 def listen(app: Flask, listener: Listener) -> None:

@@ -219,11 +219,17 @@ def call_direct(actor: Actor, action_name: str, arguments: dict[str, Any]) -> tu
     return said, None
 
 
-def cards_asked(approval_ids: list[str]) -> None:
-    """Tell the app's card listeners (`listen_cards`) of cards just asked for and committed, by a
-    pass or by a client's own call (the chat connectors send them to the person's linked channels)."""
-    for listener in list(current_app.extensions.get("turns.card_listeners", ())):
+def tell(kind: str, *args: Any) -> None:
+    """Tell the app's listeners of `kind` (turns.listen_cards, listen_countersign, listen_decided):
+    a listener that fails is logged, and never undoes what it is told of."""
+    for listener in list(current_app.extensions.get(f"turns.{kind}_listeners", ())):
         try:
-            listener(approval_ids)
+            listener(*args)
         except Exception:
-            log.exception("a card listener failed for %s", approval_ids)
+            log.exception("a %s listener failed for %s", kind, args)
+
+
+def cards_asked(approval_ids: list[str]) -> None:
+    """Cards just asked for and committed, by a pass or by a client's own call (the chat connectors
+    send them to the person's linked channels)."""
+    tell("card", approval_ids)

@@ -12,6 +12,7 @@ from flask import current_app
 from app.copilot.actions import Registry, registry
 from app.copilot.approvals import card_url, may_countersign
 from app.copilot.turns import _jobs as jobs
+from app.copilot.turns._agent import tell
 from app.extensions import db
 from app.mail import smtp_send
 from app.models import Approval, User
@@ -30,11 +31,7 @@ def countersigners(approval: Approval, registry: Registry) -> list[User]:
 def queue_countersign_notice(approval: Approval) -> None:
     """Tell the app's countersign listeners (`listen_countersign`: the chat connectors), and mail
     the countersigners as a job (a slow SMTP server never holds the person's confirm)."""
-    for listener in list(current_app.extensions.get("turns.countersign_listeners", ())):
-        try:
-            listener(approval.id)
-        except Exception:
-            log.exception("a countersign listener failed for %s", approval.id)
+    tell("countersign", approval.id)
     if not current_app.config.get("SMTP_URL"):
         return
     try:
