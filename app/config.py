@@ -71,6 +71,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SLACK_API_BASE", "text", "https://slack.com/api"),
     Setting("EMAIL_WEBHOOK_SECRET", "text"),
     Setting("LINK_CODE_TTL", "int", 600),
+    Setting("CARDS_UNSEEN_AFTER", "int", 120),
     # An inbound email with no SPF/DKIM/DMARC verdict from the provider is from nobody (refused,
     # unanswered); False only for a provider that gives none, knowing a forged From is then believed.
     Setting("EMAIL_REQUIRE_AUTH", "bool", True),

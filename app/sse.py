@@ -92,6 +92,11 @@ def _streams_key(person_id: int) -> str:
     return f"streams:{person_id}"
 
 
+def watching(person_id: int) -> bool:
+    """Whether the person has a live view open now (a page, or a client, following events)."""
+    return bool(redis_client.client.zcount(_streams_key(person_id), time.time(), "+inf"))
+
+
 def _hold_a_stream(redis: Any, person_id: int) -> str:
     """Count this stream against the person's limit (a sorted set of open streams, each with the
     time it ends at the latest, so a stream whose process died stops counting): its id, or

@@ -6,6 +6,9 @@ runs in a process of its own; its queued sending is run here, as a worker would.
 
 from __future__ import annotations
 
+import time
+from datetime import timedelta
+
 import mcp_types as types
 import sqlalchemy as sa
 
@@ -186,3 +189,29 @@ def test_a_card_the_admin_revokes_reads_revoked_in_her_slack(app, sign_in, servi
     edit = card_posts(slack.api, "chat.update")[-1]
     assert edit["channel"] == "U111" and edit["ts"] == f"17000000{slack.api.posts.index(card) + 1}.0001"
     assert "Revoked" in edit["text"] and "actions" not in str(edit["blocks"])
+
+
+def test_a_card_left_unseen_reaches_her_chat_after_the_grace_once(app, alice, services, posts):
+    """Her own card (from the web), with no page of hers open for CARDS_UNSEEN_AFTER: `flask
+    connectors push-unseen` sends it to her linked chat; not while she watches, and only once."""
+    from app.extensions import redis_client
+    from app.models import User, utcnow
+
+    telegram = Chat(app, "telegram", services)
+    alice.say(alice.new_conversation(), f"/delete_post post={posts['Spring meetup']}")
+    telegram.work()  # her turn: the card
+    cli = app.test_cli_runner()
+    assert cli.invoke(args=["connectors", "push-unseen"]).output == "sent 0\n"  # within its grace
+    with app.app_context():
+        db.session.execute(sa.update(Approval).values(created_at=utcnow() - timedelta(minutes=10)))
+        db.session.commit()
+        alice_id = db.session.scalar(sa.select(User.id).where(User.email == "alice@example.com"))
+    with app.app_context():
+        redis_client.client.zadd(f"streams:{alice_id}", {"a-tab": time.time() + 600})  # a page of hers is open
+    assert cli.invoke(args=["connectors", "push-unseen"]).output == "sent 0\n"
+    with app.app_context():
+        redis_client.client.delete(f"streams:{alice_id}")  # and closed
+    assert cli.invoke(args=["connectors", "push-unseen"]).output == "sent 1\n"
+    (card,) = dm_cards(telegram, "111")
+    assert "⚠️ Delete this post? This cannot be undone." in card["text"] and "Confirm" in buttons_of(card)
+    assert cli.invoke(args=["connectors", "push-unseen"]).output == "sent 0\n"  # once

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 import sqlalchemy as sa
+from flask import current_app
 from flask.cli import AppGroup
 
 from app.extensions import db
@@ -33,3 +34,14 @@ def connectors_link(connector: str, external_id: str, email: str) -> None:
         row.user_id = user.id
     db.session.commit()
     click.echo(f"{connector} {external} -> {email}")
+
+
+@connectors_cli.command("push-unseen")
+@click.option("--after", type=int, default=None, help="Seconds a card waits unseen first (CARDS_UNSEEN_AFTER).")
+def connectors_push_unseen(after: int | None) -> None:
+    """Send cards that have waited unseen (no page of their person open) to the person's linked
+    chats that take cards. Run it from cron, beside `flask approvals sweep`."""
+    from app.connectors.push import push_unseen
+
+    sent = push_unseen(after if after is not None else current_app.config["CARDS_UNSEEN_AFTER"])
+    click.echo(f"sent {sent}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 
 import sqlalchemy as sa
 
@@ -20,7 +21,8 @@ from app.connectors.buttons import answerable, settled_text
 from app.connectors.services import CONNECTORS
 from app.copilot.approvals import may_countersign
 from app.extensions import db
-from app.models import Approval, ConnectorIdentity, ConnectorThread, User
+from app.models import Approval, ConnectorIdentity, ConnectorThread, User, utcnow
+from app.sse import watching
 from app.status import CardsTo, Status
 
 log = logging.getLogger(__name__)
@@ -35,12 +37,13 @@ def cards_asked(approval_ids: list[str]) -> None:
             copilot.call("app.connectors.push:push_card", approval_id)
 
 
-def targets(approval: Approval) -> list[ConnectorIdentity]:
-    """Where this card goes outside its own thread."""
+def targets(approval: Approval, unseen: bool = False) -> list[ConnectorIdentity]:
+    """Where this card goes outside its own thread: as it is asked, by each account's choice; once
+    it has waited unseen (push_unseen), to every account that takes cards."""
     thread = db.session.scalar(sa.select(ConnectorThread).where(ConnectorThread.conversation_id == approval.conversation_id))
     chosen = []
     for identity, mode in links.modes(approval.user_id):
-        if mode == CardsTo.OFF or (mode == CardsTo.AGENTS and not approval.requested_by_agent):
+        if mode == CardsTo.OFF or (mode == CardsTo.AGENTS and not approval.requested_by_agent and not unseen):
             continue
         if thread is not None and thread.connector == identity.connector and thread.user_id == identity.user_id:
             continue  # (asked in this service's thread: it is there already)
@@ -53,16 +56,43 @@ def push_card(approval_id: str) -> str:
     approval = db.session.get(Approval, approval_id)
     if approval is None or approval.status != Status.PENDING:
         return "decided"
-    posted = [
+    posted = _send(approval, targets(approval))
+    _remember(approval, posted)
+    return f"sent to {len(posted)}"
+
+
+def _send(approval: Approval, identities: list[ConnectorIdentity], head: str = "") -> list[dict[str, str]]:
+    """Post the card to each account: where it went."""
+    return [
         {
             "connector": i.connector,
             "chat": i.external_id,
-            "message": CONNECTORS[i.connector].post_prompt(i.external_id, approval, prompt_text(approval)),
+            "message": CONNECTORS[i.connector].post_prompt(i.external_id, approval, prompt_text(approval, head)),
         }
-        for i in targets(approval)
+        for i in identities
     ]
-    _remember(approval, posted)
-    return f"sent to {len(posted)}"
+
+
+def push_unseen(after_seconds: int) -> int:
+    """Cards waiting longer than `after_seconds` whose person has no live view open (no page, no
+    client following events) and that went nowhere yet: sent to the person's linked chat accounts
+    that take cards (`flask connectors push-unseen`, from cron). Each card is sent at most once;
+    one whose person is watching is looked at again next time. The number of cards sent."""
+    cutoff = utcnow() - timedelta(seconds=after_seconds)
+    waiting = db.session.scalars(
+        sa.select(Approval)
+        .where(Approval.status == Status.PENDING, Approval.posted.is_(None), Approval.created_at <= cutoff)
+        .order_by(Approval.created_at)
+    ).all()
+    sent = 0
+    for approval in waiting:
+        if watching(approval.user_id):
+            continue
+        posted = _send(approval, targets(approval, unseen=True))
+        approval.posted = posted  # (none: looked at, and nothing takes it)
+        db.session.commit()
+        sent += bool(posted)
+    return sent
 
 
 def _remember(approval: Approval, posted: list[dict[str, str]]) -> None:
@@ -134,7 +164,6 @@ def push_countersign(approval_id: str) -> str:
         for identity, mode in links.modes(person.id):
             if mode != CardsTo.OFF:
                 head = f"Your second signature is asked for ({approval.user.email} confirmed it)"
-                message = CONNECTORS[identity.connector].post_prompt(identity.external_id, approval, prompt_text(approval, head))
-                sent.append({"connector": identity.connector, "chat": identity.external_id, "message": message})
+                sent += _send(approval, [identity], head)
     _remember(approval, sent)
     return f"sent to {len(sent)}"
