@@ -53,7 +53,9 @@ class FakeChatApi:
         request = Request(environ)
         body = request.get_json(silent=True) or {}
         self.posts.append({"path": request.path, "auth": request.headers.get("Authorization", ""), **body})
-        if request.path.endswith("/sendMessage"):
+        if request.path.endswith("/conversations.open"):  # a user's DM channel, as Slack names it
+            reply = {"ok": True, "channel": {"id": f"D{body.get('users', '')}"}}
+        elif request.path.endswith("/sendMessage"):
             reply = {
                 "ok": True,
                 "result": {"message_id": len(self.posts), "chat": {"id": body.get("chat_id")}, "text": body.get("text")},

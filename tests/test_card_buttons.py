@@ -169,3 +169,26 @@ def test_a_countersigned_card_has_only_its_open_link(app, chat, posts, monkeypat
     monkeypatch.setattr(DeletePost, "countersign", "admin")
     chat.say(f"/delete_post post={posts['Spring meetup']}")
     assert all("Confirm" not in buttons_of(p) for p in chat.api.posts if "reply_markup" in p or "blocks" in p)
+
+
+def test_a_telegram_button_pressed_on_slack_decides_nothing(app, services, posts, handle_calls):
+    """The mark binds the service too: a value made for a Telegram chat, pressed in a Slack
+    channel of the same name, is refused."""
+    from app.connectors.buttons import value
+
+    chat = Chat(app, "slack", services)
+    card = ask_delete(chat, posts)
+    with app.app_context():
+        approval_id = db.session.scalar(sa.select(Approval.id))
+        telegrams = value(approval_id, "confirm", "telegram", card["channel"])
+    slack_press(app, chat, slack_interaction("U111", card["channel"], message_id(chat, card), telegrams))
+    assert handle_calls["n"] == 0 and told(chat)[-1] == FORGED
+
+
+@pytest.mark.parametrize("payload", ["[1, 2]", '{"type": "block_actions", "user": "U111", "actions": "x"}', "not json"])
+def test_a_signed_but_malformed_slack_interaction_is_acknowledged_and_does_nothing(app, services, payload):
+    from urllib.parse import urlencode
+
+    chat = Chat(app, "slack", services)
+    assert slack_press(app, chat, urlencode({"payload": payload})).status_code == 200
+    assert statuses(app) == []

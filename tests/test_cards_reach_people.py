@@ -30,7 +30,7 @@ def dm_cards(chat, external_id):
     """Cards sent to that account's own chat with the bot (not to a thread)."""
     if chat.name == "telegram":
         return [p for p in card_posts(chat.api, "sendMessage") if p["chat_id"] == int(external_id)]
-    return [p for p in card_posts(chat.api, "chat.postMessage") if p["channel"] == external_id and not p.get("thread_ts")]
+    return [p for p in card_posts(chat.api, "chat.postMessage") if p["channel"] == f"D{external_id}"]  # (its DM channel)
 
 
 def the_approval(app):
@@ -81,10 +81,10 @@ def test_an_agents_card_through_the_api_reaches_her_slack_dm(app, services, post
     (card,) = dm_cards(slack, "U111")
     assert card["text"].startswith("Asked by an agent (token 'ci-bot') through the API:")
     ts = f"17000000{slack.api.posts.index(card) + 1}.0001"
-    body = slack_interaction("U222", "U111", ts, buttons_of(card)["Confirm"])  # bob: not his card
+    body = slack_interaction("U222", "DU111", ts, buttons_of(card)["Confirm"])  # bob: not his card
     slack_press(app, slack, body)
     assert handle_calls["n"] == 0
-    slack_press(app, slack, slack_interaction("U111", "U111", ts, buttons_of(card)["Confirm"]))
+    slack_press(app, slack, slack_interaction("U111", "DU111", ts, buttons_of(card)["Confirm"]))
     assert handle_calls["n"] == 1
 
 
@@ -187,7 +187,7 @@ def test_a_card_the_admin_revokes_reads_revoked_in_her_slack(app, sign_in, servi
     )
     slack.work()
     edit = card_posts(slack.api, "chat.update")[-1]
-    assert edit["channel"] == "U111" and edit["ts"] == f"17000000{slack.api.posts.index(card) + 1}.0001"
+    assert edit["channel"] == "DU111" and edit["ts"] == f"17000000{slack.api.posts.index(card) + 1}.0001"
     assert "Revoked" in edit["text"] and "actions" not in str(edit["blocks"])
 
 

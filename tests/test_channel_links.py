@@ -56,13 +56,19 @@ def audit_of(app, event):
 
 def test_a_telegram_code_claimed_then_confirmed_links_the_account(app, alice, telegram):
     code = new_code(alice)
-    assert telegram_says(app, telegram, "444", f"/start {code}", name="Alice A") == links.CLAIMED
+    said = telegram_says(app, telegram, "444", f"/start {code}", name="Alice A")
+    assert said == links.CLAIMED.format(email="alice@example.com")  # whose code it is, if someone was sent hers
     assert linked(app, "telegram", "444") is None  # nothing is linked before she says it is hers
     page = alice.client.get("/settings/channels").get_data(as_text=True)
     assert "Alice A" in page and "telegram id 444" in page
     response = alice.client.post(f"/settings/channels/claims/{claim_id(alice)}/link", headers={"X-CSRFToken": alice.csrf})
     assert response.status_code == 302
     assert linked(app, "telegram", "444") == "alice@example.com"
+    telegram.work()  # the account is told whose it now is
+    told = [p["text"] for p in telegram.api.posts if p.get("chat_id") == 444]
+    assert (
+        told[-1] == "This Telegram account is now linked to alice@example.com in Countersign. If that is not you, tell an admin."
+    )
     # Her account now speaks as her: a message there is a turn of her own conversation.
     telegram_says(app, telegram, "444", "hello from my phone")
     with app.app_context():
@@ -75,7 +81,7 @@ def test_a_telegram_code_claimed_then_confirmed_links_the_account(app, alice, te
 
 def test_a_code_acts_once(app, alice, telegram):
     code = new_code(alice)
-    assert telegram_says(app, telegram, "444", f"/start {code}") == links.CLAIMED
+    assert telegram_says(app, telegram, "444", f"/start {code}") == links.CLAIMED.format(email="alice@example.com")
     assert telegram_says(app, telegram, "555", f"/start {code}") == links.NOT_VALID  # a second account: nothing
     ident = claim_id(alice)
     assert alice.client.post(f"/settings/channels/claims/{ident}/link", headers={"X-CSRFToken": alice.csrf}).status_code == 302
@@ -131,7 +137,7 @@ def test_only_the_codes_person_answers_its_claim(app, alice, sign_in, telegram):
 def test_a_slack_dm_of_the_code_links_the_slack_account(app, alice, services):
     chat = Chat(app, "slack", services)
     code = new_code(alice, "slack")
-    assert slack_says(app, chat, "U444", f"link {code}") == links.CLAIMED
+    assert slack_says(app, chat, "U444", f"link {code}") == links.CLAIMED.format(email="alice@example.com")
     alice.client.post(f"/settings/channels/claims/{claim_id(alice)}/link", headers={"X-CSRFToken": alice.csrf})
     assert linked(app, "slack", "U444") == "alice@example.com"
 
@@ -214,6 +220,7 @@ def test_only_a_whole_code_is_read_as_one():
     assert links.code_in(f"please {code}") is None
     assert links.code_in("link everything") is None
     assert links.code_in(f"/start {code}x") is None
+    assert links.code_in(f"/start@CountersignBot {code}") == code  # Telegram's form in a group
 
 
 def test_a_claimed_accounts_name_shows_its_hidden_characters(app, alice, telegram):
@@ -224,3 +231,20 @@ def test_a_claimed_accounts_name_shows_its_hidden_characters(app, alice, telegra
     page = alice.client.get("/settings/channels").get_data(as_text=True)
     assert "<b>Alice</b>" not in page and "&lt;b&gt;Alice&lt;/b&gt;" in page
     assert "\u202e" not in page and "U+202E" in page
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "=?utf-8?q?v=40evil.example=3E=2C?=@example.com",
+        '"v@evil.example"@example.com',
+        "a@b",
+        "a b@example.com",
+        "a@example.com, b@evil.example",
+    ],
+)
+def test_an_address_that_could_go_elsewhere_is_refused(app, alice, services, address):
+    """The mail goes where the page says: no encoded words, quotes, comments or lists."""
+    services[1].inbox.messages.clear()
+    response = alice.client.post("/settings/channels/email", data={"address": address}, headers={"X-CSRFToken": alice.csrf})
+    assert response.status_code == 400 and not services[1].inbox.messages

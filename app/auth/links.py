@@ -32,9 +32,15 @@ LINKABLE = (*CHATS, "email")  # email: by a link mailed to the address
 CODE = re.compile(r"cs-[0-9a-f]{20}")
 # What a chat message that carries a code looks like: the code alone, "link <code>" (a Slack DM),
 # or "/start <code>" (what Telegram sends when the person opens the t.me link and presses Start).
-SENT = re.compile(r"(?:/start\s+|link\s+)?(cs-[0-9a-f]{20})", re.IGNORECASE)
+SENT = re.compile(r"(?:/start(?:@\w+)?\s+|link\s+)?(cs-[0-9a-f]{20})", re.IGNORECASE)
 
-CLAIMED = "Got it. Go back to Countersign and confirm this account there to finish linking."
+# Told to the account that sent a code: whose it is (someone may have been sent another's code).
+CLAIMED = (
+    "This code links this account to {email} in Countersign: what you send here would then be theirs, "
+    "and their cards would come here. Nothing is linked until {email} confirms it on their page. "
+    "If you are not {email}, ignore this."
+)
+LINKED = "This {service} account is now linked to {email} in Countersign. If that is not you, tell an admin."
 NOT_VALID = "That code is not valid: it was used already, or it ran out. Make a new one on your Countersign settings page."
 TAKEN = "This account is linked to another person in Countersign. Ask an admin to remove that link first."
 ALREADY = "This account is already linked to you in Countersign."
@@ -119,7 +125,7 @@ def claim(connector: str, sender: str, name: str, code: str) -> str:
     row.claimed_by, row.claimed_name = sender, name[:200]
     _audit("link_claim", "claimed", user, connector, f"from {sender}")
     db.session.commit()
-    return CLAIMED
+    return CLAIMED.format(email=user.email)
 
 
 def waiting(user: User) -> list[LinkCode]:
@@ -171,6 +177,8 @@ def answer_claim(user: User, code_id: int, yes: bool) -> ConnectorIdentity | Non
         return None
     identity = _link(user, row.connector, row.claimed_by)
     db.session.commit()
+    for told in list(current_app.extensions.get("links.linked", ())):  # (the connectors tell the account)
+        told(identity.id)
     return identity
 
 

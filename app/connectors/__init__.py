@@ -61,6 +61,7 @@ def init_app(app: Flask) -> None:
     copilot.listen_cards(app, push.cards_asked)
     copilot.listen_countersign(app, push.countersign_asked)
     copilot.listen_decided(app, push.card_decided)
+    app.extensions.setdefault("links.linked", []).append(push.account_linked)
 
 
 def _turn_ended(conversation_id: int, added: list[Any]) -> None:

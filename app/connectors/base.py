@@ -112,11 +112,15 @@ class Connector(ABC):
         message that is nothing but one: app.auth.links). Email links by a mailed link instead."""
         return links.code_in(inbound.text)
 
-    def post_prompt(self, chat: str, approval: Approval, text: str) -> str:
-        """Send a card to a person's own chat with this service (their linked account), with the
-        buttons that answer it (app.connectors.buttons); the id of the message it made. Only the
-        chat services do."""
+    def post_prompt(self, chat: str, approval: Approval, text: str) -> tuple[str, str]:
+        """Send a card to a person's own chat with this service (`chat`: their linked account's id),
+        with the buttons that answer it (app.connectors.buttons): (the chat's id, the message's id).
+        Only the chat services do."""
         raise NotImplementedError(f"{self.name} takes no cards outside a thread")
+
+    def say_to(self, chat: str, text: str) -> None:
+        """Write to a person's own chat with this service (`chat`: their linked account's id)."""
+        raise NotImplementedError(f"{self.name} has no chat of its own")
 
     def press(self, payload: dict[str, Any]) -> Any:
         """A press of a card's button in a verified webhook's JSON object (Telegram's callback

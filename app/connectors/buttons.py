@@ -38,14 +38,15 @@ class Press:
     reply: str = ""  # how to answer the presser alone (Telegram's callback query id)
 
 
-def _mac(approval_id: str, decision: str, chat: str) -> str:
+def _mac(approval_id: str, decision: str, service: str, chat: str) -> str:
     key = current_app.config["SECRET_KEY"].encode()
-    return hmac.new(key, f"button:{approval_id}:{decision}:{chat}".encode(), hashlib.sha256).hexdigest()[:16]
+    return hmac.new(key, f"button:{approval_id}:{decision}:{service}:{chat}".encode(), hashlib.sha256).hexdigest()[:16]
 
 
-def value(approval_id: str, decision: str, chat: str) -> str:
-    """A button's value: "<c|d>:<card id>:<mac>" (51 characters, within Telegram's 64 bytes)."""
-    return f"{decision[0]}:{approval_id}:{_mac(approval_id, decision, chat)}"
+def value(approval_id: str, decision: str, service: str, chat: str) -> str:
+    """A button's value: "<c|d>:<card id>:<mac>" (51 characters, within Telegram's 64 bytes), the
+    mac over the card, the answer, the service and the chat it is posted in."""
+    return f"{decision[0]}:{approval_id}:{_mac(approval_id, decision, service, chat)}"
 
 
 def read(press: Press) -> tuple[str, str] | None:
@@ -53,7 +54,9 @@ def read(press: Press) -> tuple[str, str] | None:
     letter, _, rest = press.value.partition(":")
     approval_id, _, mac = rest.partition(":")
     decision = {"c": Decision.CONFIRM, "d": Decision.DECLINE}.get(letter)
-    if decision is None or not hmac.compare_digest(mac.encode(), _mac(approval_id, decision, press.chat).encode()):
+    if decision is None or not hmac.compare_digest(
+        mac.encode(), _mac(approval_id, decision, press.connector, press.chat).encode()
+    ):
         return None
     return approval_id, decision
 
@@ -64,11 +67,11 @@ def answerable(approval: Approval) -> bool:
     return approval.type == ApprovalType.CONFIRM and not approval.countersign
 
 
-def buttons(approval: Approval, chat: str) -> list[dict[str, str]]:
+def buttons(approval: Approval, service: str, chat: str) -> list[dict[str, str]]:
     """What the card's message offers: Confirm and Decline where a press may answer, and Open."""
     found = [{"label": "Open", "url": card_url(approval.id)}]
     if answerable(approval):
-        found[:0] = [{"label": d.title(), "value": value(approval.id, d, chat), "decision": d} for d in ANSWERS]
+        found[:0] = [{"label": d.title(), "value": value(approval.id, d, service, chat), "decision": d} for d in ANSWERS]
     return found
 
 

@@ -63,14 +63,11 @@ def push_card(approval_id: str) -> str:
 
 def _send(approval: Approval, identities: list[ConnectorIdentity], head: str = "") -> list[dict[str, str]]:
     """Post the card to each account: where it went."""
-    return [
-        {
-            "connector": i.connector,
-            "chat": i.external_id,
-            "message": CONNECTORS[i.connector].post_prompt(i.external_id, approval, prompt_text(approval, head)),
-        }
-        for i in identities
-    ]
+    posted = []
+    for identity in identities:
+        chat, message = CONNECTORS[identity.connector].post_prompt(identity.external_id, approval, prompt_text(approval, head))
+        posted.append({"connector": identity.connector, "chat": chat, "message": message})
+    return posted
 
 
 def push_unseen(after_seconds: int) -> int:
@@ -167,3 +164,16 @@ def push_countersign(approval_id: str) -> str:
                 sent += _send(approval, [identity], head)
     _remember(approval, sent)
     return f"sent to {len(sent)}"
+
+
+def account_linked(identity_id: int) -> None:
+    """The linked listener (app.auth.links): queue telling the account whose it now is."""
+    copilot.call("app.connectors.push:tell_linked", identity_id)
+
+
+def tell_linked(identity_id: int) -> None:
+    """The job: the account just linked is told to whom (someone may have been sent another's code)."""
+    identity = db.session.get(ConnectorIdentity, identity_id)
+    if identity is not None:
+        text = links.LINKED.format(service=identity.connector.title(), email=identity.user.email)
+        CONNECTORS[identity.connector].say_to(identity.external_id, text)

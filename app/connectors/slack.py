@@ -78,14 +78,26 @@ class Slack(Connector):
         channel, _, thread_ts = thread.thread_key.partition(":")
         self._post_card(channel, thread_ts, approval, text)
 
-    def post_prompt(self, chat: str, approval: Approval, text: str) -> str:
-        """A card in the person's direct messages with the app (chat: their user id); its ts."""
-        return self._post_card(chat, "", approval, text)
+    def post_prompt(self, chat: str, approval: Approval, text: str) -> tuple[str, str]:
+        """A card in the person's direct messages with the app (chat: their user id): the DM's own
+        channel is opened first (conversations.open), since presses and edits name it: (channel, ts)."""
+        channel = self._dm(chat)
+        return channel, self._post_card(channel, "", approval, text)
+
+    def say_to(self, chat: str, text: str) -> None:
+        """A message in the person's direct messages with the app."""
+        self._call("chat.postMessage", {"channel": self._dm(chat), "text": escape(text)})
+
+    def _dm(self, user: str) -> str:
+        opened = self._call("conversations.open", {"users": user}).get("channel")
+        return str(opened.get("id") or user) if isinstance(opened, dict) else user
 
     def _post_card(self, channel: str, thread_ts: str, approval: Approval, text: str) -> str:
-        elements = [_button(b) for b in buttons(approval, channel)]
+        elements = [_button(b) for b in buttons(approval, self.name, channel)]
         blocks = [_section(text), {"type": "actions", "block_id": f"card-{approval.id}", "elements": elements}]
-        payload = {"channel": channel, "thread_ts": thread_ts, "text": escape(text), "blocks": blocks}
+        payload: dict[str, Any] = {"channel": channel, "text": escape(text), "blocks": blocks}
+        if thread_ts:
+            payload["thread_ts"] = thread_ts
         return str(self._call("chat.postMessage", payload).get("ts", ""))
 
     def edit(self, press: Any, text: str) -> None:
@@ -103,17 +115,12 @@ class Slack(Connector):
             data = json.loads(parse_qs(body).get("payload", ["{}"])[0])
         except ValueError:
             return None
-        actions = data.get("actions") if isinstance(data, dict) else None
-        if (
-            data.get("type") != "block_actions"
-            or not isinstance(actions, list)
-            or not actions
-            or not isinstance(actions[0], dict)
-        ):
+        if not isinstance(data, dict) or data.get("type") != "block_actions":
             return None
-        action, container = actions[0], data.get("container") or {}
-        user, channel = (data.get("user") or {}).get("id"), (data.get("channel") or {}).get("id") or container.get("channel_id")
-        ts = container.get("message_ts") or (data.get("message") or {}).get("ts")
+        action, user = _first(data.get("actions")), _dict(data.get("user")).get("id")
+        container, channel = _dict(data.get("container")), _dict(data.get("channel")).get("id")
+        channel = channel or container.get("channel_id")
+        ts = container.get("message_ts") or _dict(data.get("message")).get("ts")
         if action.get("action_id") not in ANSWERS or not all(isinstance(v, str) and v for v in (user, channel, ts)):
             return None
         return Press(
@@ -130,6 +137,14 @@ class Slack(Connector):
         if method == "chat.postMessage":
             payload = {**payload, "unfurl_links": False, "unfurl_media": False}
         return post_json(f"{base.rstrip('/')}/{method}", payload, headers={"Authorization": f"Bearer {token}"})
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _first(value: Any) -> dict[str, Any]:
+    return _dict(value[0]) if isinstance(value, list) and value else {}
 
 
 def _section(text: str) -> dict[str, Any]:

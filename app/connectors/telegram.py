@@ -86,10 +86,15 @@ class Telegram(Connector):
         chat, _, topic = thread.thread_key.partition(":")
         self._send(self._message(chat, text, topic) | {"reply_markup": _keyboard(approval, chat)})
 
-    def post_prompt(self, chat: str, approval: Approval, text: str) -> str:
-        """A card in the person's private chat with the bot (chat: their user id); its message_id."""
+    def post_prompt(self, chat: str, approval: Approval, text: str) -> tuple[str, str]:
+        """A card in the person's private chat with the bot (chat: their user id, which is also
+        that chat's id): (chat, message_id)."""
         sent = self._send(self._message(chat, text) | {"reply_markup": _keyboard(approval, chat)})
-        return str((sent.get("result") or {}).get("message_id", ""))
+        return chat, str((sent.get("result") or {}).get("message_id", ""))
+
+    def say_to(self, chat: str, text: str) -> None:
+        """A message in the person's private chat with the bot."""
+        self._send(self._message(chat, text))
 
     def edit(self, press: Any, text: str) -> None:
         """The pressed card's message reads its outcome (its keyboard gone); the press is answered."""
@@ -130,7 +135,7 @@ def _chat_id(chat: str) -> int | str:
 
 def _keyboard(approval: Approval, chat: str) -> dict[str, Any]:
     """The card's inline keyboard: Confirm and Decline (where a press may answer), Open below."""
-    offered = buttons(approval, chat)
+    offered = buttons(approval, "telegram", chat)
     presses = [{"text": b["label"], "callback_data": b["value"]} for b in offered if "value" in b]
     links = [{"text": b["label"], "url": b["url"]} for b in offered if "url" in b]
     return {"inline_keyboard": [row for row in (presses, links) if row]}
