@@ -16,7 +16,7 @@ from tests.conftest import api_headers
 from tests.helpers.people import globex_admin  # noqa: F401 (fixture)
 
 SECRET = re.compile(r"cs_[A-Za-z0-9_-]{20,}")
-TABS = ("Approvals", "Audit log", "Tokens")
+TABS = ("Approvals", "Audit log", "Tokens", "Channels")
 
 
 def user_id(app, email):
@@ -164,7 +164,7 @@ def test_token_posts_without_csrf_change_nothing(app, sign_in):
     assert len(tokens_of(app, "alice@example.com")) == 1 and not tokens_of(app, "alice@example.com")[0].revoked
 
 
-@pytest.mark.parametrize("path", ["/admin/", "/admin/audit", "/admin/tokens", "revoke", "created"])
+@pytest.mark.parametrize("path", ["/admin/", "/admin/audit", "/admin/tokens", "/admin/channels", "revoke", "created"])
 def test_every_admin_page_shows_every_tab(app, sign_in, path):
     admin, _, token_id = made_token(app, sign_in)
     if path == "created":
