@@ -12,8 +12,8 @@ from app.copilot.actions import Registry
 from app.copilot.approvals import _revise as revise
 from app.copilot.approvals._countersigning import first_signature
 from app.copilot.approvals._handle import confirmed, submit
-from app.copilot.approvals._machine import check_open, claim
-from app.copilot.approvals._tokens import Actor, ChannelProof, verify
+from app.copilot.approvals._machine import check_open, claim, claim_outright
+from app.copilot.approvals._tokens import Actor, ChannelProof, read_proof, verify
 from app.errors import BadValues
 from app.models import Approval
 from app.status import ApprovalType, Decision, Status
@@ -39,7 +39,10 @@ def answer(
     decline's reason in `values` are revise.answer's. `proof` is the card's token, or
     the channel's own proof of the sender. Returns the approval in its final state, or raises a
     CountersignError having changed nothing but the audit log."""
-    approval = verify(approval_id, proof, actor)
+    read = read_proof(approval_id, proof, actor)
+    if decision == Decision.CONFIRM and (claimed := claim_outright(approval_id, read, actor)) is not None:
+        return confirmed(claimed, actor, registry)  # the common confirm: checked and claimed in one statement
+    approval = verify(approval_id, proof, actor, read)
     if decision in revise.ANSWERS:
         return revise.answer(approval, actor, decision, registry, values or {})
     only_for, target = ANSWERS[decision]
