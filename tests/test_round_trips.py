@@ -247,6 +247,7 @@ def test_a_confirm_the_one_statement_claim_refuses_is_checked_one_by_one_and_aud
 def test_a_second_confirm_claims_nothing_and_is_told_who_decided(app, api, posts):
     _, card = _card(app, api, posts)
     client, headers = api
+    headers = {**headers, "Prefer": "respond-async"}
     first = client.post(f"/api/approvals/{card['id']}/confirm", json={"token": card["token"]}, headers=headers)
     again = client.post(f"/api/approvals/{card['id']}/confirm", json={"token": card["token"]}, headers=headers)
     assert first.status_code == 200 and first.get_json()["status"] == "done"
