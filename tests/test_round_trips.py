@@ -2,7 +2,9 @@
 Redis round trips of a message (the POST, `Prefer: respond-async`), of a pass (the job, run here
 as the worker runs it) and of a confirm. Counts, not timings: each pin is exact or a bound that
 a change which adds a statement or a round trip breaks. The turns go to Dramatiq over the test
-Redis (nothing takes them: the test runs each pass itself, as the worker would)."""
+Redis (nothing takes them: the test runs each pass itself, as the worker would). Issue 26: a
+confirm was 17 statements (the approval read, then claimed; the post read three times; the run
+and its step's cards read before the run was queued), a message 7."""
 
 from __future__ import annotations
 
@@ -147,9 +149,9 @@ def test_a_first_message_costs_its_statements_one_commit_and_its_round_trips(app
     convo = warmed(api)
     with counting() as c:
         send(api, convo, "hello there")
-    # the token, its person, the conversation, its lock (with the last run's toolsets); the
-    # message and its run; the title
-    assert c.sql == {"SELECT": 4, "INSERT": 2, "UPDATE": 1}, c
+    # the token (with its person and their tenant), the conversation, its lock (with the last
+    # run's toolsets); the message and its run; the title
+    assert c.sql == {"SELECT": 3, "INSERT": 2, "UPDATE": 1}, c
     assert c.commits == 1, c
     # the event cursor, the title's event, the job queued
     assert c.redis == ["XREVRANGE", "EVALSHA", "EVALSHA"], c
@@ -186,9 +188,13 @@ def test_a_confirm_costs_its_statements_and_round_trips_and_its_continuation_pas
             f"/api/approvals/{card['id']}/confirm", json={"token": card["token"]}, headers={**headers, "Prefer": "respond-async"}
         )
     assert answer.status_code == 200 and answer.get_json()["status"] == "done", answer.get_json()
-    # (of which 3 SELECTs and the DELETE are the action's own, delete_post's)
-    assert c.sql == {"SELECT": 10, "UPDATE": 5, "DELETE": 1, "INSERT": 1}, c
-    assert c.commits == 3, c
+    # the token (with its person and their tenant); the claim, checks and all (one conditional
+    # UPDATE … RETURNING the card); the post, read once for authorize(), the card and handle();
+    # its DELETE; the outcome and its audit row (the chain's head taken, the row, the head moved);
+    # the run queued (one conditional UPDATE: paused, and no open card in its step). (The card's
+    # chat line, which the continuation's lines come after, is read only by a reply that waits.)
+    assert c.sql == {"SELECT": 2, "UPDATE": 5, "DELETE": 1, "INSERT": 1}, c
+    assert c.commits == 3, c  # the claim (before handle(): at most once), the outcome, the run queued
     # the card's two changes on the stream, the continuation queued, the event cursor
     assert c.redis == ["EVALSHA", "EVALSHA", "EVALSHA", "XREVRANGE"], c
     streamed.enqueue("Deleted, as you confirmed.")
@@ -201,3 +207,75 @@ def test_a_confirm_costs_its_statements_and_round_trips_and_its_continuation_pas
     assert c.commits == 3, c
     # one stop look-up: before the calls the cards answered are handed back to the model
     assert c.redis == ["EVALSHA", "EXISTS", "EVALSHA", "EVALSHA", "EVALSHA"], c
+
+
+def _card(app: Any, api: Any, posts: dict[str, int]) -> tuple[int, dict[str, Any]]:
+    """A run paused on a delete_post card of alice's, and the card as the API shows it to `api`."""
+    convo = new_conversation(api)
+    run_id = send(api, convo, f"/delete_post post={posts['Spring meetup']}")["run"]
+    run_pass(app, run_id)
+    client, headers = api
+    return run_id, client.get(f"/api/conversations/{convo}", headers=headers).get_json()["pending"][0]
+
+
+def test_a_confirm_the_one_statement_claim_refuses_is_checked_one_by_one_and_audited(app, api, counting, posts):
+    """The claim with every check in its WHERE claims nothing for a credential outside the card's
+    toolsets: then the checks run one by one, the refusal says which and is audited, nothing ran."""
+    from app.auth import create_token
+    from app.copilot.approvals import sign
+    from app.models import ApiToken, Approval, AuditEvent, Post
+
+    _, card = _card(app, api, posts)
+    with app.app_context():
+        alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+        limited = create_token(alice, scope="client", toolsets="mail")
+        limited_id = db.session.scalar(sa.select(sa.func.max(ApiToken.id)))
+        with app.test_request_context():
+            token = sign(db.session.get(Approval, card["id"]), f"pat:{limited_id}")  # as if it had been given one
+    client, _ = api
+    with counting() as c:
+        answer = client.post(f"/api/approvals/{card['id']}/confirm", json={"token": token}, headers=api_headers(limited))
+    assert answer.status_code == 403 and answer.get_json()["error"] == "OutsideToolsets", answer.get_json()
+    assert c.sql["UPDATE"] >= 1 and c.sql["SELECT"] >= 2, c  # the claim that claimed nothing, then the approval read
+    with app.app_context():
+        assert db.session.get(Approval, card["id"]).status == "pending"  # type: ignore[union-attr]
+        assert db.session.get(Post, posts["Spring meetup"]) is not None
+        refused = db.session.scalars(sa.select(AuditEvent.detail).where(AuditEvent.approval_id == card["id"]))
+        assert "outside_toolsets" in list(refused)
+
+
+def test_a_second_confirm_claims_nothing_and_is_told_who_decided(app, api, posts):
+    _, card = _card(app, api, posts)
+    client, headers = api
+    headers = {**headers, "Prefer": "respond-async"}
+    first = client.post(f"/api/approvals/{card['id']}/confirm", json={"token": card["token"]}, headers=headers)
+    again = client.post(f"/api/approvals/{card['id']}/confirm", json={"token": card["token"]}, headers=headers)
+    assert first.status_code == 200 and first.get_json()["status"] == "done"
+    assert again.status_code == 409 and "You already" in again.get_json()["message"], again.get_json()
+
+
+def test_a_context_reads_a_record_once_until_a_commit_or_a_delete(app, counting, posts):
+    """authorize(), the card and handle() of one confirm ask for the same record: one SELECT."""
+    from app.copilot.actions import ActionContext
+    from app.errors import NotFound
+    from app.models import Post
+
+    with app.app_context():
+        alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+        ctx = ActionContext(user=alice, tenant=alice.tenant, db=db.session)
+        with counting() as c:
+            first = ctx.find(Post, posts["Spring meetup"])
+            assert ctx.find(Post, posts["Spring meetup"]) is first
+            assert first.title == "Spring meetup"
+        assert c.statements == 1, c
+        db.session.commit()  # expires what the session holds: read again
+        with counting() as c:
+            assert ctx.find(Post, posts["Spring meetup"]).title == "Spring meetup"
+        assert c.sql["SELECT"] >= 1, c
+        db.session.delete(first)
+        with pytest.raises(NotFound):
+            ctx.find(Post, posts["Spring meetup"])
+        db.session.rollback()
+        carol = db.session.scalar(sa.select(User).where(User.email == "carol@example.com"))
+        with pytest.raises(NotFound):  # another tenant's context never has it
+            ActionContext(user=carol, tenant=carol.tenant, db=db.session).find(Post, posts["Launch notes"])

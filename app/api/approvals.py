@@ -43,7 +43,7 @@ def answer(approval_id: str, decision: str) -> Any:
         approval.conversation_id,
         approval.run_id,
         [],
-        copilot.card_message_id(approval),
+        lambda: copilot.card_message_id(approval),  # (read only when the continuation's lines are)
         cursor,
         actor,
         200,

@@ -3,6 +3,7 @@ for the turn, as RFC 7240 `Prefer` asks."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -36,7 +37,7 @@ def turn_reply(
     conversation_id: int,
     run_id: int | None,
     shown: list[Message],
-    after_message: int,
+    after_message: int | Callable[[], int],
     cursor: str,
     actor: Actor,
     async_status: int = 202,
@@ -44,7 +45,8 @@ def turn_reply(
 ) -> Any:
     """After a POST that queued a pass: at once when asked (`respond-async`: 202, or 200 for an
     answer, whose card is decided already), else wait for it (bounded) and answer 200 with what
-    is new, or 202 if it is still going."""
+    is new, or 202 if it is still going. `after_message`: the message the pass's lines come after
+    (or how to find it, asked only when they are read)."""
     asked_async, wait = preference()
     if run_id is not None and (asked_async or not copilot.wait(conversation_id, run_id, cursor, wait)):
         response = jsonify(run=run_id, events=events_url(conversation_id, cursor), **extra)
@@ -52,6 +54,7 @@ def turn_reply(
             response.headers["Preference-Applied"] = "respond-async"
         return response, async_status if asked_async else 202
     if run_id is not None:  # what the pass wrote (not another turn's lines written meanwhile)
+        after_message = after_message() if callable(after_message) else after_message
         shown = [
             *shown,
             *db.session.scalars(

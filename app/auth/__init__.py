@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from flask import Blueprint, abort, current_app, flash, g, redirect, render_template, request, session, url_for
 from flask_login import current_user, login_required, login_user, logout_user
 from flask_wtf import FlaskForm
-from sqlalchemy.orm import contains_eager
+from sqlalchemy.orm import contains_eager, joinedload
 from wtforms import EmailField, PasswordField
 from wtforms.validators import DataRequired, Email
 
@@ -245,8 +245,10 @@ def bearer_token() -> ApiToken | None:
 
 
 def find_token(token: str) -> ApiToken | None:
-    """The live token row for a presented token (compared by its hash)."""
-    return db.session.scalar(sa.select(ApiToken).where(ApiToken.token_hash == hash_token(token), ApiToken.revoked.is_(False)))
+    """The live token row for a presented token (compared by its hash), read with its person and
+    their tenant in the same statement (every request with it acts as them, in their tenant)."""
+    live = sa.select(ApiToken).where(ApiToken.token_hash == hash_token(token), ApiToken.revoked.is_(False))
+    return db.session.scalar(live.options(joinedload(ApiToken.user).joinedload(User.tenant)))
 
 
 CHANNEL_NAMES = {

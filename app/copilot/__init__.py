@@ -110,7 +110,7 @@ def answer(
     keeps the run waiting."""
     try:
         if decision == Decision.DECLINE:
-            values = {"reason": reason}  # the person's words for the model (revise.answer)
+            values = {"reason": reason}  # the person's words for the model (approvals: decline)
         approval = queued(approvals.answer(approval_id, proof, actor, decision, registry(), values))
     except Expired:
         _tell_expired(approval_id, actor)

@@ -92,7 +92,7 @@ def countersign(approval_id: str, decision: str) -> Any:
     POST): the card in its new state; without htmx, its page."""
     actor = current_actor()
     token = request.form.get("token", "")
-    try:  # a reason too long is refused whole (revise.reason), never cut
+    try:  # a reason too long is refused whole (the decline's reason check), never cut
         approval = copilot.countersign(approval_id, token, actor, decision, request.form.get("reason"))
     except CountersignError as error:
         current = db.session.get(Approval, approval_id)

@@ -50,12 +50,16 @@ class ActionContext:
     db: Session | scoped_session[Any]
     channel: str = "web"
     approval_id: str | None = None  # set while a confirmed card runs: the idempotency key
+    _found: dict[tuple[type, Any], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def find(self, model: type[M], ident: Any) -> M:
         """The record with this id inside the person's tenant; NotFound otherwise (also for an id
         no INTEGER column can hold, which the driver would refuse)."""
         if isinstance(ident, int) and not 0 < ident <= ROW_ID_MAX:
             raise NotFound(f"No {model.__name__.lower()} {ident} here.")
+        held = self._found.get((model, ident))
+        if held is not None and _as_read(held):
+            return held  # type: ignore[no-any-return]
         row: M | None = self.db.scalar(
             sa.select(model).where(  # type: ignore[arg-type]
                 model.id == ident,  # type: ignore[attr-defined]
@@ -64,7 +68,16 @@ class ActionContext:
         )
         if row is None:
             raise NotFound(f"No {model.__name__.lower()} {ident} here.")
+        self._found[(model, ident)] = row
         return row
+
+
+def _as_read(row: Any) -> bool:
+    """Whether a record find() read in this context still stands as read: still in its session,
+    not deleted, nothing of it expired by a commit or a rollback since. authorize(), the card and
+    handle() of one confirm then ask for it once, not three times; anything else reads it again."""
+    state = sa.inspect(row)
+    return state.persistent and not state.expired_attributes and row not in (state.session.deleted if state.session else ())
 
 
 @dataclass(frozen=True)

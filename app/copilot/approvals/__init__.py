@@ -9,6 +9,7 @@ from __future__ import annotations
 from app.copilot.approvals._answer import answer
 from app.copilot.approvals._cards import card_url
 from app.copilot.approvals._countersigning import countersign, may_countersign, waiting_for
+from app.copilot.approvals._decline import REASON_MAX
 from app.copilot.approvals._delivery import JOB as DELIVERY_JOB
 from app.copilot.approvals._delivery import NOTICE, deliver
 from app.copilot.approvals._machine import (
@@ -24,7 +25,7 @@ from app.copilot.approvals._machine import (
     supersede,
 )
 from app.copilot.approvals._outcomes import card_label, chat_outcome, decided_by_line
-from app.copilot.approvals._revise import REASON_MAX, edit_form, fresh_id, standing, told
+from app.copilot.approvals._revise import edit_form, fresh_id, standing, told
 from app.copilot.approvals._tokens import Actor, ChannelProof, may_answer, sign, sign_second
 
 __all__ = [

@@ -9,8 +9,8 @@ import logging
 import sqlalchemy as sa
 
 from app.copilot.actions import ActionContext, Registry
-from app.copilot.approvals import _revise as revise
 from app.copilot.approvals._decided import already_decided, decided_words
+from app.copilot.approvals._decline import decline
 from app.copilot.approvals._handle import confirmed
 from app.copilot.approvals._machine import claim, expire, move
 from app.copilot.approvals._tokens import Actor, ChannelProof, refuse, verify_second
@@ -62,10 +62,7 @@ def countersign(
         who = f"Only {approval.countersign} of this tenant may countersign this."
         raise refuse(WrongPerson(who), Refusal.COUNTERSIGN_NOT_ALLOWED, actor, approval, approval.id)
     if decision == Decision.DECLINE:
-        said = revise.reason(reason)  # the second person's words for the model, checked as the first's
-        detail = "a reason was given" if said else ""
-        claim(approval, Status.DECLINED, actor, detail, source=Status.COUNTERSIGNING, feedback=said)
-        return approval
+        return decline(approval, actor, reason, by_second_signer=True)
     claim(approval, Status.RUNNING, actor, source=Status.COUNTERSIGNING)
     return confirmed(approval, actor, registry, as_person=_requester(approval, actor))
 

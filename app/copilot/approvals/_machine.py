@@ -25,7 +25,7 @@ from app.copilot.approvals._caps import check_cap
 from app.copilot.approvals._cards import Card, build_card
 from app.copilot.approvals._decided import already_decided
 from app.copilot.approvals._forms import form_for
-from app.copilot.approvals._tokens import Actor, asked_by, refuse, ttl
+from app.copilot.approvals._tokens import Actor, Proof, asked_by, reachable, refuse, ttl
 from app.errors import (
     AgentCannotAnswer,
     CountersignError,
@@ -120,6 +120,41 @@ def claim(
     when = [Approval.expires_at > now]
     if not move(approval, status, actor.user.id, actor.channel, detail, source=source, when=when, **stamps):
         raise refuse(already_decided(approval, actor.user.id), Refusal.LOST_CLAIM, actor, approval, approval.id)
+
+
+def claim_outright(approval_id: str, proof: Proof, actor: Actor) -> Approval | None:
+    """The common confirm, claimed in one statement: verify()'s and check_open()'s checks are the
+    WHERE of the claim's conditional UPDATE … RETURNING (this person's card in their tenant, one
+    signature, still pending and in its time, within the credential's toolsets), after a proof
+    read as theirs. Only one caller anywhere wins. None, nothing written, when any check fails:
+    then the checks one by one say which, each refusal audited (answer's slower path)."""
+    if not proof.names(actor):
+        return None
+    now = utcnow()
+    where = [
+        Approval.id == approval_id,
+        Approval.tenant_id == actor.user.tenant_id,
+        Approval.user_id == actor.user.id,
+        Approval.type == ApprovalType.CONFIRM,
+        sa.func.coalesce(Approval.countersign, "") == "",  # a second signature's card: first_signature
+        Approval.status == Status.PENDING,
+        Approval.expires_at > now,
+    ]
+    if actor.toolsets is not None:
+        where.append(Approval.action.in_(sorted(reachable(actor.toolsets))))
+    claimed = (
+        sa.update(Approval)
+        .where(*where)
+        .values(status=Status.RUNNING, claimed_at=now, decided_by=actor.user.id)
+        .returning(Approval)
+        .execution_options(synchronize_session=False, populate_existing=True)
+    )
+    approval = db.session.scalars(claimed).first()
+    if approval is None:
+        return None
+    commit_kept()  # (the approval as the UPDATE returned it)
+    events.card_changed(approval.conversation_id, approval.id, Status.RUNNING)  # every open view follows
+    return approval
 
 
 def context(actor: Actor, approval: Approval) -> ActionContext:

@@ -1,7 +1,7 @@
-"""The answers that revise a card, on _machine's own create, claim and move: a decline (by its
-person, or by the second signer) with the reason for the model, an edit before confirm (a fresh
-card from the edited input), and a fresh card for one that changed, with the rows that changed.
-None runs handle(): a fresh card is confirmed through approvals like any card."""
+"""The answers that revise a card, on _machine's own create, claim and move: an edit before
+confirm (a fresh card from the edited input), and a fresh card for one that changed, with the rows
+that changed; and what the model reads of a decided card (told). None runs handle(): a fresh card
+is confirmed through approvals like any card. A decline is _decline.py's."""
 
 from __future__ import annotations
 
@@ -23,52 +23,27 @@ from app.copilot.approvals._cards import Card, build_card
 from app.copilot.approvals._forms import validate_form
 from app.copilot.approvals._outcomes import model_outcome
 from app.copilot.approvals._tokens import Actor, refuse
-from app.copilot.text import text_problem
-from app.errors import AlreadyDecided, BadValues, CountersignError, TooManyPending, UnstorableText, WrongPerson
+from app.errors import AlreadyDecided, BadValues, CountersignError, TooManyPending, WrongPerson
 from app.extensions import db
 from app.models import Approval, Message, Run
 from app.status import SECOND_DECLINED, ApprovalType, Decision, Refusal, Role, RunNext, RunStatus, Status
 
-# What each of these answers may be given to (None: a card or a form).
-ANSWERS: dict[str, ApprovalType | None] = {
-    Decision.DECLINE: None,
+# What each of these answers may be given to.
+ANSWERS: dict[str, ApprovalType] = {
     Decision.EDIT: ApprovalType.CONFIRM,
     Decision.REFRESH: ApprovalType.CONFIRM,
 }
-REASON_MAX = 1000  # characters of a decline's reason (the person's words to the model)
 
 
 def answer(approval: Approval, actor: Actor, decision: str, registry: Registry, values: Mapping[str, Any]) -> Approval:
-    """A verified answer (approvals.answer): 'decline' (values: an optional "reason"), 'edit' (the
-    edited values: returns the fresh card), 'refresh' (a changed card: returns its fresh card)."""
-    if ANSWERS[decision] is not None and approval.type != ANSWERS[decision]:
+    """A verified answer (approvals.answer): 'edit' (the edited values: returns the fresh card) or
+    'refresh' (a changed card: returns its fresh card)."""
+    if approval.type != ANSWERS[decision]:
         raise BadValues(f"This {approval.type} cannot be answered with {decision}.")
     if decision == Decision.REFRESH:
         return _refresh(approval, actor, registry)
-    approvals.check_open(approval, actor, withdrawing=decision == Decision.DECLINE)
-    if decision == Decision.EDIT:
-        return _edit(approval, actor, registry, values)
-    said = reason(values.get("reason"))
-    # The person may still withdraw a card that waits for its countersignature.
-    source = Status(approval.status)
-    approvals.claim(approval, Status.DECLINED, actor, "a reason was given" if said else "", source=source, feedback=said)
-    return approval
-
-
-def reason(given: object) -> str | None:
-    """A decline's reason as it will be stored (the person's words, meant for the model), or None.
-    Too long or unstorable: refused whole, the card still waits."""
-    if given is None:
-        return None
-    if not isinstance(given, str):
-        raise BadValues("The reason must be text.")
-    said = given.strip()
-    problem = text_problem(said)
-    if problem:
-        raise UnstorableText(problem)
-    if len(said) > REASON_MAX:
-        raise BadValues(f"The reason is too long: {len(said)} characters, at most {REASON_MAX}. Nothing was decided.")
-    return said or None
+    approvals.check_open(approval, actor)
+    return _edit(approval, actor, registry, values)
 
 
 # --- edit before confirm -------------------------------------------------------------------------

@@ -4,7 +4,7 @@ before a claim (DESIGN §3.1, §6.3 and §6.8)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from flask import current_app
@@ -82,6 +82,23 @@ class ChannelProof:
     how: str
 
 
+class Proof(NamedTuple):
+    """A read proof: whom and which session the token was signed for (its payload), and whether
+    it is past its age."""
+
+    payload: dict[str, object]
+    expired: bool
+
+    def names(self, actor: Actor) -> bool:
+        """Signed for this person in this very session (or token), and not past its age."""
+        return not self.expired and self.payload.get("u") == actor.user.id and self.payload.get("b") == actor.binding
+
+
+def reachable(toolsets: tuple[str, ...]) -> set[str]:
+    """The actions a credential limited to these toolsets reaches."""
+    return set(current_app.extensions["countersign"].reachable(toolsets))
+
+
 def reaches(toolsets: tuple[str, ...] | None, action_name: str) -> bool:
     """Whether a credential limited to these toolsets (None: the app's) reaches this action."""
     return action_name in current_app.extensions["countersign"].reachable(toolsets)
@@ -130,18 +147,22 @@ def _canonical(token: str) -> bool:
         return False
 
 
-def verify(approval_id: str, proof: str | ChannelProof, actor: Actor) -> Approval:
-    """Every check before a claim. An agent credential is refused before anything is read: it
-    answers nothing, whatever it holds. Then the token (a forged or mangled one is refused before
-    the approval is even read; a ChannelProof stands for it), tenant, person and session, and the
-    credential's toolsets. Raises AgentCannotAnswer, BadToken, NotFound, Expired, WrongPerson or
-    OutsideToolsets (each audited)."""
+def read_proof(approval_id: str, proof: str | ChannelProof, actor: Actor) -> Proof:
+    """The checks before anything is read: an agent credential is refused (it answers nothing,
+    whatever it holds), then the token (a forged or mangled one; a ChannelProof stands for it).
+    Raises AgentCannotAnswer or BadToken (each audited)."""
     if actor.agent:
         raise refuse(AgentCannotAnswer(), Refusal.AGENT_CREDENTIAL, actor, None, approval_id)
     if isinstance(proof, ChannelProof):
-        payload, expired = {"a": approval_id, "u": actor.user.id, "b": actor.binding}, False
-    else:
-        payload, expired = _read_token(approval_id, proof, actor)
+        return Proof({"a": approval_id, "u": actor.user.id, "b": actor.binding}, False)
+    return Proof(*_read_token(approval_id, proof, actor))
+
+
+def verify(approval_id: str, proof: str | ChannelProof, actor: Actor, read: Proof | None = None) -> Approval:
+    """Every check before a claim: the proof (read_proof, unless `read` already), then the
+    approval's tenant, person and session, and the credential's toolsets. Raises
+    AgentCannotAnswer, BadToken, NotFound, Expired, WrongPerson or OutsideToolsets (each audited)."""
+    payload, expired = read or read_proof(approval_id, proof, actor)
     approval = db.session.get(Approval, approval_id)
     if approval is None or approval.tenant_id != actor.user.tenant_id:
         raise refuse(NotFound(), Refusal.NOT_FOUND, actor, None, approval_id)

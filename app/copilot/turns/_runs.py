@@ -129,20 +129,24 @@ def step_approvals(run: Run) -> list[Approval]:
 
 
 def resume_if_ready(run_id: int) -> Run | None:
-    """Once every call of the run's current step is decided, queue its next pass (once)."""
-    run = db.session.get(Run, run_id)
-    if run is None or run.status != RunStatus.PAUSED:
-        return None
-    if any(a.status not in FINAL for a in step_approvals(run)):
-        return None
+    """Once every call of the run's current step is decided, queue its next pass (once): one
+    conditional UPDATE … RETURNING of a paused run none of whose current step's cards is still
+    open (only one caller anywhere wins), its own commit (each answer's decision committed before
+    it: two answers of one step never each miss the other's), then the job."""
     now = utcnow()
     values = {"status": RunStatus.QUEUED, "next": RunNext.RESULTS, "queued_at": now, "updated_at": now}
-    queued = won(sa.update(Run).where(Run.id == run.id, Run.status == RunStatus.PAUSED, Run.step == run.step).values(**values))
-    if not queued:
-        db.session.rollback()
-        return None
-    commit_kept(run, **values)  # (the run as just written, without reading it again)
-    jobs.submit(run.id)
+    open_card = sa.exists().where(Approval.run_id == Run.id, Approval.step == Run.step, Approval.status.not_in(FINAL))
+    ready = (
+        sa.update(Run)
+        .where(Run.id == run_id, Run.status == RunStatus.PAUSED, ~open_card)
+        .values(**values)
+        .returning(Run)
+        .execution_options(synchronize_session=False, populate_existing=True)
+    )
+    run = db.session.scalars(ready).first()
+    commit_kept()  # (ends the write either way; what the session holds stays readable as written)
+    if run is not None:
+        jobs.submit(run.id)
     return run
 
 
