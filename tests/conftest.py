@@ -21,6 +21,8 @@ from app import create_app
 from app.cli import DEMO_PASSWORD, seed_demo
 from app.extensions import db
 from app.models import Approval, Conversation, Run, User, utcnow
+from tests.helpers.demo import DemoTemplate, empty_tables
+from tests.helpers.routing import share_builders
 
 # Under pytest-xdist each worker ("gw0", "gw1", …) has databases of its own: Redis database
 # N - k for worker k (the suite empties its Redis database before every test) and PostgreSQL
@@ -46,6 +48,7 @@ REDIS_URL, DATABASE_URL = for_worker(
     os.environ.get("COUNTERSIGN_TEST_DATABASE_URL", ""),
     WORKER,
 )
+share_builders()  # each test's app reuses the URL builders the first app compiled
 TOKEN = re.compile(r'name="token" value="([^"]+)"')
 CSRF = re.compile(r'"X-CSRFToken": "([^"]+)"')
 
@@ -178,12 +181,6 @@ def base_config(url: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def empty_tables() -> None:
-    with db.engine.begin() as conn:
-        for table in reversed(db.metadata.sorted_tables):
-            conn.execute(table.delete())
-
-
 @pytest.fixture
 def app_config() -> dict[str, Any]:
     """Override in a test module to change settings."""
@@ -218,17 +215,44 @@ def quick_demo_hash() -> str:
     return generate_password_hash(DEMO_PASSWORD, method="scrypt:1024:8:1")
 
 
+@pytest.fixture(scope="session")
+def demo_template(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> DemoTemplate:
+    """The demo's rows and files as `seed_demo` makes them (with the tests' cheaper password hash),
+    made once per test process: each test's `app` starts from a copy (tests/helpers/demo.py)."""
+    import app.cli.demo as cli_demo
+
+    template = DemoTemplate(tmp_path_factory.mktemp("demo-files"))
+    made = create_app(base_config(database_url))
+    real_hash, cli_demo._demo_hash = cli_demo._demo_hash, quick_demo_hash  # type: ignore[assignment]
+    try:
+        template.take(made)
+    finally:
+        cli_demo._demo_hash = real_hash
+        with made.app_context():
+            db.engine.dispose()
+    return template
+
+
 @pytest.fixture
 def app(
-    database_url: str, app_config: dict[str, Any], tmp_path: Any, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+    database_url: str,
+    demo_template: DemoTemplate,
+    app_config: dict[str, Any],
+    tmp_path: Any,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Flask]:
     app = create_app(base_config(database_url, **{"FILES_ROOT": str(tmp_path / "files"), **app_config}))
     app.jinja_env.bytecode_cache = TEMPLATES
-    if request.node.get_closest_marker("production_password_hash") is None:
+    production_hash = request.node.get_closest_marker("production_password_hash") is not None
+    if not production_hash:
         monkeypatch.setattr("app.cli.demo._demo_hash", quick_demo_hash)
     with app.app_context():
-        empty_tables()
-        seed_demo()
+        if production_hash:
+            empty_tables()
+            seed_demo()
+        else:
+            demo_template.restore(app.config["FILES_ROOT"])
         db.session.remove()
         from app.extensions import redis_client
 
