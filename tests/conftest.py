@@ -116,10 +116,22 @@ SLOW_MODULES = {
 }
 
 
+# Modules whose tests use the database but run in the fast lane all the same: a few quick ones
+# that take a message, a card and its answer end to end, so the lane between edits goes through
+# the engine as a person does (`./scripts/test --quick` runs the tests marked `quick`).
+QUICK_MODULES = {
+    "test_invariants.py",
+}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+        elsewhere = item.get_closest_marker("slow") or item.get_closest_marker("browser")
+        needs_database = "database_url" in getattr(item, "fixturenames", ())
+        if not elsewhere and (item.path.name in QUICK_MODULES or not needs_database):
+            item.add_marker(pytest.mark.quick)
         if hasattr(getattr(item, "module", None), "mcp_process"):
             # One MCP server process per module (tests/helpers/mcp.py): with `--dist loadgroup`
             # (./scripts/test) the module's tests run on one xdist worker, so it starts once.

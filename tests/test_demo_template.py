@@ -22,7 +22,9 @@ def contents(files_root: Path) -> dict[str, object]:
             kept = [c for c in table.columns if not (c.primary_key or c.foreign_keys or isinstance(c.type, UTCDateTime))]
             rows = conn.execute(sa.select(*kept) if kept else sa.select(sa.func.count()).select_from(table)).all()
             tables[table.name] = sorted(tuple(str(value) for value in row) for row in rows)
-        tables["members"] = sorted(conn.execute(sa.select(User.email, Tenant.slug).join(Tenant, User.tenant_id == Tenant.id)).all())
+        tables["members"] = sorted(
+            conn.execute(sa.select(User.email, Tenant.slug).join(Tenant, User.tenant_id == Tenant.id)).all()
+        )
         tables["authors"] = sorted(
             conn.execute(
                 sa.select(Post.title, User.email, Tenant.slug)
