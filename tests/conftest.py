@@ -95,7 +95,8 @@ def no_internet() -> Iterator[None]:
 
 
 # Modules whose tests start processes or servers of their own, run many examples, or build and
-# lint the whole tree: the fast lane (`./scripts/test --quick`, `-m "not slow"`) leaves them out.
+# lint the whole tree: the fast lanes (`./scripts/test --quick` and `--sqlite`) leave them out. A
+# test of another module that starts a process of its own is marked `slow` where it is written.
 SLOW_MODULES = {
     "test_concurrency.py",
     "test_docs.py",
@@ -108,6 +109,7 @@ SLOW_MODULES = {
     "test_mcp_sessions.py",
     "test_migrations.py",
     "test_models_http.py",
+    "test_printed_commands.py",
     "test_rate_limits.py",
     "test_redis_restart.py",
     "test_signin_lockout.py",
