@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import tempfile
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -21,6 +22,8 @@ from app import create_app
 from app.cli import DEMO_PASSWORD, seed_demo
 from app.extensions import db
 from app.models import Approval, Conversation, Run, User, utcnow
+from tests.helpers.demo import DemoTemplate, empty_tables
+from tests.helpers.routing import share_builders
 
 # Under pytest-xdist each worker ("gw0", "gw1", …) has databases of its own: Redis database
 # N - k for worker k (the suite empties its Redis database before every test) and PostgreSQL
@@ -41,11 +44,19 @@ def for_worker(redis_url: str, database_url: str, worker: int) -> tuple[str, str
     return f"{base}/{int(number) - worker}", database_url
 
 
+# The suite's temporary files (the SQLite database among them) in memory when the machine has a
+# memory-backed /dev/shm and TMPDIR names no other place: every SQLite commit waits for the disk
+# otherwise, which took a third of the suite's time on a busy disk. Set TMPDIR to choose.
+if "TMPDIR" not in os.environ and os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+    os.environ["TMPDIR"] = "/dev/shm"  # the processes the tests start inherit it
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
 REDIS_URL, DATABASE_URL = for_worker(
     os.environ.get("COUNTERSIGN_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"),
     os.environ.get("COUNTERSIGN_TEST_DATABASE_URL", ""),
     WORKER,
 )
+share_builders()  # each test's app reuses the URL builders the first app compiled
 TOKEN = re.compile(r'name="token" value="([^"]+)"')
 CSRF = re.compile(r'"X-CSRFToken": "([^"]+)"')
 
@@ -84,7 +95,8 @@ def no_internet() -> Iterator[None]:
 
 
 # Modules whose tests start processes or servers of their own, run many examples, or build and
-# lint the whole tree: the fast lane (`./scripts/test --quick`, `-m "not slow"`) leaves them out.
+# lint the whole tree: the fast lanes (`./scripts/test --quick` and `--sqlite`) leave them out. A
+# test of another module that starts a process of its own is marked `slow` where it is written.
 SLOW_MODULES = {
     "test_concurrency.py",
     "test_docs.py",
@@ -97,6 +109,7 @@ SLOW_MODULES = {
     "test_mcp_sessions.py",
     "test_migrations.py",
     "test_models_http.py",
+    "test_printed_commands.py",
     "test_rate_limits.py",
     "test_redis_restart.py",
     "test_signin_lockout.py",
@@ -105,10 +118,22 @@ SLOW_MODULES = {
 }
 
 
+# Modules whose tests use the database but run in the fast lane all the same: a few quick ones
+# that take a message, a card and its answer end to end, so the lane between edits goes through
+# the engine as a person does (`./scripts/test --quick` runs the tests marked `quick`).
+QUICK_MODULES = {
+    "test_invariants.py",
+}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+        elsewhere = item.get_closest_marker("slow") or item.get_closest_marker("browser")
+        needs_database = "database_url" in getattr(item, "fixturenames", ())
+        if not elsewhere and (item.path.name in QUICK_MODULES or not needs_database):
+            item.add_marker(pytest.mark.quick)
         if hasattr(getattr(item, "module", None), "mcp_process"):
             # One MCP server process per module (tests/helpers/mcp.py): with `--dist loadgroup`
             # (./scripts/test) the module's tests run on one xdist worker, so it starts once.
@@ -134,6 +159,12 @@ def database_url(tmp_path_factory: pytest.TempPathFactory) -> str:
         from flask_migrate import upgrade
 
         upgrade()
+        if url.startswith("postgres"):
+            # The tests' database need not survive a crash of its server: a commit that does not
+            # wait for its WAL to reach the disk saves the suite minutes on a busy disk.
+            with db.engine.begin() as conn:
+                name = conn.scalar(sa.text("SELECT current_database()"))
+                conn.execute(sa.text(f'ALTER DATABASE "{name}" SET synchronous_commit TO off'))
         db.engine.dispose()
     return url
 
@@ -178,12 +209,6 @@ def base_config(url: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def empty_tables() -> None:
-    with db.engine.begin() as conn:
-        for table in reversed(db.metadata.sorted_tables):
-            conn.execute(table.delete())
-
-
 @pytest.fixture
 def app_config() -> dict[str, Any]:
     """Override in a test module to change settings."""
@@ -218,17 +243,44 @@ def quick_demo_hash() -> str:
     return generate_password_hash(DEMO_PASSWORD, method="scrypt:1024:8:1")
 
 
+@pytest.fixture(scope="session")
+def demo_template(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> DemoTemplate:
+    """The demo's rows and files as `seed_demo` makes them (with the tests' cheaper password hash),
+    made once per test process: each test's `app` starts from a copy (tests/helpers/demo.py)."""
+    import app.cli.demo as cli_demo
+
+    template = DemoTemplate(tmp_path_factory.mktemp("demo-files"))
+    made = create_app(base_config(database_url))
+    real_hash, cli_demo._demo_hash = cli_demo._demo_hash, quick_demo_hash  # type: ignore[assignment]
+    try:
+        template.take(made)
+    finally:
+        cli_demo._demo_hash = real_hash
+        with made.app_context():
+            db.engine.dispose()
+    return template
+
+
 @pytest.fixture
 def app(
-    database_url: str, app_config: dict[str, Any], tmp_path: Any, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+    database_url: str,
+    demo_template: DemoTemplate,
+    app_config: dict[str, Any],
+    tmp_path: Any,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Flask]:
     app = create_app(base_config(database_url, **{"FILES_ROOT": str(tmp_path / "files"), **app_config}))
     app.jinja_env.bytecode_cache = TEMPLATES
-    if request.node.get_closest_marker("production_password_hash") is None:
+    production_hash = request.node.get_closest_marker("production_password_hash") is not None
+    if not production_hash:
         monkeypatch.setattr("app.cli.demo._demo_hash", quick_demo_hash)
     with app.app_context():
-        empty_tables()
-        seed_demo()
+        if production_hash:
+            empty_tables()
+            seed_demo()
+        else:
+            demo_template.restore(app.config["FILES_ROOT"])
         db.session.remove()
         from app.extensions import redis_client
 

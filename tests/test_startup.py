@@ -97,6 +97,7 @@ def test_the_first_bad_number_in_the_environment_stops_the_start(monkeypatch):
         config.load({"COUNTERSIGN_ENV": "testing"})
 
 
+@pytest.mark.slow  # a fresh interpreter of its own
 def test_the_app_starts_without_importing_the_agent_loop_or_model_sdks():
     """pydantic-ai and the providers' SDKs are most of start-up: a process imports them on its
     first turn, never in create_app(); nor the embedded Redis or PostgreSQL's dialect (a SQLite
@@ -104,6 +105,7 @@ def test_the_app_starts_without_importing_the_agent_loop_or_model_sdks():
     assert fresh_process(first_turn=False)["after_create_app"] == []
 
 
+@pytest.mark.slow  # a fresh interpreter of its own
 def test_the_garbage_collector_runs_again_once_the_app_is_made():
     """Start-up holds the collector off (app/startup.py); it must never stay off."""
     assert fresh_process(first_turn=False)["collecting"] == {"after_import": True, "after_create_app": True}
@@ -120,6 +122,7 @@ def test_the_embedded_redis_is_made_once_on_first_use(database_url):
         assert redis_client.client is first and redis_client.client.get("k") == b"v"
 
 
+@pytest.mark.slow  # a fresh interpreter of its own
 def test_a_fresh_processs_first_turn_imports_the_agent_loop_and_answers():
     out = fresh_process(first_turn=True)
     assert out["after_create_app"] == []

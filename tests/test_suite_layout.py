@@ -1,12 +1,12 @@
 """The suite's own layout: a test file imports no other test file (what several share lives in
-tests/helpers/ or tests/conftest.py), and the slow lane's list names test files that exist."""
+tests/helpers/ or tests/conftest.py), and the slow and quick lanes' lists name test files that exist."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from tests.conftest import SLOW_MODULES
+from tests.conftest import QUICK_MODULES, SLOW_MODULES
 
 TESTS = Path(__file__).resolve().parent
 
@@ -24,3 +24,9 @@ def test_no_test_file_imports_another_test_file():
 def test_every_slow_module_is_a_test_file_that_exists():
     files = {path.name for path in TESTS.rglob("test_*.py")}
     assert sorted(SLOW_MODULES - files) == []
+
+
+def test_every_quick_module_is_a_test_file_that_exists_and_not_a_slow_one():
+    files = {path.name for path in TESTS.rglob("test_*.py")}
+    assert sorted(QUICK_MODULES - files) == []
+    assert sorted(QUICK_MODULES & SLOW_MODULES) == []
