@@ -90,7 +90,7 @@ def countersign_queue(actor: Actor) -> list[dict[str, Any]]:
     each the engine's Prompt for this session, with its countersignature token (answered at
     web.countersign)."""
     return [
-        {"prompt": approvals.prompt_for(approval, actor), "pending": False, "countersigning": True, "reason_max": REASON_MAX}
+        {"prompt": approvals.prompt_for(approval, actor), "reason_max": REASON_MAX}
         for approval in approvals.waiting_for(actor.user, copilot.engine().registry)
     ]
 

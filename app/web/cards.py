@@ -12,7 +12,7 @@ from app.copilot.actions import wtform_class
 from app.copilot.approvals import REASON_MAX, Actor, Prompt, prompt_for
 from app.extensions import db
 from app.models import Approval
-from app.status import ApprovalType, Status
+from app.status import ApprovalType
 
 
 def card_context(approval: Approval, actor: Actor) -> dict[str, Any]:
@@ -24,9 +24,8 @@ def prompt_context(prompt: Prompt, typed: Any = None, field_errors: dict[str, li
     """What _card.html / _form.html need: the card's Prompt for this session (its words, its
     tokens, its outcome: the engine's, never decided here) and the browser's own forms — for a
     form the WTForms form (refilled with what was typed after an error), for a card its Edit form."""
-    pending = prompt.waiting and prompt.status == Status.PENDING
     form = None
-    if prompt.form and pending:
+    if prompt.form and prompt.asking:
         form_class = wtform_class(prompt.form["requestedSchema"])
         form = form_class(formdata=typed) if typed is not None else form_class(data=_defaults(prompt.form))
         for name, messages in (field_errors or {}).items():
@@ -35,8 +34,6 @@ def prompt_context(prompt: Prompt, typed: Any = None, field_errors: dict[str, li
     edit = wtform_class(prompt.edit["requestedSchema"])(data=_defaults(prompt.edit)) if prompt.edit else None
     return {
         "prompt": prompt,
-        "pending": pending,
-        "countersigning": prompt.waiting and prompt.status == Status.COUNTERSIGNING,
         "form": form,
         "edit_form": edit,
         "reason_max": REASON_MAX,

@@ -4,6 +4,8 @@ elicitation. The channel tests build their expectations here, from the Prompt, n
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import sqlalchemy as sa
 from markupsafe import escape
 
@@ -95,3 +97,21 @@ def shown_in_chat(prompt: Prompt, text: str, connector: str) -> None:
 def shown_in_elicitation(prompt: Prompt, message: str) -> None:
     """MCP's elicitation message: the action's own sentence (a form's own message), never the model's."""
     assert message.startswith(prompt.form["message"] if prompt.form else prompt.text)
+
+
+def a_prompt(text: str, rows: list[tuple[str, str]], **fields) -> Prompt:
+    """A Prompt of a pending card with these words, for a channel's formatting alone (no database)."""
+    from datetime import datetime
+
+    from app.copilot.approvals import Row
+    from app.status import ApprovalType, Status
+
+    defaults = dict(
+        id="0" * 32, type=ApprovalType.CONFIRM, action="send_email", status=Status.PENDING, text=text,
+        rows=tuple(Row(label, value) for label, value in rows), form=None,
+        expires_at=datetime.now(UTC), seconds_left=0, waiting=True, mine=True, token=None, second_token=None,
+        refresh_token=None, reply=True, edit=None, outcome=None, badge=None, decided_by=None, decided_at=None,
+        chat=None, told=None, person="alice@example.com", requested_via="web", requested_by_agent=False,
+        confirmed_by=None, countersign=None, changes=None, fresh_id=None, replaces=None, edited=None,
+    )  # fmt: skip
+    return Prompt(**{**defaults, **fields})

@@ -12,13 +12,13 @@ from typing import Any
 from app.copilot.actions import registry
 from app.copilot.approvals._countersigning import may_countersign
 from app.copilot.approvals._machine import WAITING
-from app.copilot.approvals._outcomes import decided_by_line, words_of
+from app.copilot.approvals._outcomes import card_label, chat_outcome, decided_by_line
 from app.copilot.approvals._revise import edit_form, fresh_id, told
 from app.copilot.approvals._tokens import Actor, may_answer, sign, sign_second
 from app.errors import CountersignError, NotFound
 from app.extensions import db
 from app.models import Approval, User, utcnow
-from app.status import ApprovalType, Status, badge, card_line, chat_line
+from app.status import ApprovalType, Status, badge
 
 
 @dataclass(frozen=True)
@@ -78,30 +78,57 @@ class Prompt:
     def final(self) -> bool:
         return self.status.final
 
+    @property
+    def asking(self) -> bool:
+        """Waiting, within its time, for its person's answer."""
+        return self.waiting and self.status is Status.PENDING
 
-def prompt_for(approval: Approval, viewer: Actor) -> Prompt:
-    """The card as `viewer` may see it now; NotFound for a viewer of another tenant. The one rule for
-    tokens: a token only for the card's own person, on a credential that may answer it (never an
-    agent's, never outside its toolsets), while it waits within its time; a countersignature token
+    @property
+    def awaiting_second(self) -> bool:
+        """Waiting, within its time, for its second signature."""
+        return self.waiting and self.status is Status.COUNTERSIGNING
+
+
+@dataclass(frozen=True)
+class _Tokens:
+    token: str | None = None
+    second_token: str | None = None
+    refresh_token: str | None = None
+
+
+def _tokens(approval: Approval, viewer: Actor, status: Status, waiting: bool, made_afresh: bool) -> _Tokens:
+    """THE rule for who gets a token: a card token only for the card's own person, on a credential
+    that may answer it (never an agent's, never outside its toolsets), while it waits within its
+    time (she may still withdraw one that waits for its second signature); a countersignature token
     only for another person of the tenant whom the action's rule allows, while it waits for that
     signature; a Fresh-card token only for the person of a changed card not yet made afresh."""
+    mine = approval.user_id == viewer.user.id
+    if not may_answer(viewer, approval):
+        return _Tokens()
+    if waiting and mine:
+        return _Tokens(token=sign(approval, viewer.binding))
+    if waiting and status is Status.COUNTERSIGNING and _allowed(approval, viewer):
+        return _Tokens(second_token=sign_second(approval.id, viewer.user, viewer.binding))
+    if status is Status.CHANGED and approval.changes and mine and not made_afresh:
+        return _Tokens(refresh_token=sign(approval, viewer.binding))
+    return _Tokens()
+
+
+def prompt_for(approval: Approval, viewer: Actor) -> Prompt:
+    """The card as `viewer` may see it now (the tokens: _tokens, the one rule); NotFound for a
+    viewer of another tenant."""
     if approval.tenant_id != viewer.user.tenant_id:
         raise NotFound()
     status, now = Status(approval.status), utcnow()
     waiting = status in WAITING and approval.expires_at > now
+    fresh = fresh_id(approval.id) if status is Status.CHANGED and approval.changes else None
+    if fresh is not None and db.session.get(Approval, fresh) is None:
+        fresh = None  # not made (yet)
+    given = _tokens(approval, viewer, status, waiting, made_afresh=fresh is not None)
     mine = approval.user_id == viewer.user.id
-    may = may_answer(viewer, approval)
-    asked = waiting and status is Status.PENDING  # waiting for its person's answer
-    token = sign(approval, viewer.binding) if mine and may and waiting else None
-    second = status is Status.COUNTERSIGNING and waiting and not mine and may
-    second_token = sign_second(approval.id, viewer.user, viewer.binding) if second and _allowed(approval, viewer) else None
-    fresh = refresh_token = None
-    if status is Status.CHANGED and approval.changes:
-        fresh = fresh_id(approval.id) if db.session.get(Approval, fresh_id(approval.id)) is not None else None
-        refresh_token = sign(approval, viewer.binding) if mine and may and fresh is None else None
-    words = words_of(approval)
-    decided = decided_by_line(approval, viewer.user.id) or None
-    action = registry().get(approval.action) if token and asked and approval.type == ApprovalType.CONFIRM else None
+    asking = waiting and status is Status.PENDING  # waiting for its person's answer
+    one_signature = approval.type == ApprovalType.CONFIRM and not approval.countersign
+    action = registry().get(approval.action) if given.token and asking and approval.type == ApprovalType.CONFIRM else None
     confirmer = db.session.get(User, approval.confirmed_by) if approval.confirmed_by else None
     return Prompt(
         id=approval.id,
@@ -115,21 +142,16 @@ def prompt_for(approval: Approval, viewer: Actor) -> Prompt:
         seconds_left=max(0, int((approval.expires_at - now).total_seconds())),
         waiting=waiting,
         mine=mine,
-        token=token,
-        second_token=second_token,
-        refresh_token=refresh_token,
-        reply=asked
-        and mine
-        and may
-        and approval.type == ApprovalType.CONFIRM
-        and not approval.countersign
-        and not approval.requested_by_agent,
+        token=given.token,
+        second_token=given.second_token,
+        refresh_token=given.refresh_token,
+        reply=asking and given.token is not None and one_signature and not approval.requested_by_agent,
         edit=edit_form(action, approval) if action is not None else None,
-        outcome=None if asked else card_line(approval, words),
-        badge=None if asked else badge(approval),
-        decided_by=decided,
+        outcome=None if asking else card_label(approval),
+        badge=None if asking else badge(approval),
+        decided_by=decided_by_line(approval, viewer.user.id) or None,
         decided_at=approval.decided_at if status.final else None,
-        chat=None if asked else (f"{chat_line(approval, words)} ({decided})" if decided else chat_line(approval, words)),
+        chat=None if asking else chat_outcome(approval),
         told=None if status in WAITING else told(approval),
         person=approval.user.email,
         requested_via=approval.requested_via or None,
