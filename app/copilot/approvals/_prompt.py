@@ -183,9 +183,8 @@ def recover(approval_id: str, viewer: Actor, error: CountersignError) -> Prompt:
     """After a refused answer (it changed nothing but the audit log), the card as it now stands for
     this viewer — decided elsewhere meanwhile, perhaps — with the refusal's message on it. Raises
     `error` again where the viewer may not see the card (gone, another tenant, not theirs)."""
-    db.session.rollback()
+    db.session.rollback()  # (and every loaded row is read again: as it now stands)
     approval = db.session.get(Approval, approval_id)
     if approval is None or isinstance(error, NotFound) or not may_see(approval, viewer):
         raise error
-    db.session.refresh(approval)
     return replace(prompt_for(approval, viewer), error=error.message)
