@@ -65,10 +65,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("TELEGRAM_BOT_TOKEN", "text"),
     Setting("TELEGRAM_WEBHOOK_SECRET", "text"),
     Setting("TELEGRAM_API_BASE", "text", "https://api.telegram.org"),
+    Setting("TELEGRAM_BOT_USERNAME", "text", ""),
     Setting("SLACK_BOT_TOKEN", "text"),
     Setting("SLACK_SIGNING_SECRET", "text"),
     Setting("SLACK_API_BASE", "text", "https://slack.com/api"),
     Setting("EMAIL_WEBHOOK_SECRET", "text"),
+    Setting("LINK_CODE_TTL", "int", 600),
     # An inbound email with no SPF/DKIM/DMARC verdict from the provider is from nobody (refused,
     # unanswered); False only for a provider that gives none, knowing a forged From is then believed.
     Setting("EMAIL_REQUIRE_AUTH", "bool", True),

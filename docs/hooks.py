@@ -71,10 +71,12 @@ MEANINGS: dict[str, str] = {
     "TELEGRAM_BOT_TOKEN": "the Telegram bot's token",
     "TELEGRAM_WEBHOOK_SECRET": "the `secret_token` Telegram sends with each webhook",
     "TELEGRAM_API_BASE": "Telegram's Bot API base URL (the tests point it at a local fake)",
+    "TELEGRAM_BOT_USERNAME": "the bot's username, for the Linked channels page's `t.me/<bot>?start=<code>` link",
     "SLACK_BOT_TOKEN": "the Slack bot's token",
     "SLACK_SIGNING_SECRET": "verifies Slack's v0 signatures (five-minute window)",
     "SLACK_API_BASE": "Slack's Web API base URL (the tests point it at a local fake)",
     "EMAIL_WEBHOOK_SECRET": ("verifies the mail provider's inbound webhook (`X-Countersign-Signature` over timestamp and body)"),
+    "LINK_CODE_TTL": "seconds a code (or a mailed link) that links a person's chat account or address is good for",
     "EMAIL_REQUIRE_AUTH": (
         "an inbound email without a passing provider verdict (SPF/DKIM/DMARC) is from nobody: refused, "
         "unanswered. Turn off only for a provider that sends none, knowing a forged `From:` is then believed"

@@ -22,6 +22,7 @@ from tests.helpers.mcp import (  # noqa: F401 (clients, mcp_process, server, tok
     first_leg,
     mcp_process,
     never,
+    retry_leg,
     run,
     server,
     tokens,
@@ -131,16 +132,6 @@ def test_the_server_restarting_between_elicitation_and_retry_changes_nothing(app
     assert handle_calls["n"] == 1
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Approval).where(Approval.status == "done")) == 1
-
-
-def retry_leg(server, token, name, arguments, state, responses=None):
-    async def main():
-        async with client(server, token, never) as c:
-            return await c.session.call_tool(
-                name, arguments, input_responses=responses, request_state=state, allow_input_required=True
-            )
-
-    return run(main())
 
 
 def leaves(error):

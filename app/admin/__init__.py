@@ -195,4 +195,4 @@ def _visible_start(text: str) -> str:
     return next((c for c in text if not (c.isspace() or unicodedata.category(c) in ("Cf", "Cc") or HIDDEN_STRICT.match(c))), "")
 
 
-from app.admin import tokens  # noqa: E402,F401  (the tokens page: its routes join this blueprint)
+from app.admin import channels, tokens  # noqa: E402,F401  (the tokens and channels pages: their routes join this blueprint)

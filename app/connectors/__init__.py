@@ -15,18 +15,18 @@ from flask.typing import ResponseReturnValue
 from redis.exceptions import RedisError
 
 from app import copilot
-from app.connectors import email, slack, telegram
-from app.connectors.base import Connector, Inbound, Unverified, post_messages
+from app.connectors import presses, push, slack
+from app.connectors.base import Inbound, Unverified, post_messages
 from app.connectors.dedupe import claim, release
 from app.connectors.receive import receive
+from app.connectors.services import CONNECTORS
+from app.copilot import audit
 from app.extensions import csrf, db
 from app.models import ConnectorThread
 
 log = logging.getLogger(__name__)
 bp = Blueprint("connectors", __name__)
 csrf.exempt(bp)
-
-CONNECTORS: dict[str, Connector] = {c.name: c for c in (telegram.Telegram(), slack.Slack(), email.Email())}
 
 
 def process(inbound: dict[str, Any]) -> str:
@@ -55,8 +55,11 @@ def post_turn(conversation_id: int, message_ids: list[int]) -> None:
 
 
 def init_app(app: Flask) -> None:
-    """Post a connector thread's reply when a turn of its conversation ends."""
+    """Post a connector thread's reply when a turn of its conversation ends; send a card to its
+    person's linked chats when they chose so (app.connectors.push)."""
     copilot.listen(app, _turn_ended)
+    copilot.listen_cards(app, push.cards_asked)
+    copilot.listen_countersign(app, push.countersign_asked)
 
 
 def _turn_ended(conversation_id: int, added: list[Any]) -> None:
@@ -104,10 +107,34 @@ def webhook(name: str) -> ResponseReturnValue:
     answer = connector.handshake(payload)
     if answer is not None:
         return jsonify(answer)
+    press = connector.press(payload)
+    if press is not None:  # a card's button (Telegram's callback query)
+        presses.queue(press)
+        return connector.acknowledge()
     inbound = connector.parse(payload)
     if inbound is not None:
         accept(inbound)
     return connector.acknowledge()
+
+
+@bp.post("/slack/interactions")
+def slack_interactions() -> ResponseReturnValue:
+    """Slack's interactivity URL: a press of a card's button, signed like every Slack request
+    (verified before the body is read), queued, and acknowledged at once."""
+    connector = CONNECTORS["slack"]
+    assert isinstance(connector, slack.Slack)
+    try:
+        connector.verify(request)
+    except Unverified as refused:
+        log.warning("slack interaction refused: %s", refused.why)
+        audit.record_now(
+            "connector.refused", "unverified_press", tenant_id=None, user_id=None, detail=refused.why, channel="slack"
+        )
+        abort(refused.status)
+    press = connector.interaction(request.get_data(as_text=True))
+    if press is not None:
+        presses.queue(press)
+    return ("", 200)
 
 
 for _connector in CONNECTORS.values():  # POST /connectors/telegram, /connectors/slack/events, /connectors/email/inbound

@@ -16,7 +16,7 @@ from flask.typing import ResponseReturnValue
 from redis.exceptions import RedisError
 
 from app import copilot
-from app.auth import credential_words
+from app.auth import credential_words, links
 from app.copilot.approvals import Actor, Prompt, card_url, prompt_for
 from app.copilot.text import scrub
 from app.extensions import db, redis_client
@@ -44,10 +44,12 @@ class Inbound:
     refs: str = ""  # the Message-IDs an email answers (In-Reply-To, References)
     unproven: str = ""  # why the channel could not prove the sender ("" when it did): email's verdict
     claim: str = ""  # this delivery's hold on its dedupe key, taken by the webhook
+    sender_name: str = ""  # the sender's name as the service gives it (shown when they link their account)
 
     def __post_init__(self) -> None:
         # NUL and lone surrogates cannot be stored: drop / replace them in whatever a chat service sends.
-        for name in ("thread_key", "sender", "text", "event_id", "address", "subject", "refs", "unproven", "claim"):
+        texts = ("thread_key", "sender", "text", "event_id", "address", "subject", "refs", "unproven", "claim")
+        for name in (*texts, "sender_name"):
             setattr(self, name, scrub(str(getattr(self, name))))
 
 
@@ -67,6 +69,9 @@ class Connector(ABC):
     the conversation flow (app.connectors.receive) posts with `send()` and `send_card()`."""
 
     name = ""  # in wait keys, ConnectorIdentity and ConnectorThread rows, and the audit log's channel
+    # A card's message carries buttons that answer it (app.connectors.buttons): several cards may
+    # then wait in one thread, each answered by its own; "yes" answers the newest.
+    has_buttons = False
     path = ""  # the webhook's URL under /connectors
 
     @abstractmethod
@@ -101,6 +106,29 @@ class Connector(ABC):
     def send_card(self, thread: ConnectorThread, approval: Approval, text: str) -> None:
         """Post a card that a reply may answer (email marks it with the card's own Message-ID)."""
         self.send(thread, text)
+
+    def link_code(self, inbound: Inbound) -> str | None:
+        """The one-time code this message carries to link the sender's account to a person (a
+        message that is nothing but one: app.auth.links). Email links by a mailed link instead."""
+        return links.code_in(inbound.text)
+
+    def post_prompt(self, chat: str, approval: Approval, text: str) -> None:
+        """Send a card to a person's own chat with this service (their linked account), with the
+        buttons that answer it (app.connectors.buttons). Only the chat services do."""
+        raise NotImplementedError(f"{self.name} takes no cards outside a thread")
+
+    def press(self, payload: dict[str, Any]) -> Any:
+        """A press of a card's button in a verified webhook's JSON object (Telegram's callback
+        query), or None: the services whose presses come on a webhook of their own say None."""
+        return None
+
+    def edit(self, press: Any, text: str) -> None:
+        """Show a pressed card's message as `text` (its outcome), without its buttons."""
+        raise NotImplementedError(f"{self.name} has no buttons")
+
+    def tell(self, press: Any, text: str) -> None:
+        """Tell the presser alone (nobody else in the chat sees it)."""
+        raise NotImplementedError(f"{self.name} has no buttons")
 
     def answers(self, inbound: Inbound, approval: Approval) -> bool:
         """Whether this message proves it answers this card. Slack and Telegram verify the sender
@@ -177,22 +205,22 @@ def card_text(prompt: Prompt) -> str:
     """The card as one chat message. A chat message has no table, so a value's own line breaks
     could pass for rows of their own ("To: boss@…"): the sentence is kept on one line, and every
     further line of a value is marked as belonging to the row above."""
-    return f"⚠️ {_one_line(prompt.text)} Reply 'Yes' to confirm.{_rows(prompt)}"
+    return f"⚠️ {one_line(prompt.text)} Reply 'Yes' to confirm.{rows_text(prompt)}"
 
 
 def agent_card_text(prompt: Prompt, link: str) -> str:
     """An agent's card in the thread: who asked first, what it would do, and the link: a reply here
     answers only the cards the person's own requests made, so this one is answered on the web."""
-    card = f"\n⚠️ {_one_line(prompt.text)}{_rows(prompt)}" if prompt.type == ApprovalType.CONFIRM else ""
+    card = f"\n⚠️ {one_line(prompt.text)}{rows_text(prompt)}" if prompt.type == ApprovalType.CONFIRM else ""
     asked = credential_words("Asked", prompt.requested_via, prompt.requested_by_agent)
     return f"{asked}: a reply here cannot answer it.{card}\n{link}"
 
 
-def _one_line(reason: str) -> str:
+def one_line(reason: str) -> str:
     return " ⏎ ".join(line for line in reason.splitlines() if line.strip())
 
 
-def _rows(prompt: Prompt) -> str:
+def rows_text(prompt: Prompt) -> str:
     return "".join(f"\n{row.label}: " + "\n    │ ".join(row.value.splitlines() or [""]) for row in prompt.rows)
 
 
@@ -210,7 +238,9 @@ def post_card(connector: Connector, thread: ConnectorThread, approval: Approval,
     so nothing unseen can be confirmed. Without `supersede` (a message that did not prove it
     answers the person's waiting card), an open wait stays and the new card gets a link. A card an
     agent's credential asked for never opens a wait, so it never replaces the person's: the "yes"
-    in her thread answers only what she asked for herself (DESIGN §6.8)."""
+    in her thread answers only what she asked for herself (DESIGN §6.8). A newer card takes the
+    "yes" of a thread; where cards have buttons the older one still waits (its buttons answer it),
+    elsewhere it ends superseded."""
     link = LINK.format(url=card_url(approval.id))
     shown = thread_prompt(connector, thread, approval)
     if shown.requested_by_agent:
@@ -230,5 +260,5 @@ def post_card(connector: Connector, thread: ConnectorThread, approval: Approval,
             connector.send(thread, link)  # a wait opened meanwhile: this card is answered on the web
         return
     previous = text_of(redis.set(key, approval.id, ex=wait_ttl(approval), get=True))
-    if previous and previous != approval.id:
-        copilot.supersede(previous, connector.name)
+    if previous and previous != approval.id and not connector.has_buttons:
+        copilot.supersede(previous, connector.name)  # (with buttons, the older card still waits for its own)

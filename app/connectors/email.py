@@ -64,6 +64,10 @@ class Email(Connector):
         """The card's email carries its own Message-ID: a reply to it is the proof (answers())."""
         smtp_send(_message(thread, text, card_message_id(approval.id)))
 
+    def link_code(self, inbound: Inbound) -> str | None:
+        """An address is linked by the link mailed to it (app.auth.links), never by a code in a mail."""
+        return None
+
     def answers(self, inbound: Inbound, approval: Approval) -> bool:
         """A reply to this card's own email, from a sender the provider proved."""
         if inbound.unproven:

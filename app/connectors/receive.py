@@ -10,6 +10,7 @@ from flask import current_app
 from redis.exceptions import RedisError
 
 from app import copilot
+from app.auth import links
 from app.connectors import dedupe
 from app.connectors.base import KEEP_FOR, Connector, Inbound, keep_wait_key, text_of, wait_key, wait_ttl
 from app.copilot import audit, conversations
@@ -23,7 +24,9 @@ from app.status import OUTCOMES, Decision, Status
 log = logging.getLogger(__name__)
 
 RETRY = "I couldn't check your confirmation — try again in a moment, or use the link: {link}"
-UNKNOWN = "Sorry, I don't know who you are here. Ask an admin to link your account to Countersign."
+UNKNOWN = (
+    "Sorry, I don't know who you are here. Link this account on Countersign's Linked channels page, or ask an admin to link it."
+)
 
 
 def receive(connector: Connector, inbound: Inbound) -> str:
@@ -99,6 +102,10 @@ def _refuse_sender(inbound: Inbound) -> str:
 def _receive(connector: Connector, inbound: Inbound) -> str:
     """The sender's own wait, if this message proves it answers it; otherwise a conversation turn,
     which may not replace a wait it did not prove it may answer."""
+    code = connector.link_code(inbound)
+    if code is not None:  # a one-time code from the person's settings page: it links nothing by itself
+        _send_raw(connector, inbound, links.claim(inbound.connector, inbound.sender, inbound.sender_name, code))
+        return "link code"
     identity = _identity(inbound)
     if identity is None:
         _send_raw(connector, inbound, UNKNOWN)

@@ -1,22 +1,28 @@
-"""Slack: the Events API (signing secret v0 HMAC, five-minute window) and chat.postMessage."""
+"""Slack: the Events API and interactions (signing secret v0 HMAC, five-minute window), and
+chat.postMessage, with a card's Block Kit buttons (app.connectors.buttons)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
+from urllib.parse import parse_qs
 
 from flask import Request, current_app
 from flask.typing import ResponseReturnValue
 
 from app.connectors.base import Connector, Inbound, check_signature
+from app.connectors.buttons import ANSWERS, Press, buttons
 from app.connectors.http import post_json
 from app.markdown import to_mrkdwn
-from app.models import ConnectorThread
+from app.models import Approval, ConnectorThread
+from app.status import Decision
 
 
 class Slack(Connector):
     """Slack's Events API in (signed with the app's signing secret), chat.postMessage out."""
 
     name = "slack"
+    has_buttons = True
     path = "/slack/events"
 
     def verify(self, request: Request) -> None:
@@ -67,15 +73,75 @@ class Slack(Connector):
         shows them, &, < and > escaped, links only to http(s) with their real host after them."""
         self._post(thread, to_mrkdwn(markdown).strip() or escape(markdown))
 
+    def send_card(self, thread: ConnectorThread, approval: Approval, text: str) -> None:
+        """A card in its thread, with its buttons (a reply "yes" still answers it too)."""
+        channel, _, thread_ts = thread.thread_key.partition(":")
+        self._post_card(channel, thread_ts, approval, text)
+
+    def post_prompt(self, chat: str, approval: Approval, text: str) -> None:
+        """A card in the person's direct messages with the app (chat: their user id)."""
+        self._post_card(chat, "", approval, text)
+
+    def _post_card(self, channel: str, thread_ts: str, approval: Approval, text: str) -> None:
+        elements = [_button(b) for b in buttons(approval, channel)]
+        blocks = [_section(text), {"type": "actions", "block_id": f"card-{approval.id}", "elements": elements}]
+        self._call("chat.postMessage", {"channel": channel, "thread_ts": thread_ts, "text": escape(text), "blocks": blocks})
+
+    def edit(self, press: Any, text: str) -> None:
+        """The pressed card's message, its buttons gone, reads its outcome."""
+        self._call("chat.update", {"channel": press.chat, "ts": press.message, "text": escape(text), "blocks": [_section(text)]})
+
+    def tell(self, press: Any, text: str) -> None:
+        """An ephemeral message: only the presser sees it."""
+        self._call("chat.postEphemeral", {"channel": press.chat, "user": press.presser, "text": escape(text)})
+
+    def interaction(self, body: str) -> Press | None:
+        """A verified interaction payload (form-encoded `payload`) as a press of Confirm or Decline;
+        anything else (Open is a link, other kinds of interaction) is None."""
+        try:
+            data = json.loads(parse_qs(body).get("payload", ["{}"])[0])
+        except ValueError:
+            return None
+        actions = data.get("actions") if isinstance(data, dict) else None
+        if (
+            data.get("type") != "block_actions"
+            or not isinstance(actions, list)
+            or not actions
+            or not isinstance(actions[0], dict)
+        ):
+            return None
+        action, container = actions[0], data.get("container") or {}
+        user, channel = (data.get("user") or {}).get("id"), (data.get("channel") or {}).get("id") or container.get("channel_id")
+        ts = container.get("message_ts") or (data.get("message") or {}).get("ts")
+        if action.get("action_id") not in ANSWERS or not all(isinstance(v, str) and v for v in (user, channel, ts)):
+            return None
+        return Press(
+            connector=self.name, presser=str(user), chat=str(channel), message=str(ts), value=str(action.get("value") or "")
+        )
+
     def _post(self, thread: ConnectorThread, mrkdwn: str) -> None:
         """Links and images not unfurled: Slack fetches nothing the text names."""
         channel, _, thread_ts = thread.thread_key.partition(":")
+        self._call("chat.postMessage", {"channel": channel, "thread_ts": thread_ts, "text": mrkdwn})
+
+    def _call(self, method: str, payload: dict[str, Any]) -> None:
         base, token = current_app.config["SLACK_API_BASE"], current_app.config["SLACK_BOT_TOKEN"]
-        post_json(
-            f"{base.rstrip('/')}/chat.postMessage",
-            {"channel": channel, "thread_ts": thread_ts, "text": mrkdwn, "unfurl_links": False, "unfurl_media": False},
-            headers={"Authorization": f"Bearer {token}"},
-        )
+        if method == "chat.postMessage":
+            payload = {**payload, "unfurl_links": False, "unfurl_media": False}
+        post_json(f"{base.rstrip('/')}/{method}", payload, headers={"Authorization": f"Bearer {token}"})
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": escape(text)}}
+
+
+def _button(offered: dict[str, str]) -> dict[str, Any]:
+    """A Block Kit button: Open is a link; Confirm (primary) and Decline (danger) carry their value."""
+    button: dict[str, Any] = {"type": "button", "text": {"type": "plain_text", "text": offered["label"]}}
+    if "url" in offered:
+        return {**button, "url": offered["url"], "action_id": "open"}
+    style = "primary" if offered["decision"] == Decision.CONFIRM else "danger"
+    return {**button, "value": offered["value"], "action_id": offered["decision"], "style": style}
 
 
 def escape(text: str) -> str:

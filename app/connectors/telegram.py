@@ -1,4 +1,5 @@
-"""Telegram: the Bot API webhook (verified by its secret_token header) and sendMessage."""
+"""Telegram: the Bot API webhook (verified by its secret_token header), sendMessage, and a card's
+inline buttons and their callback queries (app.connectors.buttons)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Any
 from flask import Request, current_app
 
 from app.connectors.base import Connector, Inbound, Unverified
+from app.connectors.buttons import Press, buttons
 from app.connectors.http import post_json
-from app.models import ConnectorThread
+from app.models import Approval, ConnectorThread
 
 FILES = ("document", "photo", "sticker", "voice", "video", "audio", "animation")
 # Someone else's words in the person's message: forwarded, posted through an inline bot, or sent by
@@ -25,6 +27,7 @@ class Telegram(Connector):
     """A Telegram bot's webhook in (its secret-token header), sendMessage out."""
 
     name = "telegram"
+    has_buttons = True
     path = "/telegram"
 
     def verify(self, request: Request) -> None:
@@ -57,7 +60,45 @@ class Telegram(Connector):
             text=_text(message),
             event_id=f"{message['chat']['id']}:{message.get('message_id', payload.get('update_id'))}",
             has_files=any(k in message for k in FILES),
+            sender_name=_name(message["from"]),
         )
+
+    def press(self, payload: dict[str, Any]) -> Press | None:
+        """A press of a card's inline button (a callback query), by a person (not a bot)."""
+        query = payload.get("callback_query")
+        if not isinstance(query, dict) or not isinstance(query.get("from"), dict) or not isinstance(query.get("message"), dict):
+            return None
+        sender, message = query["from"], query["message"]
+        chat = message.get("chat") if isinstance(message.get("chat"), dict) else {}
+        if sender.get("is_bot") or "id" not in sender or "id" not in chat or "message_id" not in message:
+            return None
+        return Press(
+            connector=self.name,
+            presser=str(sender["id"]),
+            chat=str(chat["id"]),
+            message=str(message["message_id"]),
+            value=str(query.get("data") or ""),
+            reply=str(query.get("id") or ""),
+        )
+
+    def send_card(self, thread: ConnectorThread, approval: Approval, text: str) -> None:
+        """A card in its chat, with its inline buttons (a reply "yes" still answers it too)."""
+        chat, _, topic = thread.thread_key.partition(":")
+        self._send(self._message(chat, text, topic) | {"reply_markup": _keyboard(approval, chat)})
+
+    def post_prompt(self, chat: str, approval: Approval, text: str) -> None:
+        """A card in the person's private chat with the bot (chat: their user id)."""
+        self._send(self._message(chat, text) | {"reply_markup": _keyboard(approval, chat)})
+
+    def edit(self, press: Any, text: str) -> None:
+        """The pressed card's message reads its outcome (its keyboard gone); the press is answered."""
+        self._call("editMessageText", {"chat_id": _chat_id(press.chat), "message_id": int(press.message), "text": text})
+        if press.reply:
+            self._call("answerCallbackQuery", {"callback_query_id": press.reply})
+
+    def tell(self, press: Any, text: str) -> None:
+        """An alert only the presser sees."""
+        self._call("answerCallbackQuery", {"callback_query_id": press.reply, "text": text, "show_alert": True})
 
     def send(self, thread: ConnectorThread, text: str) -> None:
         """Plain text, on purpose: no parse_mode, so nothing in a card or a reply is markup (the
@@ -66,15 +107,40 @@ class Telegram(Connector):
         always arrives. No link preview: Telegram would fetch a URL the model wrote, and so send
         whatever its query holds to that site without anyone clicking."""
         chat, _, topic = thread.thread_key.partition(":")
-        payload: dict[str, Any] = {
-            "chat_id": int(chat) if chat.lstrip("-").isdigit() else chat,
-            "text": text,
-            "link_preview_options": {"is_disabled": True},
-        }
+        self._send(self._message(chat, text, topic))
+
+    def _message(self, chat: str, text: str, topic: str = "") -> dict[str, Any]:
+        payload: dict[str, Any] = {"chat_id": _chat_id(chat), "text": text, "link_preview_options": {"is_disabled": True}}
         if topic:
             payload["message_thread_id"] = int(topic)
+        return payload
+
+    def _send(self, payload: dict[str, Any]) -> None:
+        self._call("sendMessage", payload)
+
+    def _call(self, method: str, payload: dict[str, Any]) -> None:
         base, token = current_app.config["TELEGRAM_API_BASE"], current_app.config["TELEGRAM_BOT_TOKEN"]
-        post_json(f"{base.rstrip('/')}/bot{token}/sendMessage", payload)
+        post_json(f"{base.rstrip('/')}/bot{token}/{method}", payload)
+
+
+def _chat_id(chat: str) -> int | str:
+    return int(chat) if chat.lstrip("-").isdigit() else chat
+
+
+def _keyboard(approval: Approval, chat: str) -> dict[str, Any]:
+    """The card's inline keyboard: Confirm and Decline (where a press may answer), Open below."""
+    offered = buttons(approval, chat)
+    presses = [{"text": b["label"], "callback_data": b["value"]} for b in offered if "value" in b]
+    links = [{"text": b["label"], "url": b["url"]} for b in offered if "url" in b]
+    return {"inline_keyboard": [row for row in (presses, links) if row]}
+
+
+def _name(sender: dict[str, Any]) -> str:
+    """How Telegram names the sender: "First Last (@username)", whatever parts it gives."""
+    name = " ".join(str(sender[k]) for k in ("first_name", "last_name") if isinstance(sender.get(k), str))
+    if isinstance(sender.get("username"), str):
+        name = f"{name} (@{sender['username']})".strip()
+    return name
 
 
 def _text(message: dict[str, Any]) -> str:

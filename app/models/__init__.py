@@ -4,7 +4,7 @@ audit log, the connectors' identities and threads, and the demo's own records.""
 from app.models._audit import AuditEvent, AuditHead, AuditMark
 from app.models._base import ROW_ID_MAX, Model, UTCDateTime, new_id, utcnow
 from app.models._chat import Approval, Conversation, Message, Run
-from app.models._connectors import ConnectorIdentity, ConnectorThread
+from app.models._connectors import ConnectorIdentity, ConnectorThread, LinkCode
 from app.models._demo import OutboxEmail, Post, ProbeRow
 from app.models._people import ApiToken, Tenant, User, UserSession
 
@@ -18,6 +18,7 @@ __all__ = [
     "ConnectorIdentity",
     "ConnectorThread",
     "Conversation",
+    "LinkCode",
     "Message",
     "Model",
     "OutboxEmail",

@@ -34,6 +34,7 @@ from app.status._words import (
     RETRYABLE,
     REVISED,
     ApprovalType,
+    CardsTo,
     Decision,
     Delivery,
     EventType,
@@ -46,6 +47,7 @@ from app.status._words import (
 )
 
 __all__ = [
+    "CardsTo",
     "ANSWERED",
     "REVISED",
     "CONFIRMED_BY",

@@ -190,3 +190,12 @@ class Refusal(StrEnum):
     def refresh(status: str) -> str:
         """A refresh of a card no longer waiting (`refresh_declined`, …)."""
         return f"refresh_{status}"
+
+
+class CardsTo(StrEnum):
+    """Which cards reach a person's linked chat account outside a thread (app.connectors.push):
+    those an agent asked for (over MCP, or with an agent token), all of them, or none."""
+
+    AGENTS = "agents"
+    ALL = "all"
+    OFF = "off"

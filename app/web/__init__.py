@@ -4,7 +4,7 @@ Only the wiring: each view module adds its views to the blueprint `bp` as it is 
 
 from __future__ import annotations
 
-from app.web import approvals, conversations, filters, streams  # noqa: F401  (their views, on bp)
+from app.web import approvals, channels, conversations, filters, streams  # noqa: F401  (their views, on bp)
 from app.web.blueprint import bp
 from app.web.streams import LiveText, render_event
 

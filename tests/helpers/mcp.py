@@ -132,3 +132,15 @@ def first_leg(server, token, name, arguments):
             return await c.session.call_tool(name, arguments, allow_input_required=True)
 
     return run(main())
+
+
+def retry_leg(server, token, name, arguments, state, responses=None):
+    """The retry of a call that asked for input: the same call with its request state and answers."""
+
+    async def main():
+        async with client(server, token, never) as c:
+            return await c.session.call_tool(
+                name, arguments, input_responses=responses, request_state=state, allow_input_required=True
+            )
+
+    return run(main())

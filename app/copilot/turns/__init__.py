@@ -56,6 +56,8 @@ __all__ = [
     "init_app",
     "latest_run",
     "listen",
+    "listen_cards",
+    "listen_countersign",
     "newest_message_id",
     "offline_respond",
     "parse_slash",
@@ -77,6 +79,18 @@ def init_app(app: Flask) -> None:
     app.extensions["turns.execute"] = execute
     app.extensions.setdefault("turns.listeners", [])
     _jobs.init_app(app)
+
+
+def listen_cards(app: Flask, listener: Callable[[list[str]], None]) -> None:
+    """Call `listener(approval ids)` after a pass or a client's own call asks for cards (committed):
+    the chat connectors send them to the person's linked channels."""
+    app.extensions.setdefault("turns.card_listeners", []).append(listener)
+
+
+def listen_countersign(app: Flask, listener: Callable[[str], None]) -> None:
+    """Call `listener(approval id)` when a card waits for its second signature (the chat connectors
+    send its link to the countersigners' linked chats)."""
+    app.extensions.setdefault("turns.countersign_listeners", []).append(listener)
 
 
 def listen(app: Flask, listener: Listener) -> None:

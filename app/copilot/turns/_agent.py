@@ -209,6 +209,7 @@ def call_direct(actor: Actor, action_name: str, arguments: dict[str, Any]) -> tu
         said = call_action(turn, action, dict(arguments), f"{channel}-{run.id}")
     except Paused as paused:
         db.session.commit()
+        cards_asked([paused.approval.id])
         return "", paused.approval
     except BadArguments as exc:
         db.session.rollback()
@@ -216,3 +217,13 @@ def call_direct(actor: Actor, action_name: str, arguments: dict[str, Any]) -> tu
     run.status = RunStatus.DONE
     db.session.commit()
     return said, None
+
+
+def cards_asked(approval_ids: list[str]) -> None:
+    """Tell the app's card listeners (`listen_cards`) of cards just asked for and committed, by a
+    pass or by a client's own call (the chat connectors send them to the person's linked channels)."""
+    for listener in list(current_app.extensions.get("turns.card_listeners", ())):
+        try:
+            listener(approval_ids)
+        except Exception:
+            log.exception("a card listener failed for %s", approval_ids)

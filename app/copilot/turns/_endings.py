@@ -16,7 +16,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolRetu
 from pydantic_ai.tools import DeferredToolRequests
 
 from app.copilot.turns import _runs as runs
-from app.copilot.turns._agent import Turn
+from app.copilot.turns._agent import Turn, cards_asked
 from app.copilot.turns._history import NOT_RUN, Pass, answer_open_calls, dump, ran_in_pass, unanswered
 from app.extensions import db, won
 from app.models import Conversation, Message, Run
@@ -76,6 +76,9 @@ def end(work: Pass, status: str, added: list[Message], conversation_history: str
             listener(run.conversation_id, added)
         except Exception:
             log.exception("a turn listener failed for run %s", run.id)
+    cards = [m.approval_id for m in added if m.approval_id]
+    if cards:
+        cards_asked(cards)
     return published
 
 

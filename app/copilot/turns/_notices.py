@@ -28,7 +28,13 @@ def countersigners(approval: Approval, registry: Registry) -> list[User]:
 
 
 def queue_countersign_notice(approval: Approval) -> None:
-    """Mail the countersigners as a job (a slow SMTP server never holds the person's confirm)."""
+    """Tell the app's countersign listeners (`listen_countersign`: the chat connectors), and mail
+    the countersigners as a job (a slow SMTP server never holds the person's confirm)."""
+    for listener in list(current_app.extensions.get("turns.countersign_listeners", ())):
+        try:
+            listener(approval.id)
+        except Exception:
+            log.exception("a countersign listener failed for %s", approval.id)
     if not current_app.config.get("SMTP_URL"):
         return
     try:

@@ -1,0 +1,144 @@
+"""A card finds its person (issue 28 §3, §4): a card an agent asks for over MCP (or with an agent
+token on the API) reaches the person's linked Telegram or Slack with its buttons; a press there
+answers it through the approvals; the MCP client's retry, the web's live events and the message
+itself all show the outcome. The person chooses which accounts get which cards. The MCP server
+runs in a process of its own; its queued sending is run here, as a worker would."""
+
+from __future__ import annotations
+
+import mcp_types as types
+import sqlalchemy as sa
+
+from app.copilot import events
+from app.extensions import db
+from app.models import Approval, ConnectorIdentity, Post, User
+from app.status import EventType
+from tests.conftest import api_headers
+from tests.fake_chat import Chat, chat_fixtures
+from tests.helpers.countersign import FOLDER_DELETE, folder  # noqa: F401 (folder: a fixture)
+from tests.helpers.mcp import first_leg, mcp_process, retry_leg, server, tokens  # noqa: F401 (fixtures)
+from tests.helpers.people import agent_token
+from tests.helpers.presses import buttons_of, card_posts, slack_interaction, slack_press, telegram_press
+
+services, app_config, _chat = chat_fixtures()
+
+
+def dm_cards(chat, external_id):
+    """Cards sent to that account's own chat with the bot (not to a thread)."""
+    if chat.name == "telegram":
+        return [p for p in card_posts(chat.api, "sendMessage") if p["chat_id"] == int(external_id)]
+    return [p for p in card_posts(chat.api, "chat.postMessage") if p["channel"] == external_id and not p.get("thread_ts")]
+
+
+def the_approval(app):
+    with app.app_context():
+        (approval,) = db.session.scalars(sa.select(Approval)).all()
+        return approval
+
+
+def test_an_agents_card_over_mcp_reaches_her_telegram_and_her_press_answers_it(
+    app, server, tokens, services, posts, handle_calls
+):
+    telegram = Chat(app, "telegram", services)  # alice's Telegram account 111 is linked
+    first = first_leg(server, tokens["alice"], "delete_post", {"post": posts["Spring meetup"]})
+    assert isinstance(first, types.InputRequiredResult)
+    telegram.work()  # the worker sends it
+    (card,) = dm_cards(telegram, "111")
+    assert card["text"].startswith("Asked by an agent over MCP:") and "⚠️ Delete this post? This cannot be undone." in card["text"]
+    assert "Post: Spring meetup" in card["text"]
+    assert set(buttons_of(card)) == {"Confirm", "Decline", "Open"}
+    approval = the_approval(app)
+    cursor = "0-0"
+    telegram_press(app, telegram, "111", buttons_of(card)["Confirm"], 111, telegram.api.posts.index(card) + 1)
+    telegram_press(app, telegram, "111", buttons_of(card)["Confirm"], 111, telegram.api.posts.index(card) + 1)  # twice
+    assert handle_calls["n"] == 1
+    with app.app_context():
+        assert db.session.get(Post, posts["Spring meetup"]) is None
+        assert db.session.get(Approval, approval.id).status == "done"
+        changes = [e for e in events.read(approval.conversation_id, cursor, None) if e.type == EventType.APPROVAL]
+    assert changes and changes[-1].data["id"] == approval.id  # what her open web page follows, live
+    assert "Deleted “Spring meetup”." in card_posts(telegram.api, "editMessageText")[-1]["text"]
+    accept = {key: types.ElicitResult(action="accept") for key in first.input_requests}
+    result = retry_leg(server, tokens["alice"], "delete_post", {"post": posts["Spring meetup"]}, first.request_state, accept)
+    assert result.content[0].text == "Done. Deleted “Spring meetup”."
+    assert handle_calls["n"] == 1
+
+
+def test_an_agents_card_through_the_api_reaches_her_slack_dm(app, services, posts, handle_calls):
+    slack = Chat(app, "slack", services)  # alice's U111
+    conversation = app.test_client().post("/api/conversations", json={}, headers=api_headers(agent_token(app)))
+    conversation_id = conversation.get_json()["id"]
+    response = app.test_client().post(
+        f"/api/conversations/{conversation_id}/messages",
+        json={"text": f"/delete_post post={posts['Launch notes']}"},
+        headers={**api_headers(agent_token(app, "ci-bot")), "Prefer": "respond-async"},
+    )
+    assert response.status_code == 202, response.get_data(as_text=True)
+    slack.work()
+    (card,) = dm_cards(slack, "U111")
+    assert card["text"].startswith("Asked by an agent (token 'ci-bot') through the API:")
+    ts = f"17000000{slack.api.posts.index(card) + 1}.0001"
+    body = slack_interaction("U222", "U111", ts, buttons_of(card)["Confirm"])  # bob: not his card
+    slack_press(app, slack, body)
+    assert handle_calls["n"] == 0
+    slack_press(app, slack, slack_interaction("U111", "U111", ts, buttons_of(card)["Confirm"]))
+    assert handle_calls["n"] == 1
+
+
+def test_her_own_cards_stay_where_she_asked_by_default(app, alice, services, posts):
+    telegram = Chat(app, "telegram", services)
+    conversation = alice.new_conversation()
+    alice.say(conversation, f"/delete_post post={posts['Spring meetup']}")
+    telegram.work()
+    assert dm_cards(telegram, "111") == []
+
+
+def test_she_chooses_which_account_gets_which_cards(app, alice, services, posts):
+    telegram = Chat(app, "telegram", services)
+    with app.app_context():
+        ident = db.session.scalar(sa.select(ConnectorIdentity.id).where(ConnectorIdentity.external_id == "111"))
+    response = alice.client.post(f"/settings/channels/{ident}/cards", data={"cards": "all"}, headers={"X-CSRFToken": alice.csrf})
+    assert response.status_code == 302
+    conversation = alice.new_conversation()
+    alice.say(conversation, f"/delete_post post={posts['Spring meetup']}")
+    telegram.work()
+    assert len(dm_cards(telegram, "111")) == 1  # all her cards, her own requests' too
+    alice.client.post(f"/settings/channels/{ident}/cards", data={"cards": "off"}, headers={"X-CSRFToken": alice.csrf})
+    first_conversation = alice.new_conversation()
+    alice.say(first_conversation, f"/delete_post post={posts['Launch notes']}")
+    telegram.work()
+    assert len(dm_cards(telegram, "111")) == 1  # none more
+    refused = alice.client.post(
+        f"/settings/channels/{ident}/cards", data={"cards": "nonsense"}, headers={"X-CSRFToken": alice.csrf}
+    )
+    assert refused.status_code == 400
+
+
+def test_unlinking_stops_delivery(app, alice, server, tokens, services, posts):
+    telegram = Chat(app, "telegram", services)
+    with app.app_context():
+        ident = db.session.scalar(sa.select(ConnectorIdentity.id).where(ConnectorIdentity.external_id == "111"))
+    alice.client.post(f"/settings/channels/{ident}/unlink", headers={"X-CSRFToken": alice.csrf})
+    first_leg(server, tokens["alice"], "delete_post", {"post": posts["Spring meetup"]})
+    telegram.work()
+    assert dm_cards(telegram, "111") == []
+
+
+def test_a_card_waiting_for_its_second_signature_reaches_the_countersigners_chat(app, alice, services, folder):
+    """alice confirms a folder delete (an admin must countersign): the admin's linked Telegram gets
+    the card with its Open link only (a second signature is given signed in), alice's gets nothing."""
+    telegram = Chat(app, "telegram", services)
+    with app.app_context():
+        admin = db.session.scalar(sa.select(User).where(User.email == "admin@example.com"))
+        db.session.add(ConnectorIdentity(connector="telegram", external_id="777", user_id=admin.id))
+        db.session.commit()
+    conversation = alice.new_conversation()
+    alice.say(conversation, FOLDER_DELETE)
+    telegram.work()  # the worker runs her turn: the card
+    approval_id, token = alice.card(alice.client.get(f"/c/{conversation}").get_data(as_text=True))
+    assert "waiting for a countersignature" in alice.answer(approval_id, token).get_data(as_text=True)
+    telegram.work()  # and sends its link to the countersigners
+    (card,) = dm_cards(telegram, "777")
+    assert card["text"].startswith("Your second signature is asked for (alice@example.com confirmed it):")
+    assert set(buttons_of(card)) == {"Open"}
+    assert dm_cards(telegram, "111") == []
