@@ -81,17 +81,29 @@ def shown_in_json(prompt: Prompt, data: dict) -> None:
     assert data["decided_by"] == prompt.decided_by
 
 
+def _chat(said: str, connector: str) -> str:
+    """As a chat service shows it (Slack escapes &, < and > as entities)."""
+    return said.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") if connector == "slack" else said
+
+
 def shown_in_chat(prompt: Prompt, text: str, connector: str) -> None:
     """A chat thread's card: the sentence on one line, each row on its own, and "Reply 'Yes'"
-    only when a reply may answer it (Slack escapes &, < and > as entities)."""
+    only when a reply may answer it."""
 
     def chat(said: str) -> str:
-        return said.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") if connector == "slack" else said
+        return _chat(said, connector)
 
     assert chat(" ⏎ ".join(line for line in prompt.text.splitlines() if line.strip())) in text
     for row in prompt.rows:
         assert chat(f"{row.label}: {(row.value.splitlines() or [''])[0]}") in text
     assert ("Reply 'Yes' to confirm." in text) == prompt.reply
+
+
+def shown_settled(prompt: Prompt, text: str, connector: str) -> None:
+    """A card's chat message once decided (a button's press edits it): its sentence, then the
+    Prompt's chat line (its outcome, who decided)."""
+    assert prompt.chat is not None
+    assert _chat(prompt.text, connector) in text and _chat(prompt.chat, connector) in text
 
 
 def shown_in_elicitation(prompt: Prompt, message: str) -> None:
