@@ -7,6 +7,7 @@ import sqlalchemy as sa
 from app.extensions import db
 from app.models import AuditEvent, Post
 from tests.conftest import outcome_row
+from tests.helpers.prompts import newest_prompt, prompt_of, shown_in_html
 
 
 def post_exists(app, post_id):
@@ -14,12 +15,21 @@ def post_exists(app, post_id):
         return db.session.get(Post, post_id) is not None
 
 
-def test_delete_post_shows_the_actions_card(alice, posts):
+def test_delete_post_shows_the_actions_card(app, alice, posts):
     convo = alice.new_conversation()
     html = alice.say(convo, f"/delete_post post={posts['Spring meetup']}")
-    assert "Delete this post? This cannot be undone." in html
-    assert "<dt>Post</dt><dd>Spring meetup</dd>" in html
-    assert "<dt>Status</dt><dd>draft</dd>" in html
+    prompt = newest_prompt(app)
+    shown_in_html(prompt, html)  # its words, its rows, and a token: the engine's Prompt, rendered
+    assert prompt.text == "Delete this post? This cannot be undone."
+    assert ("Post", "Spring meetup") in [(row.label, row.value) for row in prompt.rows]
+
+
+def test_a_decided_card_shows_its_prompts_outcome_and_no_token(app, alice, posts):
+    approval, token = alice.card(alice.say(alice.new_conversation(), f"/delete_post post={posts['Launch notes']}"))
+    html = alice.answer(approval, token, "decline").get_data(as_text=True)
+    prompt = prompt_of(app, approval)
+    assert prompt.token is None and prompt.outcome == "Declined"
+    shown_in_html(prompt, html)
 
 
 def test_confirm_runs_handle_once_and_shows_done(app, alice, posts, handle_calls):
@@ -71,11 +81,12 @@ def test_post_without_csrf_is_refused(alice, posts, handle_calls):
     assert handle_calls["n"] == 0
 
 
-def test_card_page_renders_for_its_person_only(alice, sign_in, posts):
+def test_card_page_renders_for_its_person_only(app, alice, sign_in, posts):
     convo = alice.new_conversation()
     approval, _ = alice.card(alice.say(convo, f"/delete_post post={posts['Spring meetup']}"))
     page = alice.client.get(f"/approvals/{approval}")
-    assert page.status_code == 200 and 'name="token"' in page.get_data(as_text=True)
+    assert page.status_code == 200
+    shown_in_html(prompt_of(app, approval), page.get_data(as_text=True))
     assert sign_in("bob@example.com").client.get(f"/approvals/{approval}").status_code == 403
     assert sign_in("carol@example.com").client.get(f"/approvals/{approval}").status_code == 404
 

@@ -16,6 +16,7 @@ from app.extensions import db
 from app.models import Approval, AuditEvent
 from tests.fake_chat import Chat, chat_fixtures
 from tests.helpers.presses import buttons_of, card_posts, slack_interaction, slack_press, telegram_press
+from tests.helpers.prompts import newest_prompt, shown_in_chat, shown_settled
 
 services, app_config, _chat = chat_fixtures()
 
@@ -78,8 +79,9 @@ def told(chat):
     return [p.get("text") for p in card_posts(chat.api, method) if p.get("text")]
 
 
-def test_a_card_in_a_thread_carries_its_buttons(chat, posts):
+def test_a_card_in_a_thread_carries_its_buttons(app, chat, posts):
     card = ask_delete(chat, posts)
+    shown_in_chat(newest_prompt(app, channel=chat.name), card["text"], chat.name)  # the engine's Prompt
     assert set(buttons_of(card)) == {"Confirm", "Decline", "Open"}
     assert buttons_of(card)["Open"].startswith("https://countersign.example/approvals/")
 
@@ -90,6 +92,7 @@ def test_a_press_of_confirm_answers_the_card_once_and_the_message_reads_its_outc
     assert handle_calls["n"] == 1 and statuses(app) == ["done"]
     outcome = edits(chat)[-1]
     assert "Deleted “Spring meetup”." in outcome["text"] and "Confirmed by" in outcome["text"]
+    shown_settled(newest_prompt(app, channel=chat.name), outcome["text"], chat.name)  # the engine's Prompt
     assert "reply_markup" not in outcome and "actions" not in str(outcome.get("blocks"))  # no buttons left
     press(app, chat, card, "Confirm")  # a double press, or the service's redelivery: acts once
     press(app, chat, card, "Decline")

@@ -14,6 +14,7 @@ from app.extensions import db, redis_client
 from app.models import Approval, ConnectorIdentity, Conversation, User
 from tests.conftest import make_approvals
 from tests.fake_chat import Chat, chat_fixtures, queued_jobs, slack_headers
+from tests.helpers.prompts import newest_prompt, shown_in_chat
 from tests.services import REDIS_TIMEOUTS, WAIT, PrivateRedis, eventually
 
 PROMPT = "⚠️ Delete this post? This cannot be undone. Reply 'Yes' to confirm."
@@ -25,6 +26,7 @@ services, app_config, chat = chat_fixtures()
 def ask_delete(chat, posts, title="Spring meetup", thread="main"):
     chat.say(f"/delete_post post={posts[title]}", thread=thread)
     assert PROMPT in chat.sent(thread)[-1]
+    shown_in_chat(newest_prompt(chat.app, channel=chat.name), chat.sent(thread)[-1], chat.name)  # the engine's Prompt
 
 
 def test_yes_confirms_once_and_the_outcome_is_posted(chat, posts, handle_calls):

@@ -15,6 +15,7 @@ from tests.conftest import api_headers
 from tests.fake_chat import chat_fixtures
 from tests.helpers.cards import card_of
 from tests.helpers.people import agent_token
+from tests.helpers.prompts import prompt_of, shown_in_chat
 
 PROMPT = "Reply 'Yes' to confirm."
 
@@ -84,6 +85,9 @@ def test_an_agents_card_is_posted_as_an_agents_with_a_link_not_a_reply(app, chat
     assert f"https://countersign.example/approvals/{card_of(app, posts['Launch notes']).id}" in said
     assert PROMPT not in said
     assert "Launch notes" in said  # what it would do, so the person knows what is asked in her name
+    shown = prompt_of(app, card_of(app, posts["Launch notes"]).id, channel=chat.name)
+    assert not shown.reply  # the engine's rule: an agent's card is never answered by a reply
+    shown_in_chat(shown, said, chat.name)
 
 
 def test_a_yes_after_only_an_agents_card_confirms_nothing(app, chat, posts, handle_calls):

@@ -12,6 +12,7 @@ from app.auth import create_token
 from app.extensions import db
 from app.models import Approval, AuditEvent, Message, Post, User, utcnow
 from tests.conftest import api_headers
+from tests.helpers.prompts import prompt_of, shown_in_json
 
 
 @pytest.fixture
@@ -62,8 +63,9 @@ def audit_outcomes(app, approval_id):
         ]
 
 
-def test_prompt_carries_the_actions_words_and_a_token(api, posts):
+def test_prompt_carries_the_actions_words_and_a_token(app, api, posts):
     prompt = delete_card(api, posts)
+    shown_in_json(prompt_of(app, prompt["id"], channel="api"), prompt)  # the engine's Prompt, as JSON
     assert prompt["type"] == "confirm" and prompt["action"] == "delete_post"
     assert prompt["reason"] == "Delete this post? This cannot be undone."
     assert prompt["rows"][:3] == [

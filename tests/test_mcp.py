@@ -27,6 +27,7 @@ from tests.helpers.mcp import (  # noqa: F401 (clients, mcp_process, server, tok
     server,
     tokens,
 )
+from tests.helpers.prompts import prompt_of, shown_in_elicitation
 
 
 def test_tools_carry_their_kind_as_annotations(server, tokens):
@@ -55,6 +56,9 @@ def test_a_missing_field_is_a_form_and_accept_runs_the_action(app, server, clien
     result = run(main())
     assert isinstance(seen[0], types.ElicitRequestFormParams)
     assert seen[0].message == "A few details for your post."
+    with app.app_context():
+        form = db.session.scalar(sa.select(Approval.id).where(Approval.action == "draft_post"))
+    shown_in_elicitation(prompt_of(app, form, channel="mcp"), seen[0].message)  # the engine's Prompt
     assert seen[0].requested_schema["required"] == ["title", "body", "status"]
     assert result.content[0].text.startswith("The person filled in: body, status.")
     assert "Written in an MCP client" not in result.content[0].text
@@ -104,7 +108,9 @@ def test_a_card_is_a_url_elicitation_confirmed_in_the_browser(app, server, token
     result = run(main())
     assert isinstance(asked[0], types.ElicitRequestURLParams)
     assert asked[0].url.startswith(f"{PUBLIC}/approvals/")
-    assert result.content[0].text == "Done. Deleted “Spring meetup”."
+    shown = prompt_of(app, asked[0].url.rsplit("/", 1)[-1], channel="mcp")
+    shown_in_elicitation(shown, asked[0].message)  # the card's own sentence, from the engine's Prompt
+    assert result.content[0].text == shown.told == "Done. Deleted “Spring meetup”."
     assert handle_calls["n"] == 1
     with app.app_context():
         assert db.session.get(Post, posts["Spring meetup"]) is None

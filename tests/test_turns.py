@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from app.extensions import db
 from app.models import Approval, Message, Run, User
 from tests.conftest import api_headers
+from tests.helpers.prompts import prompt_of, shown_in_json
 
 WAIT = 60  # seconds a test waits for something that must happen (a broken app, not a slow one)
 
@@ -409,6 +410,8 @@ def test_an_agent_token_reads_the_events_but_never_gets_a_card_token(app, posts,
     end = stream.until(ended)[-1][2]
     stream.close()
     assert end["state"] == "paused" and end["pending"] and all(p["token"] is None for p in end["pending"])
+    for shown in end["pending"]:  # the agent's view of each is the engine's: the words, no token
+        shown_in_json(prompt_of(app, shown["id"], channel="api", agent=True), shown)
 
 
 @pytest.mark.parametrize("cursor", ["99999999999999999999-0", "1-99999999999999999999", "x-1", "-1-0", "0-0"])

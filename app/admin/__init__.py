@@ -18,13 +18,11 @@ from app.admin.blueprint import bp
 from app.admin.chart import decisions_legend, decisions_svg
 from app.auth import current_actor
 from app.copilot import approvals, audit, review
-from app.copilot.approvals import Actor, sign_second
+from app.copilot.approvals import REASON_MAX, Actor
 from app.copilot.hidden import HIDDEN_STRICT
 from app.errors import CountersignError
-from app.extensions import db
-from app.models import User, utcnow
 from app.routing import safe_target
-from app.status import OUTCOMES, Status
+from app.status import Status
 
 
 @bp.before_request
@@ -74,7 +72,7 @@ def console(actor: Actor, stats: review.Dashboard) -> dict[str, Any]:
     page = review.approvals(tenant_id, filters, request.args.get("after"))
     waiting = countersign_queue(actor)
     state = (stats.pending, sorted(stats.decided_today.items()), [(a.id, a.status) for a in page.rows])
-    seen = hashlib.sha256(repr((state, [c["approval"].id for c in waiting])).encode()).hexdigest()[:16]
+    seen = hashlib.sha256(repr((state, [c["prompt"].id for c in waiting])).encode()).hexdigest()[:16]
     args = {**{k: v for k, v in request.args.items() if k != "seen"}, "seen": seen}
     return {
         "waiting": waiting,
@@ -89,25 +87,12 @@ def console(actor: Actor, stats: review.Dashboard) -> dict[str, Any]:
 
 def countersign_queue(actor: Actor) -> list[dict[str, Any]]:
     """The cards waiting for this admin's countersignature, as partials/_card.html shows them:
-    each with a countersignature token for this session (answered at web.countersign)."""
-    queue = []
-    for approval in approvals.waiting_for(actor.user, copilot.engine().registry):
-        confirmer = db.session.get(User, approval.confirmed_by) if approval.confirmed_by else None
-        queue.append(
-            {
-                "approval": approval,
-                "pending": False,
-                "countersigning": True,
-                "token": None,
-                "second_token": sign_second(approval.id, actor.user, actor.binding),
-                "confirmed_by": confirmer.email if confirmer else None,
-                "outcome": OUTCOMES[Status.COUNTERSIGNING].card,
-                "seconds_left": max(0, int((approval.expires_at - utcnow()).total_seconds())),
-                "error": None,
-                "form": None,
-            }
-        )
-    return queue
+    each the engine's Prompt for this session, with its countersignature token (answered at
+    web.countersign)."""
+    return [
+        {"prompt": approvals.prompt_for(approval, actor), "reason_max": REASON_MAX}
+        for approval in approvals.waiting_for(actor.user, copilot.engine().registry)
+    ]
 
 
 @bp.post("/approvals/<approval_id>/revoke")

@@ -14,10 +14,10 @@ from app.api.replies import turn_reply
 from app.api.shapes import prompt
 from app.auth import current_actor
 from app.copilot import events
-from app.copilot.approvals import Actor, card_label, decided_by_line, may_answer, sign_second, waiting_for
+from app.copilot.approvals import Actor, prompt_for, waiting_for
 from app.errors import BadValues
 from app.extensions import db, limit_per_person_and_address
-from app.models import Approval, User
+from app.models import Approval
 from app.status import ANSWERED, REVISED, ApprovalType, Decision, Status
 
 
@@ -69,19 +69,19 @@ def list_approvals() -> Any:
 
 def second_prompt(approval: Approval, actor: Actor) -> dict[str, Any]:
     """A card waiting for this credential's countersignature: the action's words, who confirmed
-    it, and the countersignature token (none for an agent credential: it signs nothing)."""
-    confirmer = db.session.get(User, approval.confirmed_by) if approval.confirmed_by else None
+    it, and its Prompt's countersignature token (none for an agent credential: it signs nothing)."""
+    shown = prompt_for(approval, actor)
     return {
-        "id": approval.id,
-        "action": approval.action,
-        "reason": approval.reason,
-        "rows": [{"label": r["label"], "value": r["value"]} for r in approval.rows],
-        "status": approval.status,
-        "requested_by": approval.user.email,
-        "confirmed_by": confirmer.email if confirmer else None,
-        "countersign": approval.countersign,
-        "token": sign_second(approval.id, actor.user, actor.binding) if may_answer(actor, approval) else None,
-        "expires_at": approval.expires_at.isoformat(),
+        "id": shown.id,
+        "action": shown.action,
+        "reason": shown.text,
+        "rows": [{"label": r.label, "value": r.value} for r in shown.rows],
+        "status": shown.status,
+        "requested_by": shown.person,
+        "confirmed_by": shown.confirmed_by,
+        "countersign": shown.countersign,
+        "token": shown.second_token,
+        "expires_at": shown.expires_at.isoformat(),
     }
 
 
@@ -106,9 +106,8 @@ def countersign(approval_id: str, decision: str) -> Any:
     token = data.get("token")
     if not isinstance(token, str):
         raise BadValues("`token` must be a string.")
-    approval = copilot.countersign(approval_id, token, actor, decision, data.get("reason"))
-    by = decided_by_line(approval, actor.user.id)
-    return jsonify(id=approval.id, status=approval.status, outcome=card_label(approval), decided_by=by)
+    shown = prompt_for(copilot.countersign(approval_id, token, actor, decision, data.get("reason")), actor)
+    return jsonify(id=shown.id, status=shown.status, outcome=shown.outcome, decided_by=shown.decided_by or "")
 
 
 @bp.post(f"/approvals/<approval_id>/<any({', '.join(REVISED)}):decision>")

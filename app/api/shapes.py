@@ -1,5 +1,5 @@
-"""What the API shows: a card as a Prompt (with its token for this credential), who decided it, a
-message, a conversation, and a conversation's pending prompts."""
+"""What the API shows: a card as its Prompt for this credential (approvals.prompt_for: its token,
+who decided it), a message, a conversation, and a conversation's pending prompts."""
 
 from __future__ import annotations
 
@@ -8,58 +8,40 @@ from typing import Any
 import sqlalchemy as sa
 
 from app import copilot
-from app.copilot.approvals import Actor, card_label, decided_by_line, may_answer, sign
+from app.copilot.approvals import Actor, Prompt, prompt_for
 from app.extensions import db
 from app.models import Approval, Conversation, Message, utcnow
-from app.status import ApprovalType, Role, Status
+from app.status import Role, Status
 
 
 def prompt(approval: Approval, actor: Actor) -> dict[str, Any]:
-    """A pending card as the API shows it: the action's words only, and a token — none for an
-    agent credential (it never answers), nor for a card outside the credential's toolsets."""
-    # While it waits for its countersignature, its person may still decline it.
-    pending = approval.status in (Status.PENDING, Status.COUNTERSIGNING) and may_answer(actor, approval)
+    """A card as the API shows it: the engine's Prompt for this credential (the action's words
+    only; a token only while it may answer: approvals.prompt_for)."""
+    return prompt_json(prompt_for(approval, actor))
+
+
+def prompt_json(shown: Prompt) -> dict[str, Any]:
+    """A Prompt as JSON (DESIGN §5): its words, its token, who decided it and who asked."""
     return {
-        "id": approval.id,
-        "type": approval.type,
-        "action": approval.action,
-        "reason": approval.reason,
-        "rows": [{"label": r["label"], "value": r["value"]} for r in approval.rows],
-        "form": approval.form if approval.type == ApprovalType.FORM else None,
-        "status": approval.status,
-        "token": sign(approval, actor.binding) if pending else None,
-        "expires_at": approval.expires_at.isoformat(),
-        **decided(approval, actor),
-        **revisions(approval),
-    }
-
-
-def decided(approval: Approval, actor: Actor) -> dict[str, Any]:
-    """Who decided a card and when (null while it waits), its outcome label, and who asked for it."""
-    final = Status(approval.status).final
-    return {
-        "outcome": card_label(approval) if final else None,
-        "decided_by": decided_by_line(approval, actor.user.id) or None,
-        "decided_at": approval.decided_at.isoformat() if final and approval.decided_at else None,
-        "requested_by": approval.user.email,
-        "requested_via": approval.requested_via or None,
-        "requested_by_agent": approval.requested_by_agent,
-    }
-
-
-def revisions(approval: Approval) -> dict[str, Any]:
-    """A card's second-signature fields: its Edit form (the action's `editable` fields, an
-    elicitation like a form's; null when it edits nothing), the card it replaces and the names of
-    the fields the person edited, and on a changed card the rows that differ."""
-    from app.copilot.approvals import edit_form
-
-    action = copilot.engine().registry.get(approval.action)
-    editable = action is not None and approval.type == ApprovalType.CONFIRM and approval.status == Status.PENDING
-    return {
-        "edit": edit_form(action, approval) if editable and action is not None else None,
-        "replaces": approval.replaces,
-        "edited": approval.edited,
-        "changes": approval.changes,
+        "id": shown.id,
+        "type": shown.type,
+        "action": shown.action,
+        "reason": shown.text,
+        "rows": [{"label": r.label, "value": r.value} for r in shown.rows],
+        "form": shown.form,
+        "status": shown.status,
+        "token": shown.token,
+        "expires_at": shown.expires_at.isoformat(),
+        "outcome": shown.outcome if shown.final else None,
+        "decided_by": shown.decided_by,
+        "decided_at": shown.decided_at.isoformat() if shown.decided_at else None,
+        "requested_by": shown.person,
+        "requested_via": shown.requested_via,
+        "requested_by_agent": shown.requested_by_agent,
+        "edit": shown.edit,
+        "replaces": shown.replaces,
+        "edited": shown.edited,
+        "changes": shown.changes,
     }
 
 

@@ -16,8 +16,8 @@ from flask.typing import ResponseReturnValue
 from redis.exceptions import RedisError
 
 from app import copilot
-from app.auth import asked_by, credential_words, links
-from app.copilot.approvals import card_url
+from app.auth import credential_words, links
+from app.copilot.approvals import Actor, Prompt, card_url, prompt_for
 from app.copilot.text import scrub
 from app.extensions import db, redis_client
 from app.markdown import to_plain
@@ -207,26 +207,34 @@ def post_messages(connector: Connector, thread: ConnectorThread, message_ids: li
             connector.send(thread, said)
 
 
-def card_text(approval: Approval) -> str:
+def card_text(prompt: Prompt) -> str:
     """The card as one chat message. A chat message has no table, so a value's own line breaks
     could pass for rows of their own ("To: boss@…"): the sentence is kept on one line, and every
     further line of a value is marked as belonging to the row above."""
-    return f"⚠️ {one_line(approval.reason)} Reply 'Yes' to confirm.{rows_text(approval)}"
+    return f"⚠️ {one_line(prompt.text)} Reply 'Yes' to confirm.{rows_text(prompt)}"
 
 
-def agent_card_text(approval: Approval, link: str) -> str:
+def agent_card_text(prompt: Prompt, link: str) -> str:
     """An agent's card in the thread: who asked first, what it would do, and the link: a reply here
     answers only the cards the person's own requests made, so this one is answered on the web."""
-    card = f"\n⚠️ {one_line(approval.reason)}{rows_text(approval)}" if approval.type == ApprovalType.CONFIRM else ""
-    return f"{asked_by(approval)}: a reply here cannot answer it.{card}\n{link}"
+    card = f"\n⚠️ {one_line(prompt.text)}{rows_text(prompt)}" if prompt.type == ApprovalType.CONFIRM else ""
+    asked = credential_words("Asked", prompt.requested_via, prompt.requested_by_agent)
+    return f"{asked}: a reply here cannot answer it.{card}\n{link}"
 
 
 def one_line(reason: str) -> str:
     return " ⏎ ".join(line for line in reason.splitlines() if line.strip())
 
 
-def rows_text(approval: Approval) -> str:
-    return "".join(f"\n{row['label']}: " + "\n    │ ".join(row["value"].splitlines() or [""]) for row in approval.rows)
+def rows_text(prompt: Prompt) -> str:
+    return "".join(f"\n{row.label}: " + "\n    │ ".join(row.value.splitlines() or [""]) for row in prompt.rows)
+
+
+def thread_prompt(connector: Connector, thread: ConnectorThread, approval: Approval) -> Prompt:
+    """The card as the thread's person sees it here (approvals.prompt_for): whether a reply may
+    answer it is the engine's rule, not the connector's."""
+    viewer = Actor(user=approval.user, binding=f"{connector.name}:{thread.thread_key}", channel=connector.name)
+    return prompt_for(approval, viewer)
 
 
 def post_card(connector: Connector, thread: ConnectorThread, approval: Approval, supersede: bool = True) -> None:
@@ -240,11 +248,11 @@ def post_card(connector: Connector, thread: ConnectorThread, approval: Approval,
     "yes" of a thread; where cards have buttons the older one still waits (its buttons answer it),
     elsewhere it ends superseded."""
     link = LINK.format(url=card_url(approval.id))
-    if approval.requested_by_agent:
-        connector.send(thread, agent_card_text(approval, link))
+    shown = thread_prompt(connector, thread, approval)
+    if shown.requested_by_agent:
+        connector.send(thread, agent_card_text(shown, link))
         return
-    # (a card needing two signatures is answered on the web only)
-    if approval.type != ApprovalType.CONFIRM or not connector.confirms_by_reply or approval.countersign:
+    if not shown.reply or not connector.confirms_by_reply:  # (a form, a card needing two signatures: on the web)
         connector.send(thread, link)
         return
     redis = redis_client.client
@@ -252,7 +260,7 @@ def post_card(connector: Connector, thread: ConnectorThread, approval: Approval,
     if not supersede and text_of(redis.get(key)) not in ("", approval.id):
         connector.send(thread, link)
         return
-    connector.send_card(thread, approval, card_text(approval))
+    connector.send_card(thread, approval, card_text(shown))
     if not supersede:
         if not redis.set(key, approval.id, ex=wait_ttl(approval), nx=True):
             connector.send(thread, link)  # a wait opened meanwhile: this card is answered on the web

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from flask import current_app
 
-from app.copilot.approvals import card_url, chat_outcome
+from app.copilot.approvals import Prompt, card_url
 from app.models import Approval
 from app.status import ApprovalType, Decision
 
@@ -75,6 +75,6 @@ def buttons(approval: Approval, service: str, chat: str) -> list[dict[str, str]]
     return found
 
 
-def settled_text(approval: Approval) -> str:
+def settled_text(prompt: Prompt) -> str:
     """The card's message once decided: its own sentence, then its outcome and who decided."""
-    return f"{approval.reason}\n{chat_outcome(approval)}"
+    return f"{prompt.text}\n{prompt.chat}"

@@ -15,11 +15,10 @@ from app import copilot
 from app.connectors.buttons import Press, read, settled_text
 from app.connectors.services import CONNECTORS
 from app.copilot import audit
-from app.copilot.approvals import Actor, ChannelProof
+from app.copilot.approvals import Actor, ChannelProof, Prompt, prompt_for, recover
 from app.errors import CountersignError
 from app.extensions import db
-from app.models import Approval, ConnectorIdentity
-from app.status import Status
+from app.models import ConnectorIdentity
 
 NOT_YOURS = "This card is not yours: nothing was decided."
 UNKNOWN = "Countersign does not know this account: nothing was decided. Link it on your settings page."
@@ -61,20 +60,21 @@ def pressed(data: dict[str, Any]) -> str:
         return "unknown presser"
     actor = Actor(user=identity.user, binding=f"{press.connector}:{press.chat}", channel=press.connector)
     try:
-        copilot.answer(approval_id, ChannelProof(f"{press.connector} verified press"), actor, decision)
+        answered = copilot.answer(approval_id, ChannelProof(f"{press.connector} verified press"), actor, decision)
     except CountersignError as error:  # (verify() and the claim audit every refusal)
-        db.session.rollback()
-        current = db.session.get(Approval, approval_id)
-        if current is None or current.user_id != identity.user_id:
+        try:
+            current: Prompt | None = recover(approval_id, actor, error)  # as it now stands
+        except CountersignError:
+            current = None  # gone, or not the presser's to see
+        if current is None or not current.mine:
             connector.tell(press, NOT_YOURS)
             return "not theirs"
-        if not Status(current.status).final:
+        if not current.final:
             connector.tell(press, error.message)
             return "refused"
         connector.edit(press, settled_text(current))
         return "decided already"
-    approval = db.session.get(Approval, approval_id)
-    assert approval is not None
-    db.session.refresh(approval)
-    connector.edit(press, settled_text(approval))
-    return f"{decision}: {approval.status}"
+    db.session.refresh(answered)
+    shown = prompt_for(answered, actor)
+    connector.edit(press, settled_text(shown))
+    return f"{decision}: {shown.status}"

@@ -15,11 +15,11 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 from app import copilot
-from app.auth import asked_by, links
+from app.auth import credential_words, links
 from app.connectors.base import one_line, rows_text
 from app.connectors.buttons import answerable, settled_text
 from app.connectors.services import CONNECTORS
-from app.copilot.approvals import may_countersign
+from app.copilot.approvals import Actor, Prompt, may_countersign, prompt_for
 from app.extensions import db
 from app.models import Approval, ConnectorIdentity, ConnectorThread, User, utcnow
 from app.sse import watching
@@ -61,13 +61,23 @@ def push_card(approval_id: str) -> str:
     return f"sent to {len(posted)}"
 
 
-def _send(approval: Approval, identities: list[ConnectorIdentity], head: str = "") -> list[dict[str, str]]:
-    """Post the card to each account: where it went."""
+def _send(
+    approval: Approval, identities: list[ConnectorIdentity], head: str = "", person: User | None = None
+) -> list[dict[str, str]]:
+    """Post the card, as `person` (its own, by default) sees it, to each account: where it went."""
     posted = []
     for identity in identities:
-        chat, message = CONNECTORS[identity.connector].post_prompt(identity.external_id, approval, prompt_text(approval, head))
+        text = prompt_text(
+            _seen_by(approval, person or approval.user, identity.connector, identity.external_id), answerable(approval), head
+        )
+        chat, message = CONNECTORS[identity.connector].post_prompt(identity.external_id, approval, text)
         posted.append({"connector": identity.connector, "chat": chat, "message": message})
     return posted
+
+
+def _seen_by(approval: Approval, person: User, connector: str, chat: str) -> Prompt:
+    """The card as this person sees it in that chat (approvals.prompt_for)."""
+    return prompt_for(approval, Actor(user=person, binding=f"{connector}:{chat}", channel=connector))
 
 
 def push_unseen(after_seconds: int) -> int:
@@ -118,7 +128,8 @@ def settle_posts(approval_id: str) -> int:
     done = 0
     for post in approval.posted:
         try:
-            CONNECTORS[post["connector"]].edit(Posted(post["chat"], post["message"]), settled_text(approval))
+            shown = _seen_by(approval, approval.user, post["connector"], post["chat"])
+            CONNECTORS[post["connector"]].edit(Posted(post["chat"], post["message"]), settled_text(shown))
             done += 1
         except Exception:
             log.info("could not show the outcome of %s in %s", approval_id, post["connector"], exc_info=True)
@@ -133,11 +144,11 @@ class Posted:
     message: str
 
 
-def prompt_text(approval: Approval, head: str = "") -> str:
+def prompt_text(prompt: Prompt, by_button: bool, head: str = "") -> str:
     """The card as a message of its own: who asked, the action's sentence and rows."""
-    card = f"⚠️ {one_line(approval.reason)}{rows_text(approval)}"
-    how = "" if answerable(approval) else "\nAnswer it in Countersign (Open)."
-    return f"{head or asked_by(approval)}:\n{card}{how}"
+    card = f"⚠️ {one_line(prompt.text)}{rows_text(prompt)}"
+    how = "" if by_button else "\nAnswer it in Countersign (Open)."
+    return f"{head or credential_words('Asked', prompt.requested_via, prompt.requested_by_agent)}:\n{card}{how}"
 
 
 def countersign_asked(approval_id: str) -> None:
@@ -161,7 +172,7 @@ def push_countersign(approval_id: str) -> str:
         for identity, mode in links.modes(person.id):
             if mode != CardsTo.OFF:
                 head = f"Your second signature is asked for ({approval.user.email} confirmed it)"
-                sent += _send(approval, [identity], head)
+                sent += _send(approval, [identity], head, person)
     _remember(approval, sent)
     return f"sent to {len(sent)}"
 

@@ -14,7 +14,7 @@ from app.auth import links
 from app.connectors import dedupe
 from app.connectors.base import KEEP_FOR, Connector, Inbound, keep_wait_key, text_of, wait_key, wait_ttl
 from app.copilot import audit, conversations
-from app.copilot.approvals import REASON_MAX, Actor, ChannelProof, card_url, chat_outcome
+from app.copilot.approvals import REASON_MAX, Actor, ChannelProof, Prompt, card_url, prompt_for, recover
 from app.copilot.text import check_message
 from app.errors import CountersignError
 from app.extensions import db, redis_client
@@ -182,12 +182,13 @@ def _reply(
     try:
         reason = decline_reason(inbound.text) if decision == Decision.DECLINE else None
         proof = ChannelProof(f"{inbound.connector} verified sender")
-        status = copilot.answer(approval_id, proof, actor, decision, reason=reason).status
+        shown: Prompt | None = prompt_for(copilot.answer(approval_id, proof, actor, decision, reason=reason), actor)
     except CountersignError as error:
-        db.session.rollback()
-        current = db.session.get(Approval, approval_id)
-        status = current.status if current else Status.EXPIRED
-        if status == Status.PENDING:
+        try:
+            shown = recover(approval_id, actor, error)  # decided elsewhere meanwhile, perhaps
+        except CountersignError:
+            shown = None  # gone
+        if shown is not None and shown.status == Status.PENDING:
             dedupe.done(inbound)
             connector.send(thread, error.message)
             return "refused"
@@ -195,7 +196,10 @@ def _reply(
         _rewait(key, approval_id)  # nothing was decided: the card still waits for its answer
         raise
     dedupe.done(inbound)
-    connector.send(thread, _outcome(status, approval_id))  # the continuation is posted when its turn ends
+    # What the thread is told of its card (app/status.py has every line); the continuation is
+    # posted when its turn ends.
+    said, status = (shown.chat or "", shown.status) if shown is not None else (OUTCOMES[Status.EXPIRED].chat, Status.EXPIRED)
+    connector.send(thread, said)
     return f"{decision}: {status}"
 
 
@@ -208,12 +212,6 @@ def _rewait(key: str, approval_id: str) -> None:
             redis_client.client.set(key, approval_id, nx=True, ex=wait_ttl(approval))
     except Exception:  # the database or Redis is what failed: the web card still works
         log.warning("could not reopen the wait for %s", approval_id, exc_info=True)
-
-
-def _outcome(status: str, approval_id: str) -> str:
-    """What the thread is told once its card is decided (app/status.py has every line)."""
-    approval = db.session.get(Approval, approval_id)
-    return chat_outcome(approval) if approval is not None else OUTCOMES[Status(status)].chat
 
 
 def _converse(

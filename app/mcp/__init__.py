@@ -242,7 +242,7 @@ def _text(text: str, error: bool = False) -> types.CallToolResult:
 
 def _call(token_id: int, params: types.CallToolRequestParams) -> Any:
     from app import copilot
-    from app.copilot.approvals import card_url
+    from app.copilot.approvals import card_url, prompt_for
 
     if params.request_state:
         return _retry(token_id, params)
@@ -253,12 +253,13 @@ def _call(token_id: int, params: types.CallToolRequestParams) -> Any:
     said, approval = copilot.call_direct(actor, params.name, params.arguments or {})
     if approval is None:
         return _text(said, error=said.startswith(("Unknown tool", "Invalid arguments")))
-    if approval.type == ApprovalType.FORM and approval.form is not None:
-        form = approval.form
+    shown = prompt_for(approval, actor)  # the action's words only, never the model's
+    if shown.form is not None:
+        form = shown.form
         if actor.agent:  # the person fills it on the card's page; the agent never sees the values
-            return Ask(approval.id, "form", f"{form['message']} Fill it in Countersign.", {}, card_url(approval.id))
-        return Ask(approval.id, "form", form["message"], form["requestedSchema"], card_url(approval.id), by_url=False)
-    return Ask(approval.id, ApprovalType.CONFIRM, f"{approval.reason} Confirm it in Countersign.", {}, card_url(approval.id))
+            return Ask(shown.id, "form", f"{form['message']} Fill it in Countersign.", {}, card_url(shown.id))
+        return Ask(shown.id, "form", form["message"], form["requestedSchema"], card_url(shown.id), by_url=False)
+    return Ask(shown.id, ApprovalType.CONFIRM, f"{shown.text} Confirm it in Countersign.", {}, card_url(shown.id))
 
 
 def _refused(token_id: int, arguments: dict[str, Any]) -> types.CallToolResult | None:
@@ -289,7 +290,7 @@ def _answer(token_id: int, approval_id: str, answer: types.ElicitResult | None, 
     """Answer a form through copilot.approvals, or report a card's outcome (or that it waits).
     An agent token's answer is refused there (and audited): the approval keeps waiting."""
     from app import copilot
-    from app.copilot.approvals import ChannelProof, card_url, standing, told
+    from app.copilot.approvals import ChannelProof, card_url, prompt_for, recover, standing
     from app.copilot.text import value_problem
     from app.errors import CountersignError
     from app.extensions import db
@@ -321,15 +322,15 @@ def _answer(token_id: int, approval_id: str, answer: types.ElicitResult | None, 
             values = dict(answer.content or {}) if answer is not None and decision == Decision.SUBMIT else None
             approval = copilot.answer(approval.id, proof, actor, decision, values)
         except CountersignError as error:
-            db.session.rollback()
-            return _text(error.message, error=True)
+            return _text(recover(approval.id, actor, error).error or error.message, error=True)
     db.session.refresh(approval)
-    if approval.status in (Status.PENDING, Status.COUNTERSIGNING):  # confirmed, it may wait for a second signature
+    shown = prompt_for(approval, actor)
+    if shown.told is None:  # still waiting: confirmed, it may wait for a second signature
         if legacy:  # a handshake-era client cannot come back with the state
-            return _text(f"Pending: the person confirms it in Countersign: {card_url(approval.id)}")
+            return _text(f"Pending: the person confirms it in Countersign: {card_url(shown.id)}")
         # The person answers on the card's page; the client asks again until they have.
-        return types.InputRequiredResult(request_state=json.dumps({"approval": approval.id}))
-    return _text(told(approval), error=approval.status not in (Status.DONE, Status.QUEUED))  # queued: it ran, and goes out
+        return types.InputRequiredResult(request_state=json.dumps({"approval": shown.id}))
+    return _text(shown.told, error=shown.status not in (Status.DONE, Status.QUEUED))  # queued: it ran, and goes out
 
 
 def _decision(kind: str, answer: types.ElicitResult | None) -> str | None:

@@ -11,14 +11,14 @@ from flask_login import login_required
 from app import copilot, sse
 from app.auth import current_actor
 from app.copilot import events
-from app.copilot.approvals import Actor, may_countersign
+from app.copilot.approvals import Actor, may_see, recover
 from app.copilot.events import Event
 from app.errors import CountersignError, FormInvalid, NotFound, WrongPerson
 from app.extensions import db, limit_per_person_and_address
 from app.models import Approval, Conversation, utcnow
 from app.status import ANSWERED, REVISED, Decision, EventType, Status
 from app.web.blueprint import bp
-from app.web.cards import card_context, edit_errors, render_partial, submitted_values
+from app.web.cards import card_context, edit_errors, prompt_context, render_partial, submitted_values
 from app.web.messages import messages_after, render_messages
 from app.web.streams import card_event
 
@@ -36,7 +36,7 @@ def approval_page(approval_id: str) -> Any:
         copilot.expire_due(approval.conversation_id)
         db.session.refresh(approval)
     if request.htmx:  # type: ignore[attr-defined]
-        response = make_response(render_partial(approval, card_context(approval, actor)))
+        response = make_response(render_partial(card_context(approval, actor)))
         response.headers["Vary"] = "HX-Request"
         return response
     cursor = events.last_id(approval.conversation_id)  # then the card as it is now: no change falls between
@@ -66,20 +66,14 @@ def approval_events(approval_id: str) -> Any:
 
 
 def _own_approval(approval_id: str, actor: Actor) -> Approval:
-    """The card, for its person — or, for a card that needs a countersignature, for a second
-    person its rule allows (or who gave that signature); 404 outside the tenant, 403 else."""
+    """The card, for whoever may see it (approvals.may_see: its person, or a second person of a
+    card that needs one); 404 outside the tenant, 403 else."""
     approval = db.session.get(Approval, approval_id)
     if approval is None or approval.tenant_id != actor.user.tenant_id:
         raise NotFound()
-    if approval.user_id != actor.user.id and not _second_person(approval, actor):
+    if not may_see(approval, actor):
         raise WrongPerson()
     return approval
-
-
-def _second_person(approval: Approval, actor: Actor) -> bool:
-    if not approval.countersign:
-        return False
-    return approval.decided_by == actor.user.id or may_countersign(approval, actor.user, copilot.engine().registry)
 
 
 @bp.post("/approvals/<approval_id>/countersign", defaults={"decision": Decision.COUNTERSIGN}, endpoint="countersign")
@@ -94,21 +88,16 @@ def countersign(approval_id: str, decision: str) -> Any:
     token = request.form.get("token", "")
     try:  # a reason too long is refused whole (the decline's reason check), never cut
         approval = copilot.countersign(approval_id, token, actor, decision, request.form.get("reason"))
-    except CountersignError as error:
-        current = db.session.get(Approval, approval_id)
-        if current is None or current.tenant_id != actor.user.tenant_id or isinstance(error, NotFound):
-            raise
-        if current.user_id != actor.user.id and not _second_person(current, actor):
-            raise  # someone the rule does not allow sees the error, never the card
-        db.session.refresh(current)
-        approval, context, status = current, card_context(current, actor, error.message), error.status
+    except CountersignError as error:  # someone the rule does not allow sees the error, never the card
+        context, status = prompt_context(recover(approval_id, actor, error)), error.status
     else:
         context, status = card_context(approval, actor), 200
     if not request.htmx:  # type: ignore[attr-defined]
         if status == 200:
-            return redirect(url_for("web.approval_page", approval_id=approval.id))
-        return render_template("approvals/page.html", actor=actor, approval=approval, ctx=context), status
-    response = make_response(render_partial(approval, context), status)
+            return redirect(url_for("web.approval_page", approval_id=approval_id))
+        page = db.session.get(Approval, approval_id)  # (recover found it: the viewer may see it)
+        return render_template("approvals/page.html", actor=actor, approval=page, ctx=context), status
+    response = make_response(render_partial(context), status)
     response.headers["Vary"] = "HX-Request"
     return response
 
@@ -125,22 +114,17 @@ def answer(approval_id: str, decision: str) -> Any:
         reason = request.form.get("reason") if decision == Decision.DECLINE else None
         approval = copilot.answer(approval_id, token, actor, decision, values, reason)
     except CountersignError as error:
-        current = db.session.get(Approval, approval_id)
-        if current is None or current.user_id != actor.user.id:
-            raise
-        approval = current
-        db.session.refresh(approval)
         fields = error.fields if isinstance(error, FormInvalid) else None
         typed = request.form if fields is not None else None
-        context = card_context(approval, actor, error.message, typed=typed, field_errors=fields)
+        context = prompt_context(recover(approval_id, actor, error), typed=typed, field_errors=fields)
         context["reason"] = request.form.get("reason", "")  # kept for another try (too long, say)
-        body = render_partial(approval, context)
+        body = render_partial(context)
         added = []
         status = error.status
     else:
         # The card's final state now; the model's continuation streams in under it (or is here
         # already, when it ran inline).
-        body = render_partial(approval, card_context(approval, actor))
+        body = render_partial(card_context(approval, actor))
         card_line = copilot.card_message_id(approval)
         added = [m for m in messages_after(approval.conversation_id, card_line) if m.run_id == approval.run_id]
         status = 200
@@ -165,14 +149,10 @@ def revise(approval_id: str, decision: str) -> Any:
     try:
         fresh = copilot.answer(approval_id, token, actor, decision, values)
     except CountersignError as error:
-        old = db.session.get(Approval, approval_id)
-        if old is None or old.user_id != actor.user.id:
-            raise
-        db.session.refresh(old)
-        context = card_context(old, actor, error.message)
+        context = prompt_context(recover(approval_id, actor, error))
         if decision == Decision.EDIT:
             edit_errors(context, request.form, error.fields if isinstance(error, FormInvalid) else {})
-        response = make_response(render_partial(old, context), error.status)
+        response = make_response(render_partial(context), error.status)
         response.headers["Vary"] = "HX-Request"
         return response
     if not request.htmx:  # type: ignore[attr-defined]
@@ -184,7 +164,7 @@ def revise(approval_id: str, decision: str) -> Any:
     # too, and whichever comes second finds it on the page and adds no second copy.
     fresh_context = card_context(fresh, actor)
     fresh_context["oob"] = True
-    body = render_partial(old, card_context(old, actor)) + render_partial(fresh, fresh_context)
+    body = render_partial(card_context(old, actor)) + render_partial(fresh_context)
     response = make_response(body, 200)
     response.headers["Vary"] = "HX-Request"
     return response

@@ -1,5 +1,6 @@
-"""The card's and the form's view-model for the browser: what partials/_card.html and _form.html
-show of an approval, for this session (a token only while it may answer)."""
+"""The card's and the form's view-model for the browser: the engine's Prompt of an approval for
+this session (app.copilot.approvals.prompt_for), and the WTForms forms partials/_card.html and
+_form.html show with it."""
 
 from __future__ import annotations
 
@@ -7,86 +8,37 @@ from typing import Any
 
 from flask import render_template, request
 
-from app import copilot
 from app.copilot.actions import wtform_class
-from app.copilot.approvals import Actor, card_label, decided_by_line, may_answer, may_countersign, sign, sign_second
+from app.copilot.approvals import REASON_MAX, Actor, Prompt, prompt_for
 from app.extensions import db
-from app.models import Approval, User, utcnow
-from app.status import ApprovalType, Status, badge
+from app.models import Approval
+from app.status import ApprovalType
 
 
-def card_context(
-    approval: Approval,
-    actor: Actor,
-    error: str | None = None,
-    typed: Any = None,
-    field_errors: dict[str, list[str]] | None = None,
-) -> dict[str, Any]:
-    """What _card.html / _form.html need: the approval, a token for this session while it is
-    pending, and for a form the WTForms form (refilled with what was typed after an error)."""
-    mine = approval.user_id == actor.user.id
-    pending = approval.status == Status.PENDING and approval.expires_at > utcnow()
-    seconds_left = max(0, int((approval.expires_at - utcnow()).total_seconds()))
-    answerable = mine and pending and may_answer(actor, approval)
+def card_context(approval: Approval, actor: Actor) -> dict[str, Any]:
+    """What _card.html / _form.html need to show this approval to this session now."""
+    return prompt_context(prompt_for(approval, actor))
+
+
+def prompt_context(prompt: Prompt, typed: Any = None, field_errors: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """What _card.html / _form.html need: the card's Prompt for this session (its words, its
+    tokens, its outcome: the engine's, never decided here) and the browser's own forms — for a
+    form the WTForms form (refilled with what was typed after an error), for a card its Edit form."""
     form = None
-    if approval.type == ApprovalType.FORM and approval.form and pending:
-        form_class = wtform_class(approval.form["requestedSchema"])
-        form = form_class(formdata=typed) if typed is not None else form_class(data=_defaults(approval.form))
+    if prompt.form and prompt.asking:
+        form_class = wtform_class(prompt.form["requestedSchema"])
+        form = form_class(formdata=typed) if typed is not None else form_class(data=_defaults(prompt.form))
         for name, messages in (field_errors or {}).items():
             if name in form:
                 form[name].errors = list(messages)
-    context = {
-        "form": form,
-        "approval": approval,
-        "token": sign(approval, actor.binding) if answerable else None,
-        "pending": pending,
-        "seconds_left": seconds_left,
-        "outcome": None if pending else card_label(approval),
-        "badge": None if pending else badge(approval),
-        "decided_by": None if pending else decided_by_line(approval, actor.user.id),
-        "error": error,
-        **countersigning_context(approval, actor),
-    }
-    context.update(revise_context(approval, actor, answerable))
-    return context
-
-
-def countersigning_context(approval: Approval, actor: Actor) -> dict[str, Any]:
-    """A card waiting for its countersignature: who confirmed it, and a token for this session
-    while it may still be answered here — its person's (to decline it) or an allowed second
-    person's countersignature token (never for an agent credential, never the person's own)."""
-    waiting = approval.status == Status.COUNTERSIGNING and approval.expires_at > utcnow()
-    if not waiting:
-        return {"countersigning": False, "second_token": None, "confirmed_by": None}
-    mine = approval.user_id == actor.user.id
-    allowed = not mine and may_answer(actor, approval) and may_countersign(approval, actor.user, copilot.engine().registry)
-    confirmer = db.session.get(User, approval.confirmed_by) if approval.confirmed_by else None
+    edit = wtform_class(prompt.edit["requestedSchema"])(data=_defaults(prompt.edit)) if prompt.edit else None
     return {
-        "countersigning": True,
-        "token": sign(approval, actor.binding) if mine and may_answer(actor, approval) else None,
-        "second_token": sign_second(approval.id, actor.user, actor.binding) if allowed else None,
-        "confirmed_by": confirmer.email if confirmer else None,
+        "prompt": prompt,
+        "form": form,
+        "edit_form": edit,
+        "reason_max": REASON_MAX,
+        "error": prompt.error,
     }
-
-
-def revise_context(approval: Approval, actor: Actor, answerable: bool) -> dict[str, Any]:
-    """What a card offers beyond Confirm: the decline reason box's limit, the Edit form of the
-    action's `editable` fields (pre-filled, never a secret) while it may be answered, and on a
-    changed card the rows that differ with a token for its Fresh card (until one was made)."""
-    from app.copilot.approvals import REASON_MAX, edit_form, fresh_id
-
-    found: dict[str, Any] = {"reason_max": REASON_MAX, "edit_form": None, "changes": approval.changes, "fresh_id": None}
-    action = copilot.engine().registry.get(approval.action)
-    if answerable and approval.type == ApprovalType.CONFIRM and action is not None:
-        elicited = edit_form(action, approval)
-        if elicited is not None:
-            found["edit_form"] = wtform_class(elicited["requestedSchema"])(data=_defaults(elicited))
-    if approval.changes and approval.status == Status.CHANGED:
-        fresh = db.session.get(Approval, fresh_id(approval.id))
-        found["fresh_id"] = fresh.id if fresh is not None else None
-        mine = approval.user_id == actor.user.id and may_answer(actor, approval)
-        found["refresh_token"] = sign(approval, actor.binding) if mine and fresh is None else None
-    return found
 
 
 def edit_errors(context: dict[str, Any], typed: Any, errors: dict[str, list[str]]) -> dict[str, Any]:
@@ -115,7 +67,7 @@ def submitted_values(approval_id: str) -> dict[str, Any]:
     return values
 
 
-def render_partial(approval: Approval, context: dict[str, Any]) -> str:
+def render_partial(context: dict[str, Any]) -> str:
     """The card's or the form's fragment, in its current state."""
-    name = "partials/_form.html" if approval.type == ApprovalType.FORM else "partials/_card.html"
+    name = "partials/_form.html" if context["prompt"].type == ApprovalType.FORM else "partials/_card.html"
     return render_template(name, ctx=context)

@@ -110,7 +110,7 @@ def card_event(event: Event, actor: Actor, conversation_id: int) -> str | None:
         return None
     context = card_context(approval, actor)
     context["oob"] = True
-    html = render_partial(approval, context)
+    html = render_partial(context)
     # An edit or a refresh made a fresh card in its place: it follows, placed after it (app.js).
     fresh = db.session.scalar(
         sa.select(Approval).where(Approval.replaces == approval.id, Approval.conversation_id == conversation_id).limit(1)
@@ -118,7 +118,7 @@ def card_event(event: Event, actor: Actor, conversation_id: int) -> str | None:
     if fresh is not None:
         fresh_context = card_context(fresh, actor)
         fresh_context["oob"] = True
-        html += render_partial(fresh, fresh_context)
+        html += render_partial(fresh_context)
     return html
 
 

@@ -13,6 +13,7 @@ from app.connectors.base import card_text
 from app.extensions import db
 from app.models import Approval, User
 from tests.conftest import api_headers
+from tests.helpers.prompts import a_prompt
 
 
 def ask(app, token, text):
@@ -48,14 +49,11 @@ def test_two_posts_an_agent_made_look_alike_get_different_cards(app, posts):
 
 
 def test_line_breaks_in_a_value_cannot_pass_for_rows_in_a_chat_thread():
-    approval = Approval(
-        reason="Send this email as alice@example.com?\nTo: boss@example.com",
-        rows=[
-            {"label": "To", "value": "dana@example.org"},
-            {"label": "Message", "value": "line1\nTo: boss@example.com\n\nSubject: urgent"},
-        ],
+    prompt = a_prompt(
+        "Send this email as alice@example.com?\nTo: boss@example.com",
+        [("To", "dana@example.org"), ("Message", "line1\nTo: boss@example.com\n\nSubject: urgent")],
     )
-    lines = card_text(approval).splitlines()
+    lines = card_text(prompt).splitlines()
     assert lines[0] == ("⚠️ Send this email as alice@example.com? ⏎ To: boss@example.com Reply 'Yes' to confirm.")
     rows = [line for line in lines[1:] if not line.startswith("    │")]
     assert rows == ["To: dana@example.org", "Message: line1"]  # every other line is marked as the Message's

@@ -12,7 +12,10 @@ def _revisions() -> dict[str, Any]:
     """A Prompt's second-signature fields (app/copilot/revise.py)."""
     change = object_of({k: {"type": "string"} for k in ("label", "before", "after")}, ["label", "before", "after"])
     return {
-        "edit": {"type": ["object", "null"], "description": "The Edit form (an elicitation) of a pending card"},
+        "edit": {
+            "type": ["object", "null"],
+            "description": "The Edit form (an elicitation) of a pending card, with its token only",
+        },
         "replaces": {"type": ["string", "null"], "description": "The card this fresh one replaces"},
         "edited": {"type": ["array", "null"], "items": {"type": "string"}, "description": "Fields the person edited"},
         "changes": {"type": ["array", "null"], "items": change, "description": "A changed card's rows: before, after"},

@@ -1,8 +1,9 @@
 """The approval machine: a card or a form is created for a call, and every answer to it — confirm,
 decline, cancel, submit, edit, refresh, the countersignature — is verified, claimed, checked again
 (authorize, rebuild, compare) and only then handled, in one place; expiry and revoke end it, and
-a queued card's delivery settles it. The one path to an approval's handle() (DESIGN §4). Its
-modules are private: this list is the package."""
+a queued card's delivery settles it. A Prompt is one card as one viewer sees it (prompt_for: who
+gets a token). The one path to an approval's handle() (DESIGN §4). Its modules are private: this
+list is the package."""
 
 from __future__ import annotations
 
@@ -25,15 +26,18 @@ from app.copilot.approvals._machine import (
     supersede,
 )
 from app.copilot.approvals._outcomes import card_label, chat_outcome, decided_by_line
+from app.copilot.approvals._prompt import Prompt, Row, may_see, prompt_for, recover
 from app.copilot.approvals._revise import edit_form, fresh_id, standing, told
 from app.copilot.approvals._tokens import Actor, ChannelProof, may_answer, sign, sign_second
 
 __all__ = [
     "DELIVERY_JOB",
     "NOTICE",
+    "Prompt",
     "REASON_MAX",
     "Actor",
     "ChannelProof",
+    "Row",
     "answer",
     "cancel",
     "card_label",
@@ -51,7 +55,10 @@ __all__ = [
     "mark_interrupted",
     "may_answer",
     "may_countersign",
+    "may_see",
     "pending_for",
+    "prompt_for",
+    "recover",
     "revoke",
     "sign",
     "sign_second",
