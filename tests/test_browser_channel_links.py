@@ -12,11 +12,10 @@ from playwright.sync_api import expect
 
 from app.extensions import db
 from app.models import Approval
-from tests.conftest import api_headers
 from tests.fake_chat import Chat, chat_fixtures
 from tests.helpers.browser import sign_in
 from tests.helpers.links import telegram_says
-from tests.helpers.people import agent_token
+from tests.helpers.people import agent_asks
 from tests.helpers.presses import buttons_of, card_posts, telegram_press
 
 pytestmark = pytest.mark.browser
@@ -47,14 +46,7 @@ def test_a_press_in_telegram_shows_on_her_open_card_page_at_once(app, page, serv
     """An agent's card reaches alice's Telegram; she has its page open on the web too; her press in
     Telegram decides it, and the page shows the outcome without a reload."""
     telegram = Chat(app, "telegram", services)
-    token = agent_token(app, "ci-bot")
-    conversation = app.test_client().post("/api/conversations", json={}, headers=api_headers(token)).get_json()["id"]
-    asked = app.test_client().post(
-        f"/api/conversations/{conversation}/messages",
-        json={"text": f"/delete_post post={posts['Spring meetup']}"},
-        headers={**api_headers(token), "Prefer": "respond-async"},
-    )
-    assert asked.status_code == 202
+    agent_asks(app, posts, "Spring meetup")
     telegram.work()
     card = next(p for p in card_posts(telegram.api, "sendMessage") if p["chat_id"] == 111)
     with app.app_context():

@@ -20,7 +20,7 @@ from tests.conftest import api_headers
 from tests.fake_chat import Chat, chat_fixtures
 from tests.helpers.countersign import FOLDER_DELETE, folder  # noqa: F401 (folder: a fixture)
 from tests.helpers.mcp import first_leg, mcp_process, retry_leg, server, tokens  # noqa: F401 (fixtures)
-from tests.helpers.people import agent_token
+from tests.helpers.people import agent_asks, agent_token
 from tests.helpers.presses import buttons_of, card_posts, slack_interaction, slack_press, telegram_press
 
 services, app_config, _chat = chat_fixtures()
@@ -145,18 +145,6 @@ def test_a_card_waiting_for_its_second_signature_reaches_the_countersigners_chat
     assert card["text"].startswith("Your second signature is asked for (alice@example.com confirmed it):")
     assert set(buttons_of(card)) == {"Open"}
     assert dm_cards(telegram, "111") == []
-
-
-def agent_asks(app, posts, title="Launch notes"):
-    """An agent token (ci-bot) asks for a delete through the API, as alice's agent."""
-    token = agent_token(app, "ci-bot")
-    conversation = app.test_client().post("/api/conversations", json={}, headers=api_headers(token)).get_json()["id"]
-    response = app.test_client().post(
-        f"/api/conversations/{conversation}/messages",
-        json={"text": f"/delete_post post={posts[title]}"},
-        headers={**api_headers(token), "Prefer": "respond-async"},
-    )
-    assert response.status_code == 202, response.get_data(as_text=True)
 
 
 def test_a_card_decided_on_the_web_reads_its_outcome_in_her_telegram(app, alice, services, posts, handle_calls):

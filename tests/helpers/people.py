@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from app.auth import create_token
 from app.extensions import db
 from app.models import Tenant, User
+from tests.conftest import api_headers
 
 
 @pytest.fixture
@@ -28,3 +29,15 @@ def globex_admin(app):
 def agent_token(app, name="laptop", email="alice@example.com"):
     with app.app_context():
         return create_token(db.session.scalar(sa.select(User).where(User.email == email)), name=name, scope="agent")
+
+
+def agent_asks(app, posts, title="Launch notes"):
+    """An agent token (ci-bot) asks for a delete through the API, as alice's agent."""
+    token = agent_token(app, "ci-bot")
+    conversation = app.test_client().post("/api/conversations", json={}, headers=api_headers(token)).get_json()["id"]
+    response = app.test_client().post(
+        f"/api/conversations/{conversation}/messages",
+        json={"text": f"/delete_post post={posts[title]}"},
+        headers={**api_headers(token), "Prefer": "respond-async"},
+    )
+    assert response.status_code == 202, response.get_data(as_text=True)
