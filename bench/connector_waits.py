@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 from _harness import env_for, free_port, insert_approvals, prepare, temp_sqlite
 
@@ -54,8 +55,10 @@ def _waits(n: int, url: str) -> dict[str, float]:
     from app.models import Approval, ConnectorThread, User
 
     class Quiet(type(CONNECTORS["telegram"])):  # type: ignore[misc]
-        def send(self, thread: ConnectorThread, text: str) -> None:
-            pass
+        """Telegram with its card and buttons built, and nothing sent (its Bot API call answers {})."""
+
+        def _call(self, method: str, payload: dict[str, Any]) -> dict[str, Any]:
+            return {}
 
     app = create_app({"SWEEP_ON_START": False})
     with app.app_context():
