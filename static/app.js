@@ -57,7 +57,10 @@
     if (form && form.id === "composer" && event.detail.successful && event.detail.xhr.status < 300) {
       var box = form.querySelector("textarea");
       if (box.value === sent) form.reset();
-      box.focus();
+      // Back to the composer, unless the person has moved on meanwhile (typing a search, say):
+      // their focus, and the key they press next, stay where they are.
+      var here = document.activeElement;
+      if (!here || here === document.body || form.contains(here)) box.focus();
     }
   });
 
@@ -111,25 +114,22 @@
   // The same turn can arrive twice (the POST's answer and the event stream). A card or form still
   // waiting on the page is the person's work in progress (what they typed, where their focus is):
   // a second copy of it, still waiting, never replaces it. A decided one does.
-  function state(el) {
-    return Array.prototype.map.call(el.querySelectorAll("[id]"), function (e) { return e.id + " " + e.className; }).join("|");
-  }
   document.addEventListener("htmx:oobBeforeSwap", function (event) {
     var target = event.detail.target, fragment = event.detail.fragment;
-    if (!target || !fragment || !fragment.querySelector) return;
-    var waiting = target.matches(".card--pending[data-approval]") ? [target]
-      : Array.prototype.slice.call(target.querySelectorAll(".card--pending[data-approval]"));
-    if (!waiting.length) return;
+    if (!target || !fragment || !fragment.querySelector || event.detail.shouldSwap === false) return;
     var copy = document.createElement("div");
     copy.appendChild(fragment.cloneNode(true));
     var incoming = copy.firstElementChild;
-    // (A card just swapped in keeps the old one's classes while it settles: a decided copy of it is
-    // judged by the check below, not taken for a second copy of a waiting card.)
-    if (incoming && incoming.id === target.id && !incoming.matches(".card:not(.card--pending)") &&
-        state(incoming) === state(target)) {
-      event.detail.shouldSwap = false;  // nothing new in it
+    if (target.matches(".card--pending[data-approval]")) {
+      // The waiting card itself: a copy still waiting never replaces it (a decided copy is judged
+      // by the check below). Nothing of the page is moved: a swap called off later loses nothing.
+      // (A card just swapped in keeps the old one's classes while it settles.)
+      if (incoming && incoming.id === target.id && !incoming.matches(".card:not(.card--pending)")) {
+        event.detail.shouldSwap = false;
+      }
       return;
     }
+    var waiting = Array.prototype.slice.call(target.querySelectorAll(".card--pending[data-approval]"));
     waiting.forEach(function (card) {
       var again = fragment.querySelector("#" + CSS.escape(card.id));
       if (again && again.matches(".card--pending")) again.replaceWith(card);

@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 from app.extensions import db
 from app.models import Conversation, User
 from tests.helpers.browser import LONG, ask, composer_done, sent_messages, sign_in_and_open_chat
+from tests.helpers.browser import held as held_request
 
 pytestmark = pytest.mark.browser
 
@@ -182,10 +183,27 @@ def test_the_sidebar_search_opens_the_results(app, tab, server):
     sign_in_and_open_chat(tab, server)
     ask(tab, "the budget for 2027")
     tab.locator(".message--assistant").first.wait_for()
+    composer_done(tab, 1)
     tab.get_by_role("searchbox", name="Search conversations").fill("budget")
     tab.get_by_role("searchbox", name="Search conversations").press("Enter")
     tab.wait_for_url(re.compile(r".*/\?q=budget$"))
     expect(tab.locator("#conversation-list li")).to_have_count(1)
+
+
+def test_a_message_coming_back_leaves_the_focus_where_the_person_moved_it(tab, server):
+    """The person sends a message and, before its POST comes back, starts typing a search: the
+    answer does not pull the focus back to the composer (their Enter would go there)."""
+    sign_in_and_open_chat(tab, server)
+    held = []
+    tab.route("**/messages", lambda route: held.append((route, route.fetch())))
+    ask(tab, "first")
+    search = tab.get_by_role("searchbox", name="Search conversations")
+    search.fill("budget")  # (focused by the fill)
+    expect(tab.locator("#composer.htmx-request")).to_have_count(1)
+    route, response = held_request(tab, held)
+    route.fulfill(response=response)
+    composer_done(tab, 1)
+    expect(search).to_be_focused()
 
 
 def test_words_typed_before_the_message_comes_back_are_kept(tab, server):

@@ -15,6 +15,7 @@ from app.copilot.kit import QueuedModel
 from app.extensions import db
 from app.models import Post
 from tests.helpers.browser import ask, sign_in_and_open_chat
+from tests.helpers.browser import held as held_request
 
 pytestmark = pytest.mark.browser
 
@@ -101,8 +102,7 @@ def test_a_fresh_card_the_stream_brings_before_the_edits_own_answer_shows_once(a
     card.get_by_role("button", name="Make a fresh card").click()
     fresh = page.locator(".card--pending[data-replaces]")
     fresh.locator("dd").get_by_text(SUBJECT).wait_for()  # the stream's copy, while the answer waits
-    assert len(held) == 1
-    route, response = held[0]
+    route, response = held_request(page, held)
     route.fulfill(response=response)
     page.locator(".card__outcome").get_by_text("Edited — replaced by a fresh card").wait_for()
     expect(page.locator(".card[data-replaces]")).to_have_count(1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,16 @@ def composer_done(tab, sent):
     next message typed before then would be cleared."""
     expect(sent_messages(tab)).to_have_count(sent)
     expect(tab.locator("#composer.htmx-request")).to_have_count(0)
+
+
+def held(tab, routes):
+    """The one request a test's route holds (its handler appends (route, the server's answer) to
+    `routes`), once that answer is in: the handler runs while Playwright works, so give it turns."""
+    deadline = time.monotonic() + LONG / 1000
+    while not routes and time.monotonic() < deadline:
+        tab.wait_for_timeout(100)
+    assert len(routes) == 1, routes
+    return routes[0]
 
 
 @pytest.fixture
