@@ -140,6 +140,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A browser test that fails says what its page showed and what the server had sent (a flake
+    on a busy CI machine is then read from its report, not guessed at)."""
+    report = yield
+    page = getattr(item, "funcargs", {}).get("page")
+    if report.when == "call" and report.failed and page is not None:
+        from tests.helpers.browser import what_the_page_showed
+
+        report.sections.append(("what the page showed", what_the_page_showed(page, item.funcargs.get("app"))))
+    return report
+
+
 def pytest_report_header() -> list[str]:
     return [f"database: {DATABASE_URL or 'sqlite (temporary file)'}", f"redis: {REDIS_URL}"]
 

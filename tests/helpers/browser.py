@@ -82,3 +82,47 @@ def folder(app):
     (reports / "q1.csv").write_text("a,b\n1,2\n")
     (reports / "q2.csv").write_text("a,b\n3,4\n")
     return reports
+
+
+def what_the_page_showed(page, app=None):
+    """A failed browser test's evidence: the page's chat as it was (its HTML and scroll), and, with
+    the app, each conversation's events in Redis and its runs. (conftest adds it to the report.)"""
+    lines = [f"url: {page.url}"]
+    try:
+        lines.append("scroll: " + str(page.evaluate(_SCROLL)))
+        lines.append("messages: " + str(page.evaluate(_MESSAGES))[-6000:])
+    except Exception as error:  # noqa: BLE001 — the page may be what broke
+        lines.append(f"(the page could not be read: {error})")
+    if app is not None:
+        lines.extend(_server_side(app))
+    return "\n".join(lines)
+
+
+_SCROLL = """() => { const log = document.getElementById("messages");
+  return log && {top: log.scrollTop, height: log.scrollHeight, client: log.clientHeight, window: window.innerHeight}; }"""
+_MESSAGES = """() => { const log = document.getElementById("messages"); return log ? log.outerHTML : document.body.outerHTML; }"""
+
+
+def _server_side(app):
+    import sqlalchemy as sa
+
+    from app.extensions import db, redis_client
+    from app.models import Run
+
+    lines = []
+    try:
+        with app.app_context():
+            for name in sorted(redis_client.client.keys("events:*")):
+                for event_id, fields in redis_client.client.xrange(name):
+                    shown = " ".join(f"{_text(k)}={_text(v)[:100]}" for k, v in fields.items())
+                    lines.append(f"{_text(name)} {_text(event_id)} {shown}")
+            for run in db.session.scalars(sa.select(Run).order_by(Run.id)):
+                lines.append(f"run {run.id}: conversation {run.conversation_id}, {run.status}, step {run.step}, {run.error}")
+            db.session.remove()
+    except Exception as error:  # noqa: BLE001
+        lines.append(f"(the server's side could not be read: {error})")
+    return lines
+
+
+def _text(value):
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
