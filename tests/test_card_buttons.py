@@ -195,3 +195,19 @@ def test_a_signed_but_malformed_slack_interaction_is_acknowledged_and_does_nothi
     chat = Chat(app, "slack", services)
     assert slack_press(app, chat, urlencode({"payload": payload})).status_code == 200
     assert statuses(app) == []
+
+
+def test_a_card_in_a_thread_decided_on_the_web_reads_its_outcome_there(app, chat, posts, sign_in, handle_calls):
+    """Someone decides the thread's card elsewhere (here: alice on its web page): the thread's
+    message loses its buttons and reads the outcome, as a press would have left it."""
+    card = ask_delete(chat, posts)
+    alice = sign_in("alice@example.com")
+    with app.app_context():
+        approval_id = db.session.scalar(sa.select(Approval.id))
+    _, token = alice.card(alice.client.get(f"/approvals/{approval_id}").get_data(as_text=True))
+    assert alice.answer(approval_id, token).status_code == 200
+    chat.work()
+    outcome = edits(chat)[-1]
+    assert (outcome.get("message_id") or outcome.get("ts")) == message_id(chat, card)
+    assert "Deleted “Spring meetup”." in outcome["text"] and "reply_markup" not in outcome
+    assert handle_calls["n"] == 1

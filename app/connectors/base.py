@@ -103,9 +103,11 @@ class Connector(ABC):
         """What the webhook answers once the message is accepted: the service must not retry."""
         return jsonify(ok=True)
 
-    def send_card(self, thread: ConnectorThread, approval: Approval, text: str) -> None:
-        """Post a card that a reply may answer (email marks it with the card's own Message-ID)."""
+    def send_card(self, thread: ConnectorThread, approval: Approval, text: str) -> tuple[str, str] | None:
+        """Post a card that a reply may answer (email marks it with the card's own Message-ID);
+        where its message has buttons, (chat, message id), so that it can show its outcome later."""
         self.send(thread, text)
+        return None
 
     def link_code(self, inbound: Inbound) -> str | None:
         """The one-time code this message carries to link the sender's account to a person (a
@@ -260,7 +262,11 @@ def post_card(connector: Connector, thread: ConnectorThread, approval: Approval,
     if not supersede and text_of(redis.get(key)) not in ("", approval.id):
         connector.send(thread, link)
         return
-    connector.send_card(thread, approval, card_text(shown))
+    posted = connector.send_card(thread, approval, card_text(shown))
+    if posted is not None:  # its buttons go when it is decided, wherever (app.connectors.push.settle_posts)
+        chat, message = posted
+        approval.posted = [*(approval.posted or []), {"connector": connector.name, "chat": chat, "message": message}]
+        db.session.commit()
     if not supersede:
         if not redis.set(key, approval.id, ex=wait_ttl(approval), nx=True):
             connector.send(thread, link)  # a wait opened meanwhile: this card is answered on the web

@@ -60,9 +60,11 @@ class Email(Connector):
     def send(self, thread: ConnectorThread, text: str) -> None:
         smtp_send(_message(thread, text, make_msgid(domain=_domain())))
 
-    def send_card(self, thread: ConnectorThread, approval: Approval, text: str) -> None:
-        """The card's email carries its own Message-ID: a reply to it is the proof (answers())."""
+    def send_card(self, thread: ConnectorThread, approval: Approval, text: str) -> tuple[str, str] | None:
+        """The card's email carries its own Message-ID: a reply to it is the proof (answers()).
+        An email cannot be edited: it is not kept for its outcome."""
         smtp_send(_message(thread, text, card_message_id(approval.id)))
+        return None
 
     def link_code(self, inbound: Inbound) -> str | None:
         """An address is linked by the link mailed to it (app.auth.links), never by a code in a mail."""

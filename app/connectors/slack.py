@@ -73,10 +73,10 @@ class Slack(Connector):
         shows them, &, < and > escaped, links only to http(s) with their real host after them."""
         self._post(thread, to_mrkdwn(markdown).strip() or escape(markdown))
 
-    def send_card(self, thread: ConnectorThread, approval: Approval, text: str) -> None:
-        """A card in its thread, with its buttons (a reply "yes" still answers it too)."""
+    def send_card(self, thread: ConnectorThread, approval: Approval, text: str) -> tuple[str, str] | None:
+        """A card in its thread, with its buttons (a reply "yes" still answers it too): (channel, ts)."""
         channel, _, thread_ts = thread.thread_key.partition(":")
-        self._post_card(channel, thread_ts, approval, text)
+        return channel, self._post_card(channel, thread_ts, approval, text)
 
     def post_prompt(self, chat: str, approval: Approval, text: str) -> tuple[str, str]:
         """A card in the person's direct messages with the app (chat: their user id): the DM's own

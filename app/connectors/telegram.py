@@ -81,10 +81,12 @@ class Telegram(Connector):
             reply=str(query.get("id") or ""),
         )
 
-    def send_card(self, thread: ConnectorThread, approval: Approval, text: str) -> None:
-        """A card in its chat, with its inline buttons (a reply "yes" still answers it too)."""
+    def send_card(self, thread: ConnectorThread, approval: Approval, text: str) -> tuple[str, str] | None:
+        """A card in its chat, with its inline buttons (a reply "yes" still answers it too):
+        (chat, message_id)."""
         chat, _, topic = thread.thread_key.partition(":")
-        self._send(self._message(chat, text, topic) | {"reply_markup": _keyboard(approval, chat)})
+        sent = self._send(self._message(chat, text, topic) | {"reply_markup": _keyboard(approval, chat)})
+        return chat, str((sent.get("result") or {}).get("message_id", ""))
 
     def post_prompt(self, chat: str, approval: Approval, text: str) -> tuple[str, str]:
         """A card in the person's private chat with the bot (chat: their user id, which is also

@@ -350,13 +350,13 @@ def test_slack_posts_card_rows_outcomes_and_model_text_escaped(app, services, ad
     chat.say(f"/delete_post post={post}")
     model.enqueue(text(f"Done. {MARKUP}"))
     chat.say("yes")
-    posted = [p["text"] for p in services[0].posts]
+    posted = [p["text"] for p in services[0].posts]  # (the card's own message edited to its outcome too)
     escaped = "&lt;!channel&gt; see &lt;http://evil.example|bank.com&gt; &amp; ask &lt;@U999&gt;"
-    card, outcome, said = posted[-3:]
+    card, outcome, said = [p["text"] for p in services[0].posts if p["path"].endswith("/chat.postMessage")][-3:]
     assert f"Post: {escaped}" in card and said == f"Done. {escaped}"
     assert outcome.startswith(f"Deleted “{escaped}”. (Confirmed by you, ")
     assert not any("<" in p or ">" in p for p in posted)
-    assert all(p["unfurl_links"] is False for p in services[0].posts)
+    assert all(p["unfurl_links"] is False for p in services[0].posts if p["path"].endswith("/chat.postMessage"))
 
 
 def test_telegram_posts_plain_text_without_a_parse_mode(app, services, add_post):
