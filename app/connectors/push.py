@@ -120,8 +120,9 @@ def card_decided(approval_id: str) -> None:
 
 
 def settle_posts(approval_id: str) -> int:
-    """The job: each message the card was sent as outside its thread now reads its outcome, its
-    buttons gone (one that cannot be edited any more — deleted, too old — is left as it is)."""
+    """The job: each message with buttons the card was sent as (in its thread, or to a linked
+    chat) now reads its outcome, its buttons gone (one that cannot be edited any more — deleted,
+    too old — is left as it is)."""
     approval = db.session.get(Approval, approval_id)
     if approval is None or not approval.posted:
         return 0

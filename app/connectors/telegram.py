@@ -86,7 +86,8 @@ class Telegram(Connector):
         (chat, message_id)."""
         chat, _, topic = thread.thread_key.partition(":")
         sent = self._send(self._message(chat, text, topic) | {"reply_markup": _keyboard(approval, chat)})
-        return chat, str((sent.get("result") or {}).get("message_id", ""))
+        message = str((sent.get("result") or {}).get("message_id", ""))
+        return (chat, message) if message else None
 
     def post_prompt(self, chat: str, approval: Approval, text: str) -> tuple[str, str]:
         """A card in the person's private chat with the bot (chat: their user id, which is also
