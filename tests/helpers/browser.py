@@ -121,6 +121,21 @@ def _server_side(app):
             db.session.remove()
     except Exception as error:  # noqa: BLE001
         lines.append(f"(the server's side could not be read: {error})")
+    return lines + _threads()
+
+
+def _threads():
+    """Where each of the server's threads is (this process serves the page): a stuck one shows."""
+    import sys
+    import threading
+    import traceback
+
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    lines = []
+    for ident, frame in sys._current_frames().items():
+        stack = [f"  {f.filename.rsplit('/', 2)[-1]}:{f.lineno} {f.name}" for f in traceback.extract_stack(frame)]
+        lines.append(f"thread {names.get(ident, ident)}:")
+        lines.extend(stack[-12:])
     return lines
 
 
