@@ -97,18 +97,27 @@
   document.addEventListener("htmx:beforeSwap", function (event) { makeRoom(event.detail.serverResponse); });
 
   // A turn's live bubble sent with the accepted message (data-waiting) only takes an empty place:
-  // the turn's own bubble, its words or its messages may have come first over the events. And a
-  // live bubble never replaces one already there (it would drop the words shown so far).
+  // the turn's own bubble, its words or its messages may have come first over the events. A live
+  // bubble never replaces one already there (it would drop the words shown so far), nor a turn
+  // already ended on the page (the POST's answer can bring the end before a late stream replays
+  // the start), unless that turn failed: Retry runs the same pass again, in the same place.
+  // And a person's message never changes: its copy (a turn's start brings the message it
+  // answers) leaves the one on the page as it is, with what the person does there (a "Copied").
   document.addEventListener("htmx:oobBeforeSwap", function (event) {
     var target = event.detail.target, fragment = event.detail.fragment;
     if (!target || !fragment || !target.classList) return;
     var copy = document.createElement("div");
     copy.appendChild(fragment.cloneNode(true));
     var incoming = copy.firstElementChild;
-    if (!incoming || !incoming.classList.contains("turn--live")) return;
-    if (target.classList.contains("turn--live") || (incoming.hasAttribute("data-waiting") && target.classList.contains("turn"))) {
+    if (!incoming) return;
+    if (target.matches(".message--user") && incoming.id === target.id) {
       event.detail.shouldSwap = false;
+      return;
     }
+    if (!incoming.classList.contains("turn--live") || !target.classList.contains("turn")) return;
+    var retried = !target.classList.contains("turn--live") && !incoming.hasAttribute("data-waiting") &&
+      target.querySelector(".message--error");
+    if (!retried) event.detail.shouldSwap = false;
   });
 
   // The same turn can arrive twice (the POST's answer and the event stream). A card or form still
@@ -203,19 +212,22 @@
     var button = event.target.closest && event.target.closest(".code-copy");
     var code = button && button.parentElement.querySelector("pre code");
     if (!code) return;
-    // The label says what happened until the pointer or the focus moves on.
-    var said = function (word) {
-      button.textContent = word;
-      var back = function () { button.textContent = "Copy code"; };
-      button.addEventListener("mouseleave", back, { once: true });
-      button.addEventListener("blur", back, { once: true });
-    };
     if (navigator.clipboard && navigator.clipboard.writeText) {
-      navigator.clipboard.writeText(code.textContent).then(function () { said("Copied"); }, function () { said("Copy failed"); });
+      navigator.clipboard.writeText(code.textContent).then(
+        function () { told(button, "Copied", "Copy code"); },
+        function () { told(button, "Copy failed", "Copy code"); }
+      );
     } else {
-      said("Copy failed");
+      told(button, "Copy failed", "Copy code");
     }
   });
+  // A Copy button's label says what happened until the pointer or the focus moves on.
+  function told(button, word, label) {
+    button.textContent = word;
+    var back = function () { button.textContent = label; };
+    button.addEventListener("mouseleave", back, { once: true });
+    button.addEventListener("blur", back, { once: true });
+  }
 
   // A message's time is written in UTC by the server; shown here in the person's own time zone
   // (the UTC value stays in the tooltip and in datetime).
@@ -260,9 +272,9 @@
     var words = message.cloneNode(true);
     words.querySelectorAll(".visually-hidden, .message__meta, .message__author, button").forEach(function (el) { el.remove(); });
     copyText(words.textContent.trim()).then(
-      function () { button.textContent = "Copied"; },
-      function () { button.textContent = "Copy failed"; }
-    ).then(function () { setTimeout(function () { button.textContent = "Copy"; }, 2000); });
+      function () { told(button, "Copied", "Copy"); },
+      function () { told(button, "Copy failed", "Copy"); }
+    );
   });
 
   function tick() {

@@ -145,11 +145,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """A browser test that fails says what its page showed and what the server had sent (a flake
     on a busy CI machine is then read from its report, not guessed at)."""
     report = yield
-    page = getattr(item, "funcargs", {}).get("page")
+    funcargs = getattr(item, "funcargs", {})
+    page = next((v for v in funcargs.values() if type(v).__name__ == "Page" and hasattr(v, "evaluate")), None)
     if report.when == "call" and report.failed and page is not None:
         from tests.helpers.browser import what_the_page_showed
 
-        report.sections.append(("what the page showed", what_the_page_showed(page, item.funcargs.get("app"))))
+        report.sections.append(("what the page showed", what_the_page_showed(page, funcargs.get("app"))))
     return report
 
 
@@ -570,7 +571,8 @@ def server(app: Flask) -> Iterator[str]:
     # A request still running (an inline turn, a card's expiry) would write into the next test's
     # tables while they are emptied: the test ends when its requests have.
     deadline = time.monotonic() + LONG / 1000
-    for request in list(getattr(httpd, "_threads", None) or []):
+    threads = getattr(httpd, "_threads", None)  # (a list once a request came; before, a stand-in)
+    for request in list(threads) if isinstance(threads, list) else []:
         request.join(max(0.0, deadline - time.monotonic()))
     httpd.server_close()
 

@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from app.extensions import db
 from app.models import Conversation, User
-from tests.helpers.browser import LONG, ask, composer_done, sent_messages, sign_in_and_open_chat
+from tests.helpers.browser import COUNT_STREAMED, LONG, ask, caught_up, composer_done, sent_messages, sign_in_and_open_chat
 from tests.helpers.browser import held as held_request
 
 pytestmark = pytest.mark.browser
@@ -96,13 +96,12 @@ def test_a_new_message_gets_its_local_time_too(tab, server):
     expect(tab.locator(".message--user .message__meta time[data-local]")).to_have_count(1)
 
 
-def test_copy_puts_the_messages_words_on_the_clipboard(tab, server):
+def test_copy_puts_the_messages_words_on_the_clipboard(app, tab, server):
+    tab.add_init_script(COUNT_STREAMED)
     sign_in_and_open_chat(tab, server)
     ask(tab, "a line to copy")
-    # Once the turn has ended: until then the stream may send the message again, which replaces
-    # it (and a "Copied" just shown on it) with the same message.
     expect(tab.locator(".message--assistant").first).to_be_visible()
-    expect(tab.locator("#messages .turn--live")).to_have_count(0)
+    caught_up(tab, app)  # (the turn's end, when late, replaces the reply with the same reply)
     mine = sent_messages(tab).first
     mine.get_by_role("button", name="Copy").click()
     expect(mine.get_by_role("button", name="Copied")).to_be_visible()
@@ -110,9 +109,42 @@ def test_copy_puts_the_messages_words_on_the_clipboard(tab, server):
     reply = tab.locator(".message--assistant").first
     reply.get_by_role("button", name="Copy").click()
     expect(reply.get_by_role("button", name="Copied")).to_be_visible()
+    expect(mine.get_by_role("button", name="Copy")).to_be_visible()  # the pointer moved on from it
     copied = tab.evaluate("navigator.clipboard.readText()")
     assert copied == reply.locator("p").inner_text().strip() and copied
     assert "Assistant:" not in copied and "Copy" not in copied
+
+
+def test_a_late_stream_leaves_an_ended_turn_and_the_persons_message_as_they_are(app, tab, server):
+    # The event stream waits until the POST's answer has brought the whole turn (the tests run a
+    # turn inside the POST), then replays the turn from its start: shown already, it stays.
+    streams = []
+    tab.route("**/events?*", lambda route: streams.append(route))
+    tab.add_init_script(COUNT_STREAMED)
+    sign_in_and_open_chat(tab, server)
+    ask(tab, "a line to copy")
+    reply = tab.locator(".message--assistant")
+    expect(reply).to_have_count(1)
+    tab.evaluate(SWAPS)
+    turn = reply.evaluate("el => el.closest('.turn').id")
+    for element in (sent_messages(tab).first, reply):
+        element.evaluate("el => { el.dataset.shown = 'first'; }")  # a replaced element loses it
+    held_request(tab, streams).continue_()
+    assert caught_up(tab, app) >= 3  # the title, the turn's start, its words, its end
+    swaps = tab.evaluate("window.swaps")
+    assert [turn, "turn turn--live", True] not in swaps, swaps  # the ended turn never went back to writing
+    expect(tab.locator("#messages [data-shown='first']")).to_have_count(1)  # the person's message
+    expect(sent_messages(tab)).to_have_count(1)
+    expect(reply).to_have_count(1)
+
+
+SWAPS = """() => { window.swaps = [];  // [target, incoming's classes, swapped] once app.js has said
+  document.addEventListener("htmx:oobBeforeSwap", (e) => {
+    const box = document.createElement("div");
+    box.appendChild(e.detail.fragment.cloneNode(true));
+    const incoming = box.firstElementChild;
+    window.swaps.push([e.detail.target.id, incoming ? incoming.className : "", e.detail.shouldSwap]);
+  }); }"""
 
 
 def test_rename_from_the_page(app, tab, server):

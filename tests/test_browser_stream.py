@@ -246,3 +246,22 @@ def test_a_person_who_scrolled_up_stays_there_and_is_offered_the_new_words(page,
     below.click()
     expect(page.locator(REPLY).last).to_be_in_viewport()
     expect(below).to_have_text("Jump to the latest message")
+
+
+def test_retry_runs_a_failed_turn_again_in_its_place(page, server, model, gate, console):
+    model.enqueue("Half", fail=RuntimeError("the provider broke"))
+    model.enqueue("The whole answer", gate=gate)
+    sign_in_and_open_chat(page, server)
+    ask(page, "Answer me")
+    retry = page.get_by_role("button", name="Retry")
+    expect(retry).to_be_visible(timeout=LONG)
+    retry.click()
+    # The same pass runs again where it failed: its live bubble takes the failed turn's place,
+    # and its words show as they come.
+    expect(page.locator(LIVE_TEXT)).to_have_text("The", timeout=LONG)
+    expect(page.locator("#messages .message--error")).to_have_count(0)
+    gate.set()
+    expect(page.locator(REPLY)).to_have_text("The whole answer", timeout=LONG)
+    expect(page.locator(LIVE)).to_have_count(0, timeout=LONG)
+    expect(retry).to_have_count(0)
+    assert len(model.requests) == 2, console

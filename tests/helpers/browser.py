@@ -64,6 +64,20 @@ def composer_done(tab, sent):
     expect(tab.locator("#composer.htmx-request")).to_have_count(0)
 
 
+COUNT_STREAMED = "window.streamed = 0; document.addEventListener('htmx:sseMessage', () => { window.streamed += 1; });"
+
+
+def caught_up(tab, app):
+    """Wait until the page has had every event of its conversation so far (install COUNT_STREAMED
+    with add_init_script before the page loads; each event here shows something on the page)."""
+    from app.extensions import redis_client
+
+    with app.app_context():
+        sent = redis_client.client.xlen(f"events:{int(tab.url.rsplit('/', 1)[1])}")
+    tab.wait_for_function(f"() => window.streamed >= {sent}", timeout=LONG)
+    return sent
+
+
 def held(tab, routes):
     """The one request a test's route holds (its handler appends (route, the server's answer) to
     `routes`), once that answer is in: the handler runs while Playwright works, so give it turns."""
@@ -136,6 +150,11 @@ def _threads():
         stack = [f"  {f.filename.rsplit('/', 2)[-1]}:{f.lineno} {f.name}" for f in traceback.extract_stack(frame)]
         lines.append(f"thread {names.get(ident, ident)}:")
         lines.extend(stack[-12:])
+        while frame is not None:  # the app's own frames say what they hold (a cursor, a key)
+            if "/app/" in frame.f_code.co_filename:
+                held = {k: repr(v)[:80] for k, v in frame.f_locals.items() if isinstance(v, str | int | float | bytes)}
+                lines.append(f"  {frame.f_code.co_name}: {held}")
+            frame = frame.f_back
     return lines
 
 
