@@ -580,9 +580,10 @@ def server(app: Flask) -> Iterator[str]:
 @pytest.fixture
 def page(browser: Any, server: str) -> Iterator[Any]:
     """A fresh browser context's page (its own cookies), with the test's server running."""
-    from tests.helpers.browser import LONG
+    from tests.helpers.browser import LONG, WATCH
 
     context = browser.new_context(viewport={"width": 1100, "height": 760})
+    context.add_init_script(WATCH)
     page = context.new_page()
     page.dialogs = []
     page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))

@@ -64,6 +64,18 @@ def composer_done(tab, sent):
     expect(tab.locator("#composer.htmx-request")).to_have_count(0)
 
 
+# What a page's scripts went through (installed in every test page, read when a test fails): the
+# event stream's openings, errors and messages as htmx's SSE extension saw them, swap errors and
+# uncaught errors.
+WATCH = """window.__seen = {};
+["htmx:sseOpen", "htmx:sseError", "htmx:sseBeforeMessage", "htmx:sseMessage", "htmx:oobErrorNoTarget",
+ "htmx:swapError", "htmx:sseClose", "htmx:afterProcessNode"].forEach((name) => {
+  document.addEventListener(name, (e) => {
+    if (name === "htmx:afterProcessNode" && !(e.target && e.target.id === "events")) return;
+    window.__seen[name] = (window.__seen[name] || 0) + 1;
+  });
+});
+window.addEventListener("error", (e) => { window.__seen.errors = (window.__seen.errors || []).concat(String(e.message)); });"""
 COUNT_STREAMED = "window.streamed = 0; document.addEventListener('htmx:sseMessage', () => { window.streamed += 1; });"
 
 
@@ -103,6 +115,7 @@ def what_the_page_showed(page, app=None):
     the app, each conversation's events in Redis and its runs. (conftest adds it to the report.)"""
     lines = [f"url: {page.url}"]
     try:
+        lines.append("scripts: " + str(page.evaluate("() => window.__seen")))
         lines.append("scroll: " + str(page.evaluate(_SCROLL)))
         lines.append("messages: " + str(page.evaluate(_MESSAGES))[-6000:])
     except Exception as error:  # noqa: BLE001 — the page may be what broke
