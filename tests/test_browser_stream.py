@@ -16,7 +16,8 @@ import sqlalchemy as sa
 from playwright.sync_api import expect
 
 from app.extensions import db
-from tests.helpers.browser import LONG, ask, sign_in_and_open_chat
+from tests.helpers.browser import LONG, ask, composer_done, sign_in_and_open_chat
+from tests.helpers.browser import held as held_request
 from tests.streamed import StreamedModel
 
 pytestmark = pytest.mark.browser
@@ -215,6 +216,29 @@ def test_an_agents_message_shows_live_on_the_persons_page_as_the_agents(app, pag
     expect(page.locator(REPLY)).to_have_text("Noted the agent's words", timeout=LONG)
     expect(said).to_have_count(1)
     assert messages_text(page).index("Yes, delete post 3") < messages_text(page).index("Noted the agent's words"), console
+
+
+def test_a_messages_answer_never_takes_the_place_of_words_already_streaming(page, server, model, gate, console):
+    # The POST's answer (the person's message and a waiting bubble) can come after the turn's
+    # first words have come over the events, while htmx still settles their swap: by default it
+    # gives a swapped element its old attributes until then (20 ms, longer on a loaded machine;
+    # here made to last), so the live bubble looked like the empty place it took, and the waiting
+    # bubble replaced it, with its words.
+    model.enqueue("Echo foxtrot", gate=gate)
+    sign_in_and_open_chat(page, server)
+    page.evaluate("htmx.config.defaultSettleDelay = 60000")
+    answers = []
+    page.route("**/messages", lambda route: answers.append((route, route.fetch())))
+    ask(page, "Say it")
+    expect(page.locator(LIVE_TEXT)).to_have_text("Echo", timeout=LONG)
+    route, answer = held_request(page, answers)
+    route.fulfill(response=answer)
+    composer_done(page, 1)
+    expect(page.locator(LIVE_TEXT)).to_have_text("Echo")
+    expect(page.locator(LIVE)).to_have_count(1)
+    gate.set()
+    expect(page.locator(REPLY)).to_have_text("Echo foxtrot", timeout=LONG)
+    expect(page.locator(LIVE)).to_have_count(0, timeout=LONG)
 
 
 TALL = "Tall\n\n" + "A line of the reply.\n\n" * 40  # one streamed piece taller than the window

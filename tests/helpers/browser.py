@@ -75,7 +75,22 @@ WATCH = """window.__seen = {};
     window.__seen[name] = (window.__seen[name] || 0) + 1;
   });
 });
-window.addEventListener("error", (e) => { window.__seen.errors = (window.__seen.errors || []).concat(String(e.message)); });"""
+window.addEventListener("error", (e) => { window.__seen.errors = (window.__seen.errors || []).concat(String(e.message)); });
+window.__timeline = [];
+const note = (line) => window.__timeline.push(Math.round(performance.now()) + " " + line);
+document.addEventListener("htmx:sseBeforeMessage", (e) => {
+  note("event " + e.detail.lastEventId + " " + String(e.detail.data).slice(0, 70));
+});
+document.addEventListener("htmx:beforeSwap", (e) => {
+  note("answer " + (e.detail.pathInfo || {}).requestPath + " " + e.detail.xhr.status);
+});
+document.addEventListener("htmx:oobBeforeSwap", (e) => {
+  const d = e.detail, box = document.createElement("div");
+  box.appendChild(d.fragment.cloneNode(true));
+  const came = box.firstElementChild;
+  const what = came ? came.className + (came.hasAttribute("data-waiting") ? " waiting" : "") : "";
+  queueMicrotask(() => note("oob #" + d.target.id + " [" + d.target.className + "] <- [" + what + "] " + d.shouldSwap));
+});"""
 COUNT_STREAMED = "window.streamed = 0; document.addEventListener('htmx:sseMessage', () => { window.streamed += 1; });"
 
 
@@ -116,6 +131,7 @@ def what_the_page_showed(page, app=None):
     lines = [f"url: {page.url}"]
     try:
         lines.append("scripts: " + str(page.evaluate("() => window.__seen")))
+        lines.extend(page.evaluate("() => window.__timeline || []"))
         lines.append("scroll: " + str(page.evaluate(_SCROLL)))
         lines.append("messages: " + str(page.evaluate(_MESSAGES))[-6000:])
     except Exception as error:  # noqa: BLE001 — the page may be what broke
