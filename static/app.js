@@ -64,6 +64,9 @@
     }
   });
 
+  // Every rule below reads an element's classes: base.html's htmx config settles no attributes, so a
+  // swapped element has its own at once (htmx's default lends it the old one's until it settles,
+  // 20 ms or, on a busy machine, much longer: a live bubble then looked like the place it took).
   // Turns and lines arrive as out-of-band fragments that replace the element with their id, from
   // the event stream and from the POST that sent a message, in either order. One not on the page
   // yet gets a place first: a first reply right under the message it answers, a message above a
@@ -132,7 +135,6 @@
     if (target.matches(".card--pending[data-approval]")) {
       // The waiting card itself: a copy still waiting never replaces it (a decided copy is judged
       // by the check below). Nothing of the page is moved: a swap called off later loses nothing.
-      // (A card just swapped in keeps the old one's classes while it settles.)
       if (incoming && incoming.id === target.id && !incoming.matches(".card:not(.card--pending)")) {
         event.detail.shouldSwap = false;
       }
@@ -172,8 +174,7 @@
 
   // A card's change from the event stream (someone decided it, here or anywhere) replaces the card,
   // but not while this page's own answer to it is on its way (that answer's reply brings the news,
-  // and an error it says stays), and not when it says nothing new. (Its contents are compared, not
-  // its classes: htmx gives a card just swapped in the old one's classes until it settles.)
+  // and an error it says stays), and not when it says nothing new (its contents are compared).
   document.addEventListener("htmx:oobBeforeSwap", function (event) {
     var target = event.detail.target, fragment = event.detail.fragment;
     if (!target || !fragment || !target.matches || !target.matches(".card[data-approval]")) return;
