@@ -102,8 +102,10 @@
   // A turn's live bubble sent with the accepted message (data-waiting) only takes an empty place:
   // the turn's own bubble, its words or its messages may have come first over the events. A live
   // bubble never replaces one already there (it would drop the words shown so far), nor a turn
-  // already ended on the page (the POST's answer can bring the end before a late stream replays
-  // the start), unless that turn failed: Retry runs the same pass again, in the same place.
+  // the page already shows with its words or cards (the POST's answer can bring a turn's end
+  // before a late stream replays its start). A turn that shows only a note takes it: a failed or
+  // interrupted pass, which Retry runs again in the same place (after a reload too, when its
+  // note no longer offers Retry).
   // And a person's message never changes: its copy (a turn's start brings the message it
   // answers) leaves the one on the page as it is, with what the person does there (a "Copied").
   document.addEventListener("htmx:oobBeforeSwap", function (event) {
@@ -118,9 +120,9 @@
       return;
     }
     if (!incoming.classList.contains("turn--live") || !target.classList.contains("turn")) return;
-    var retried = !target.classList.contains("turn--live") && !incoming.hasAttribute("data-waiting") &&
-      target.querySelector(".message--error");
-    if (!retried) event.detail.shouldSwap = false;
+    var again = !target.classList.contains("turn--live") && !incoming.hasAttribute("data-waiting") &&
+      !target.querySelector(".message--assistant, .card");
+    if (!again) event.detail.shouldSwap = false;
   });
 
   // The same turn can arrive twice (the POST's answer and the event stream). A card or form still

@@ -284,6 +284,8 @@ def test_retry_runs_a_failed_turn_again_in_its_place(page, server, model, gate, 
     # and its words show as they come.
     expect(page.locator(LIVE_TEXT)).to_have_text("The", timeout=LONG)
     expect(page.locator("#messages .message--error")).to_have_count(0)
+    page.reload()  # the failure's note, now without Retry, gives way to the live words again
+    expect(page.locator(LIVE_TEXT)).to_have_text("The", timeout=LONG)
     gate.set()
     expect(page.locator(REPLY)).to_have_text("The whole answer", timeout=LONG)
     expect(page.locator(LIVE)).to_have_count(0, timeout=LONG)
