@@ -211,3 +211,26 @@ def test_a_card_in_a_thread_decided_on_the_web_reads_its_outcome_there(app, chat
     assert (outcome.get("message_id") or outcome.get("ts")) == message_id(chat, card)
     assert "Deleted “Spring meetup”." in outcome["text"] and "reply_markup" not in outcome
     assert handle_calls["n"] == 1
+
+
+def test_a_card_decided_before_its_thread_message_was_kept_reads_its_outcome_at_once(app, chat, posts, sign_in):
+    """The card is decided on the web between its post and the keeping of that post (here: the
+    post is kept only afterwards): keeping it shows the outcome there at once."""
+    from app.connectors.base import keep_posts
+
+    card = ask_delete(chat, posts)
+    with app.app_context():
+        approval = db.session.scalar(sa.select(Approval))
+        approval_id, kept, approval.posted = approval.id, approval.posted, None
+        db.session.commit()
+    alice = sign_in("alice@example.com")
+    _, token = alice.card(alice.client.get(f"/approvals/{approval_id}").get_data(as_text=True))
+    assert alice.answer(approval_id, token).status_code == 200
+    chat.work()
+    assert edits(chat) == []  # nothing kept yet, nothing to edit
+    with app.app_context():
+        keep_posts(db.session.get(Approval, approval_id), kept)
+    chat.work()
+    outcome = edits(chat)[-1]
+    assert (outcome.get("message_id") or outcome.get("ts")) == message_id(chat, card)
+    assert "Deleted “Spring meetup”." in outcome["text"] and "reply_markup" not in outcome

@@ -22,7 +22,7 @@ from app.copilot.text import scrub
 from app.extensions import db, redis_client
 from app.markdown import to_plain
 from app.models import Approval, ConnectorThread, Message, Run, utcnow
-from app.status import ApprovalType, Role
+from app.status import ApprovalType, Role, Status
 
 LINK = "Please answer this in Countersign: {url}"
 WINDOW = 300  # seconds a signed webhook timestamp is good for (Slack's, and the email provider's)
@@ -239,6 +239,19 @@ def thread_prompt(connector: Connector, thread: ConnectorThread, approval: Appro
     return prompt_for(approval, viewer)
 
 
+def keep_posts(approval: Approval, posts: list[dict[str, str]]) -> None:
+    """Keep where the card went with its buttons (in its thread, or to a linked chat), so that its
+    outcome is shown there once it is decided (app.connectors.push.settle_posts); decided before
+    the posts were kept, it is shown now."""
+    if not posts:
+        return
+    approval.posted = [*(approval.posted or []), *posts]
+    db.session.commit()
+    db.session.refresh(approval)
+    if approval.status not in (Status.PENDING, Status.COUNTERSIGNING):
+        copilot.call("app.connectors.push:settle_posts", approval.id)
+
+
 def post_card(connector: Connector, thread: ConnectorThread, approval: Approval, supersede: bool = True) -> None:
     """Ask in the thread, or, where this connector may not take "yes" (or it is a form, or a card
     that needs a countersignature: neither signature is given in a chat), link to the card in the
@@ -263,10 +276,9 @@ def post_card(connector: Connector, thread: ConnectorThread, approval: Approval,
         connector.send(thread, link)
         return
     posted = connector.send_card(thread, approval, card_text(shown))
-    if posted is not None:  # its buttons go when it is decided, wherever (app.connectors.push.settle_posts)
+    if posted is not None:  # its buttons go when it is decided, wherever
         chat, message = posted
-        approval.posted = [*(approval.posted or []), {"connector": connector.name, "chat": chat, "message": message}]
-        db.session.commit()
+        keep_posts(approval, [{"connector": connector.name, "chat": chat, "message": message}])
     if not supersede:
         if not redis.set(key, approval.id, ex=wait_ttl(approval), nx=True):
             connector.send(thread, link)  # a wait opened meanwhile: this card is answered on the web

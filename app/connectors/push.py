@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from app import copilot
 from app.auth import credential_words, links
-from app.connectors.base import one_line, rows_text
+from app.connectors.base import keep_posts, one_line, rows_text
 from app.connectors.buttons import answerable, settled_text
 from app.connectors.services import CONNECTORS
 from app.copilot.approvals import Actor, Prompt, may_countersign, prompt_for
@@ -57,7 +57,7 @@ def push_card(approval_id: str) -> str:
     if approval is None or approval.status != Status.PENDING:
         return "decided"
     posted = _send(approval, targets(approval))
-    _remember(approval, posted)
+    keep_posts(approval, posted)
     return f"sent to {len(posted)}"
 
 
@@ -100,18 +100,6 @@ def push_unseen(after_seconds: int) -> int:
         db.session.commit()
         sent += bool(posted)
     return sent
-
-
-def _remember(approval: Approval, posted: list[dict[str, str]]) -> None:
-    """Keep where the card went, so that its outcome is shown there (decided before the posts were
-    kept, it is shown now)."""
-    if not posted:
-        return
-    approval.posted = [*(approval.posted or []), *posted]
-    db.session.commit()
-    db.session.refresh(approval)
-    if approval.status != Status.PENDING and approval.status != Status.COUNTERSIGNING:
-        settle_posts(approval.id)
 
 
 def card_decided(approval_id: str) -> None:
@@ -174,7 +162,7 @@ def push_countersign(approval_id: str) -> str:
             if mode != CardsTo.OFF:
                 head = f"Your second signature is asked for ({approval.user.email} confirmed it)"
                 sent += _send(approval, [identity], head, person)
-    _remember(approval, sent)
+    keep_posts(approval, sent)
     return f"sent to {len(sent)}"
 
 

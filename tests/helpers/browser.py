@@ -181,8 +181,8 @@ def _threads():
         lines.extend(stack[-12:])
         while frame is not None:  # the app's own frames say what they hold (a cursor, a key)
             if "/app/" in frame.f_code.co_filename:
-                held = {k: repr(v)[:80] for k, v in frame.f_locals.items() if isinstance(v, str | int | float | bytes)}
-                lines.append(f"  {frame.f_code.co_name}: {held}")
+                values = {k: repr(v)[:80] for k, v in frame.f_locals.items() if isinstance(v, str | int | float | bytes)}
+                lines.append(f"  {frame.f_code.co_name}: {values}")
             frame = frame.f_back
     return lines
 
