@@ -6,12 +6,14 @@
   // The chat follows what is written (a streaming reply, a card, a notice) while the person is at
   // its end; once they scroll up to read, it stays where they are and offers "New words below".
   var following = true;
+  var endTop = 0;  // where the log's end was when it was last followed there
   function atEnd(log) { return log.scrollHeight - log.scrollTop - log.clientHeight < 40; }
   function below() { return document.getElementById("new-words"); }
   function scrollToEnd() {
     var log = document.getElementById("messages");
     if (!log) return;
     log.scrollTop = log.scrollHeight;
+    endTop = log.scrollTop;
     following = true;
     shown(false);
   }
@@ -24,6 +26,9 @@
   function grown() {
     var log = document.getElementById("messages");
     if (!log) return;
+    // A scroll up whose event is not yet dispatched (scroll events wait for the next frame, new
+    // words do not) already counts: the person has left the end, and is not pulled back to it.
+    if (following && log.scrollTop < endTop - 1 && !atEnd(log)) following = false;
     if (following) scrollToEnd();
     else if (!atEnd(log)) shown(true);
   }
@@ -32,7 +37,7 @@
     if (!log) return;
     log.addEventListener("scroll", function () {
       following = atEnd(log);
-      if (following) shown(false);
+      if (following) { endTop = log.scrollTop; shown(false); }
     });
     new MutationObserver(grown).observe(log, { childList: true, subtree: true, characterData: true });
     scrollToEnd();

@@ -272,6 +272,22 @@ def test_a_person_who_scrolled_up_stays_there_and_is_offered_the_new_words(page,
     expect(below).to_have_text("Jump to the latest message")
 
 
+def test_a_scroll_up_counts_though_new_words_land_before_its_scroll_event(page, server, model, gate, console):
+    # A browser dispatches scroll events with its next frame, while new words land (and the page
+    # reacts to them) at once: a person who scrolled up just before words came was pulled back.
+    model.enqueue([TALL, "and the last words"], gate=gate)
+    sign_in_and_open_chat(page, server)
+    ask(page, "Write a long answer")
+    page.wait_for_function(IN_VIEW, timeout=LONG)
+    page.locator("#messages").evaluate(
+        "log => { log.scrollTop = 0; log.querySelector('.turn--live [id^=\"text-\"]').append(' more'); }"
+    )
+    gate.set()
+    expect(page.locator(REPLY).last).to_have_text("and the last words", timeout=LONG)
+    expect(page.locator("#new-words")).to_have_text("New words below ↓")
+    assert page.locator("#messages").evaluate("log => log.scrollTop") == 0, console
+
+
 def test_retry_runs_a_failed_turn_again_in_its_place(page, server, model, gate, console):
     model.enqueue("Half", fail=RuntimeError("the provider broke"))
     model.enqueue("The whole answer", gate=gate)
