@@ -558,12 +558,13 @@ def server(app: Flask) -> Iterator[str]:
 
     from tests.helpers.browser import LONG
 
-    # An open event stream notices its page has gone at its next heartbeat: each second here, so
-    # the wait below is short.
-    app.config["EVENTS_HEARTBEAT"] = 1
+    # An open event stream notices its page has gone at its next heartbeat (a write to a closed
+    # socket fails): four a second here, so the wait for its thread below is short.
+    app.config["EVENTS_HEARTBEAT"] = 0.25
     httpd = make_server("127.0.0.1", 0, app, threaded=True)
     httpd.daemon_threads = False  # socketserver then keeps each request's thread (in _threads)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    # (shutdown() waits for the loop's next look at its flag: every 50 ms, not socketserver's 500)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_port}"
     httpd.shutdown()

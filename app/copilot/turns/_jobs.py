@@ -230,13 +230,16 @@ def drain(app: Flask, threads: int = 4, timeout: float = 300) -> None:
     if not isinstance(runner, Dramatiq):
         return
     broker = runner.broker
-    worker = _worker(broker, threads, thread_wake_ms=CONSUMER_WAKE_MS)  # (it stops soon: stopping waits one)
+    # It stops once nothing is left, and stopping waits for each thread's next wake-up: a burst
+    # wakes its threads and polls its queues every DRAIN_WAKE_MS, so it ends soon after its jobs.
+    worker = _worker(broker, threads, thread_wake_ms=DRAIN_WAKE_MS, consumer_wake_ms=DRAIN_WAKE_MS)
     worker.start()
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
             for queue in (QUEUE, TASKS):
-                broker.join(queue, timeout=int(max(1.0, deadline - time.monotonic()) * 1000))
+                left = int(max(1.0, deadline - time.monotonic()) * 1000)
+                broker.join(queue, interval=DRAIN_WAKE_MS, timeout=left)
             worker.join()
             if _idle(broker):
                 return
@@ -247,9 +250,12 @@ def drain(app: Flask, threads: int = 4, timeout: float = 300) -> None:
 
 CONSUMER_WAKE_MS = 100  # an idle consumer asks Redis for new jobs this often: a turn waits no longer
 THREAD_WAKE_MS = 1000  # an idle job thread looks up this often (a job handed to it wakes it at once)
+DRAIN_WAKE_MS = 10  # a burst (`drain`) looks this often: it runs until idle, then stops
 
 
-def _worker(broker: Any, threads: int, thread_wake_ms: int = THREAD_WAKE_MS) -> Any:
+def _worker(
+    broker: Any, threads: int, thread_wake_ms: int = THREAD_WAKE_MS, consumer_wake_ms: int = CONSUMER_WAKE_MS
+) -> Any:
     """Dramatiq's worker for the turn and task queues. Dramatiq gives its consumers and its job
     threads one wake-up interval; here they differ: the consumers poll Redis every
     CONSUMER_WAKE_MS, while the hundreds of idle job threads (each waiting on the in-process work
@@ -266,7 +272,7 @@ def _worker(broker: Any, threads: int, thread_wake_ms: int = THREAD_WAKE_MS) -> 
             thread.start()
             self.workers.append(thread)
 
-    return TurnWorker(broker, worker_threads=threads, queues={QUEUE, TASKS}, worker_timeout=CONSUMER_WAKE_MS)
+    return TurnWorker(broker, worker_threads=threads, queues={QUEUE, TASKS}, worker_timeout=consumer_wake_ms)
 
 
 def _idle(broker: Any) -> bool:
