@@ -253,9 +253,7 @@ THREAD_WAKE_MS = 1000  # an idle job thread looks up this often (a job handed to
 DRAIN_WAKE_MS = 10  # a burst (`drain`) looks this often: it runs until idle, then stops
 
 
-def _worker(
-    broker: Any, threads: int, thread_wake_ms: int = THREAD_WAKE_MS, consumer_wake_ms: int = CONSUMER_WAKE_MS
-) -> Any:
+def _worker(broker: Any, threads: int, thread_wake_ms: int = THREAD_WAKE_MS, consumer_wake_ms: int = CONSUMER_WAKE_MS) -> Any:
     """Dramatiq's worker for the turn and task queues. Dramatiq gives its consumers and its job
     threads one wake-up interval; here they differ: the consumers poll Redis every
     CONSUMER_WAKE_MS, while the hundreds of idle job threads (each waiting on the in-process work
