@@ -146,6 +146,8 @@ SETTINGS: tuple[Setting, ...] = (
     # stream checks that its session or token is still live.
     Setting("EVENTS_MAX_STREAMS_PER_PERSON", "int", 8),
     Setting("EVENTS_RECHECK", "int", 5),
+    # Seconds between the admin console's looks for changes (its counts, queue and table).
+    Setting("ADMIN_POLL", "int", 5),
     Setting("BENCH_PROBE", "bool", False),
 )
 

@@ -160,6 +160,7 @@ MEANINGS: dict[str, str] = {
     ),
     "EVENTS_MAX_STREAMS_PER_PERSON": "open event streams one person may hold (each holds a web thread); more get 429",
     "EVENTS_RECHECK": "seconds between an open stream's checks that its session or token is still live",
+    "ADMIN_POLL": "seconds between the admin console's looks for changes (its counts, the countersignature queue, the table)",
     "BENCH_PROBE": "mounts `/api/_probe/insert`, the benchmarks' one-INSERT baseline (never in production)",
 }
 

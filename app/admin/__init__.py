@@ -50,7 +50,7 @@ def index() -> Any:
 
 @bp.get("/live")
 def live() -> Any:
-    """The console's live parts, polled by the page every few seconds (htmx `every 5s`): the
+    """The console's live parts, polled by the page every ADMIN_POLL seconds (htmx `every 5s` by default): the
     counts, the countersignature queue and the table, or 204 (no swap) when none has changed
     since the page's `seen`. Polling, not a stream: nothing to hold open per admin, it survives
     any restart or proxy, it needs no event of its own (a card decided anywhere, by anyone, or a
