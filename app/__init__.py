@@ -82,15 +82,19 @@ def register_extensions(app: Flask) -> None:
 
 
 def _sqlite_pragmas() -> None:
-    """WAL lets readers and one writer work at once; claims still serialize."""
+    """WAL lets readers and one writer work at once; claims still serialize. (Once per engine: two
+    apps may share one, as the tests' do.)"""
     import sqlalchemy as sa
 
-    @sa.event.listens_for(db.engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
+    if not sa.event.contains(db.engine, "connect", _on_connect):
+        sa.event.listen(db.engine, "connect", _on_connect)
+
+
+def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
 
 
 def register_blueprints(app: Flask) -> None:

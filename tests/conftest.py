@@ -23,6 +23,7 @@ from app.cli import DEMO_PASSWORD, seed_demo
 from app.extensions import db
 from app.models import Approval, Conversation, Run, User, utcnow
 from tests.helpers.demo import DemoTemplate, empty_tables
+from tests.helpers.engines import share_engines
 from tests.helpers.routing import share_builders
 
 # Under pytest-xdist each worker ("gw0", "gw1", …) has databases of its own: Redis database
@@ -57,6 +58,7 @@ REDIS_URL, DATABASE_URL = for_worker(
     WORKER,
 )
 share_builders()  # each test's app reuses the URL builders the first app compiled
+share_engines()  # and the engine (its compiled statements) of the first app with its options
 TOKEN = re.compile(r'name="token" value="([^"]+)"')
 CSRF = re.compile(r'"X-CSRFToken": "([^"]+)"')
 
