@@ -238,7 +238,18 @@ def _check_delivery(action: type[Action], fail: Fail) -> None:
 
 
 def _line_of(cls: type, attribute: str | None = None) -> int | None:
-    """The line of the class (its decorator), or of the line inside it that sets `attribute`."""
+    """The line of the class (its decorator), or of the line inside it that sets `attribute`
+    (kept: finding a class's source parses its module, and every new app registers its actions)."""
+    key = (cls, attribute)
+    if key not in _lines:
+        _lines[key] = _find_line(cls, attribute)
+    return _lines[key]
+
+
+_lines: dict[tuple[type, str | None], int | None] = {}
+
+
+def _find_line(cls: type, attribute: str | None) -> int | None:
     try:
         lines, start = inspect.getsourcelines(cls)
     except (OSError, TypeError):
