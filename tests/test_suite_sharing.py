@@ -1,6 +1,7 @@
 """What the tests of one process share gives each test what it would have made itself: the demo's
 rows and files (tests/helpers/demo.py) are what `seed_demo` makes, row for row and file for file,
-and the URL builders the apps share (tests/helpers/routing.py) build what Werkzeug's own would."""
+the URL builders the apps share (tests/helpers/routing.py) build what Werkzeug's own would, and
+the engine they share (tests/helpers/engines.py) is the one their own options would make."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from werkzeug.routing import AnyConverter, IntegerConverter
 
+import app as app_package
 from app import create_app
 from app.cli import seed_demo
 from app.extensions import db
@@ -79,3 +81,24 @@ def test_every_url_an_app_builds_with_shared_builders_is_what_werkzeugs_own_woul
             shared = rule._build_unknown if unknown else rule._build
             extra = {"next": "/x?y=1"} if unknown else {}
             assert shared(**values, **extra) == own(**values, **extra), rule.rule
+
+
+def test_apps_with_the_same_engine_options_share_one_engine_set_up_once(database_url):
+    first, second = create_app(base_config(database_url)), create_app(base_config(database_url))
+    other = create_app(base_config(database_url, SQLALCHEMY_ENGINE_OPTIONS={"pool_size": 3}))
+    engines = []
+    for made in (first, second, other):
+        with made.app_context():
+            engines.append(db.engine)
+    assert engines[0] is engines[1] and engines[2] is not engines[0]
+    assert engines[2].pool.size() == 3 and engines[0].pool.size() != 3  # each the engine its options make
+    with second.app_context():
+        with db.engine.connect() as conn:
+            if database_url.startswith("sqlite"):  # the WAL and foreign keys of every connection, once
+                assert list(db.engine.pool.dispatch.connect).count(app_package._on_connect) == 1
+                assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+                assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            assert conn.scalar(sa.select(sa.func.count()).select_from(User)) >= 0
+        db.engine.dispose()
+    with other.app_context():
+        db.engine.dispose()
