@@ -201,7 +201,29 @@
     if (!queue) return;
     var typed = Array.prototype.some.call(queue.querySelectorAll("textarea"), function (t) { return t.value.trim() !== ""; });
     var writing = queue.contains(document.activeElement) && document.activeElement.matches("textarea, input");
-    if (typed || writing) event.preventDefault();
+    if (typed || writing || queueAnswering) event.preventDefault();
+  });
+
+  // An answer given in the queue wins over the poll: a poll asked before the answer may read the
+  // queue from before it, and its late reply would put the decided card back with its buttons, or
+  // take away the card the answer is about to fill in. So no poll goes while an answer is on its
+  // way, and a poll's reply is dropped when an answer was sent after the poll was.
+  var queueAnswering = 0, queueAnswers = 0;
+  function inQueue(elt) {
+    var queue = document.getElementById("countersign-queue");
+    return !!(elt && queue && elt.id !== "admin-stats" && queue.contains(elt));
+  }
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    if (event.defaultPrevented) return;
+    if (inQueue(event.detail.elt)) { queueAnswering++; queueAnswers++; event.detail.xhr.inQueue = true; }
+    else if (event.detail.elt && event.detail.elt.id === "admin-stats") event.detail.xhr.answersBefore = queueAnswers;
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    if (event.detail.xhr && event.detail.xhr.inQueue) { event.detail.xhr.inQueue = false; queueAnswering--; }
+  });
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var before = event.detail.xhr && event.detail.xhr.answersBefore;
+    if (before !== undefined && before !== queueAnswers) event.detail.shouldSwap = false;
   });
 
   // Enter sends, Shift+Enter is a new line; an Enter that ends an IME composition (Japanese,

@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from app.extensions import db
 from app.models import Approval, utcnow
-from tests.helpers.browser import LONG, ask, folder, sign_in_and_open_chat, signed_in  # noqa: F401 (folder: a fixture)
+from tests.helpers.browser import LONG, ask, folder, held, sign_in_and_open_chat, signed_in  # noqa: F401 (folder: a fixture)
 
 pytestmark = pytest.mark.browser
 
@@ -127,6 +127,52 @@ def test_a_card_whose_time_runs_out_shows_expired_without_a_reload(app, page, se
     page.clock.fast_forward("31:00")
     expect(card).to_have_class(re.compile(r"\bcard--expired\b"))
     expect(card.get_by_role("button")).to_have_count(0)
+
+
+def test_the_admins_countersignature_shows_its_outcome_whatever_the_consoles_poll_brings(app, page, browser, server, folder):
+    # A poll that reads the console after the countersignature's commit, but whose reply came
+    # before the answer's own, took the card out of the queue: the answer then filled in a card no
+    # longer on the page, and the admin never saw what happened. Here the polls come when the
+    # test says (ADMIN_POLL an hour): one sent before the answer, answered once it is committed,
+    # and one asked while the answer is on its way.
+    confirmed_folder_delete(page, server)
+    app.config["ADMIN_POLL"] = 3600
+    admin_context, admin = signed_in(browser, server, "admin@example.com")
+    polls, answers = [], []
+
+    def poll(route):
+        polls.append(route)
+        if len(polls) > 1:
+            route.continue_()
+
+    def answer(route):
+        if route.request.method == "POST":
+            answers.append((route, route.fetch()))
+        else:
+            route.continue_()
+
+    try:
+        admin.goto(f"{server}/admin/")
+        queue = admin.locator(".countersign-queue")
+        queue.get_by_text("Asked by alice@example.com").wait_for()
+        admin.route("**/admin/live*", poll)
+        admin.route(re.compile(r".*/approvals/[0-9a-f]{32}/countersign$"), answer)
+        ask_the_console = (
+            "() => { const s = document.getElementById('admin-stats'); htmx.ajax('GET', s.getAttribute('hx-get'), {source: s}); }"
+        )
+        admin.evaluate(ask_the_console)  # the first poll, held before it reaches the server
+        held(admin, polls)
+        queue.get_by_role("button", name="Countersign").click()
+        route, committed = held(admin, answers)  # the countersignature is committed; its answer held
+        admin.evaluate(ask_the_console)  # a poll while the answer is on its way: not sent
+        with admin.expect_response("**/admin/live*"):
+            polls[0].continue_()  # the first poll now reads the console after the commit
+        route.fulfill(response=committed)
+        queue.locator(".card__outcome").get_by_text("Deleted done").wait_for()
+        expect(queue.get_by_role("button", name="Countersign")).to_have_count(0)
+        assert len(polls) == 1, "a poll went while the answer was on its way"
+    finally:
+        admin_context.close()
 
 
 def test_the_consoles_poll_waits_while_the_admin_writes_a_decline_reason(page, browser, server, folder, posts):
