@@ -563,7 +563,6 @@ def server(app: Flask) -> Iterator[str]:
     # An open event stream notices its page has gone at its next heartbeat (a write to a closed
     # socket fails): four a second here, so the wait for its thread below is short.
     app.config["EVENTS_HEARTBEAT"] = 0.25
-    app.config["ADMIN_POLL"] = 1  # the console's next look comes a second after a change, not five
     httpd = make_server("127.0.0.1", 0, app, threaded=True)
     httpd.daemon_threads = False  # socketserver then keeps each request's thread (in _threads)
     # (shutdown() waits for the loop's next look at its flag: every 50 ms, not socketserver's 500)
