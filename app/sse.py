@@ -40,10 +40,8 @@ def stream(conversation_id: int, person_id: int, render: Callable[[Event], tuple
     held = _hold_a_stream(redis, person_id)
     resumed = request.headers.get("Last-Event-ID")
     start = cursor()
-    if start is None:
-        start = events.replay_from(conversation_id, events.last_id(conversation_id))
-    elif not resumed:
-        start = events.replay_from(conversation_id, start)  # a page's cursor: replay a turn still running
+    if start is None or not resumed:  # from the newest event, or a page's cursor: replay a turn still running
+        start = events.replay_from(conversation_id, start)
     heartbeat = current_app.config["EVENTS_HEARTBEAT"]
     lasting = current_app.config["EVENTS_STREAM_SECONDS"]
     # Nothing open while the stream waits; what the request loaded (the person) stays readable.

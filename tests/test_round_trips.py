@@ -279,3 +279,41 @@ def test_a_context_reads_a_record_once_until_a_commit_or_a_delete(app, counting,
         carol = db.session.scalar(sa.select(User).where(User.email == "carol@example.com"))
         with pytest.raises(NotFound):  # another tenant's context never has it
             ActionContext(user=carol, tenant=carol.tenant, db=db.session).find(Post, posts["Launch notes"])
+
+
+def test_an_event_stream_opens_with_one_look_back(app, api, counting):
+    convo = warmed(api)
+    send(api, convo, "hello there")  # (an event in the stream: the title's)
+    client, headers = api
+    app.config["EVENTS_STREAM_SECONDS"] = 0.05  # (it ends by itself, soon)
+    client.get(f"/api/conversations/{convo}/events", headers=headers).get_data()  # (the streams' connection made, not counted)
+    with counting() as c:
+        answer = client.get(f"/api/conversations/{convo}/events", headers=headers)
+        assert answer.get_data(as_text=True).startswith("retry:")
+    # the token (with its person and their tenant), the conversation
+    assert c.sql == {"SELECT": 2}, c
+    assert c.commits == 0, c
+    # its place among the person's open streams (one pipeline); where to start (the newest event
+    # and, in the same look back, a turn still running); the waits for events; its place let go
+    waits = [name for name in c.redis if name == "XREAD"]
+    assert waits, c
+    assert [name for name in c.redis if name != "XREAD"] == [
+        "MULTI+ZREMRANGEBYSCORE+ZADD+ZCARD+EXPIRE+EXEC",
+        "XREVRANGE",
+        "ZREM",
+    ], c
+
+
+def test_the_apps_redis_replies_are_parsed_by_hiredis(app):
+    """redis-py's C parser (the `hiredis` dependency) reads every reply of the app's Redis clients:
+    an event stream's XREAD and XREVRANGE in about half the CPU of the pure-Python parser."""
+    from app.copilot import events
+    from app.extensions import redis_client
+
+    with app.app_context():
+        for client in (redis_client.client, events._blocking_client()):
+            connection = client.connection_pool.get_connection()
+            try:
+                assert type(connection._parser).__name__ == "_HiredisParser"
+            finally:
+                client.connection_pool.release(connection)

@@ -146,20 +146,23 @@ def last_id(conversation_id: int) -> str:
     return _text(newest[0][0]) if newest else "0-0"
 
 
-def replay_from(conversation_id: int, cursor: str) -> str:
-    """Where a new follower starts, given the last event its page reflects: from the start of a
-    turn still running at `cursor` (its parts so far are not in the database), else from cursor.
-    A started turn's events replace its live bubble, so replaying them shows nothing twice. Reads
-    back from cursor a page at a time (the newest turn event is usually among the last few)."""
+def replay_from(conversation_id: int, cursor: str | None) -> str:
+    """Where a new follower starts, given the last event its page reflects (None: the newest, as
+    last_id() would say, read in the same round trip): from the start of a turn still running at
+    `cursor` (its parts so far are not in the database), else from cursor. A started turn's events
+    replace its live bubble, so replaying them shows nothing twice. Reads back from cursor a page
+    at a time (the newest turn event is usually among the last few)."""
     ended: set[int] = set()
-    newest = cursor
+    newest = "+" if cursor is None else cursor
     for _ in range(REPLAY_PAGES):
         try:
             page: list[tuple[Any, dict[Any, Any]]] = redis_client.client.xrevrange(
                 key(conversation_id), max=newest, count=REPLAY_PAGE
             )  # type: ignore[assignment]
         except RedisError:
-            return cursor
+            return cursor or "0-0"
+        if cursor is None:
+            cursor = _text(page[0][0]) if page else "0-0"
         for raw_id, fields in page:
             event = _event(raw_id, fields)
             if event.ends_turn() and event.run is not None:
@@ -169,7 +172,7 @@ def replay_from(conversation_id: int, cursor: str) -> str:
         if len(page) < REPLAY_PAGE:
             return cursor
         newest = _before(_text(page[-1][0]))
-    return cursor
+    return cursor or "0-0"
 
 
 REPLAY_PAGE, REPLAY_PAGES = 50, 10  # at most 500 events back, as a stream holds a turn's parts
