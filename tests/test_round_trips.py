@@ -304,16 +304,32 @@ def test_an_event_stream_opens_with_one_look_back(app, api, counting):
     ], c
 
 
-def test_the_apps_redis_replies_are_parsed_by_hiredis(app):
+def test_the_apps_redis_replies_are_parsed_by_hiredis_through_a_small_buffer(app):
     """redis-py's C parser (the `hiredis` dependency) reads every reply of the app's Redis clients:
-    an event stream's XREAD and XREVRANGE in about half the CPU of the pure-Python parser."""
+    an event stream's XREAD and XREVRANGE in about half the CPU of the pure-Python parser. Its
+    buffer, held as long as the connection (an open stream holds one), is 4 KB, not 64."""
     from app.copilot import events
-    from app.extensions import redis_client
+    from app.extensions import READ_SIZE, redis_client
 
     with app.app_context():
         for client in (redis_client.client, events._blocking_client()):
             connection = client.connection_pool.get_connection()
             try:
                 assert type(connection._parser).__name__ == "_HiredisParser"
+                assert len(connection._parser._buffer) == READ_SIZE == 4096
             finally:
                 client.connection_pool.release(connection)
+
+
+def test_a_reply_longer_than_the_read_buffer_comes_whole(app):
+    from app.copilot import events
+    from app.extensions import READ_SIZE, redis_client
+
+    with app.app_context():
+        text = "x" * 700  # ten of them: about twice the buffer
+        for _ in range(10):
+            events.publish(424242, "text", run=1, step=1, text=text)
+        read = events.read(424242, "0-0", None)
+        assert [e.data["text"] for e in read] == [text] * 10
+        assert sum(len(e.data["text"]) for e in read) > READ_SIZE
+        redis_client.client.delete(events.key(424242))
