@@ -128,18 +128,29 @@ QUICK_MODULES = {
 }
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def uses_the_database(item: pytest.Item) -> bool:
+    """Whether a test reads or writes the suite's database: through the `database_url` fixture, or
+    in a module that reads the suite's DATABASE_URL itself (test_migrations.py, test_faults.py)."""
+    return "database_url" in getattr(item, "fixturenames", ()) or hasattr(getattr(item, "module", None), "DATABASE_URL")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
         elsewhere = item.get_closest_marker("slow") or item.get_closest_marker("browser")
-        needs_database = "database_url" in getattr(item, "fixturenames", ())
-        if not elsewhere and (item.path.name in QUICK_MODULES or not needs_database):
+        if not elsewhere and (item.path.name in QUICK_MODULES or not uses_the_database(item)):
             item.add_marker(pytest.mark.quick)
         if hasattr(getattr(item, "module", None), "mcp_process"):
             # One MCP server process per module (tests/helpers/mcp.py): with `--dist loadgroup`
             # (./scripts/test) the module's tests run on one xdist worker, so it starts once.
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
+    if os.environ.get("COUNTERSIGN_TEST_DATABASE_ONLY"):
+        # ./scripts/test's PostgreSQL pass: the tests that use no database run the same on both
+        # passes (nothing they do depends on it), so they run once, in the SQLite pass.
+        left_out = [item for item in items if not uses_the_database(item)]
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if uses_the_database(item)]
 
 
 @pytest.hookimpl(wrapper=True)

@@ -40,6 +40,7 @@ OTHER_VARIABLES = {
     "COUNTERSIGN_FUZZ_EXAMPLES": "the fuzz and property tests",
     "COUNTERSIGN_BENCH_PG_URL": "bench/run.py",
     "COUNTERSIGN_TEST_WORKERS": "scripts/test",
+    "COUNTERSIGN_TEST_DATABASE_ONLY": "scripts/test (its PostgreSQL pass) and tests/conftest.py",
     "COUNTERSIGN_DEMO": "app/config.py (the environment's name, from the .flaskenv scripts/demo writes)",
     "DEMO_SKIP_SETUP": "scripts/demo",
     "FLASK_APP": "Flask's own command (the .flaskenv scripts/demo writes)",

@@ -1,9 +1,13 @@
 """The suite's own layout: a test file imports no other test file (what several share lives in
-tests/helpers/ or tests/conftest.py), and the slow and quick lanes' lists name test files that exist."""
+tests/helpers/ or tests/conftest.py), the slow and quick lanes' lists name test files that exist,
+and the PostgreSQL pass leaves out only the tests that use no database."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.conftest import QUICK_MODULES, SLOW_MODULES
@@ -30,3 +34,32 @@ def test_every_quick_module_is_a_test_file_that_exists_and_not_a_slow_one():
     files = {path.name for path in TESTS.rglob("test_*.py")}
     assert sorted(QUICK_MODULES - files) == []
     assert sorted(QUICK_MODULES & SLOW_MODULES) == []
+
+
+def test_the_postgresql_pass_leaves_out_exactly_the_tests_that_use_no_database():
+    # Unit tests (no database), a module that reads the suite's DATABASE_URL itself (its own
+    # schema on PostgreSQL), and tests that use the `database_url` fixture.
+    modules = ("tests/test_circles.py", "tests/test_migrations.py", "tests/test_round_trips.py")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *modules],
+        cwd=TESTS.parent,
+        env={**os.environ, "COUNTERSIGN_TEST_DATABASE_ONLY": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    kept = [line for line in done.stdout.splitlines() if "::" in line]
+    assert re.search(r"\d+/\d+ tests collected \([1-9]\d* deselected\)", done.stdout), done.stdout
+    assert not any(t.startswith("tests/test_circles.py::") for t in kept)
+    for module in modules[1:]:  # every test of theirs is kept
+        names = re.findall(r"^def (test_\w+)", (TESTS.parent / module).read_text(), re.M)
+        assert names and all(any(t.startswith(f"{module}::{name}") for t in kept) for name in names), module
+
+
+def test_the_test_command_leaves_them_out_of_the_postgresql_pass_only():
+    script = (TESTS.parent / "scripts" / "test").read_text()
+    sqlite = next(line for line in script.splitlines() if line.startswith("suite sqlite "))
+    postgresql = next(line for line in script.splitlines() if line.startswith("suite postgresql "))
+    assert sqlite.endswith(' "" "$@" &') and postgresql.endswith(' 1 "$@" &')  # (the `only` argument)
+    assert "COUNTERSIGN_TEST_DATABASE_ONLY=$only" in script
