@@ -144,7 +144,9 @@ def test_shift_tab_from_the_message_box_does_not_reach_confirm(page, server, pos
 
 
 @pytest.fixture
-def phone(browser):
+def phone(browser, server):
+    # (after the server, so it closes first: its open event stream ends before the server waits
+    # for its requests; the other way round, that wait took 5 s)
     context = browser.new_context(viewport=PHONE, is_mobile=True)
     tab = context.new_page()
     tab.set_default_timeout(LONG)
