@@ -132,7 +132,10 @@
 
   // The same turn can arrive twice (the POST's answer and the event stream). A card or form still
   // waiting on the page is the person's work in progress (what they typed, where their focus is):
-  // a second copy of it, still waiting, never replaces it. A decided one does.
+  // a second copy of it, still waiting, never replaces it. A decided one does. The card itself is
+  // moved into the incoming turn, and a moved element loses the focus: the element that had it
+  // (a Confirm button, a field with its caret) gets it back once the turn is swapped in.
+  var focusInMovedCard = null;
   document.addEventListener("htmx:oobBeforeSwap", function (event) {
     var target = event.detail.target, fragment = event.detail.fragment;
     if (!target || !fragment || !fragment.querySelector || event.detail.shouldSwap === false) return;
@@ -150,8 +153,22 @@
     var waiting = Array.prototype.slice.call(target.querySelectorAll(".card--pending[data-approval]"));
     waiting.forEach(function (card) {
       var again = fragment.querySelector("#" + CSS.escape(card.id));
-      if (again && again.matches(".card--pending")) again.replaceWith(card);
+      if (!again || !again.matches(".card--pending")) return;
+      var active = document.activeElement;
+      if (active && card.contains(active)) {
+        focusInMovedCard = { element: active, start: active.selectionStart, end: active.selectionEnd };
+      }
+      again.replaceWith(card);
     });
+  });
+  document.addEventListener("htmx:oobAfterSwap", function () {
+    var moved = focusInMovedCard;
+    focusInMovedCard = null;
+    if (!moved || !moved.element.isConnected || document.activeElement === moved.element) return;
+    moved.element.focus({ preventScroll: true });
+    if (typeof moved.start === "number" && moved.element.setSelectionRange) {
+      moved.element.setSelectionRange(moved.start, moved.end);
+    }
   });
 
   // After the person answers a card, focus goes to what happened (its outcome, or the error), and

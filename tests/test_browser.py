@@ -6,6 +6,7 @@ import re
 
 import pytest
 import sqlalchemy as sa
+from playwright.sync_api import expect
 
 from app.extensions import db
 from app.models import Post
@@ -143,6 +144,24 @@ def test_a_second_copy_of_a_waiting_form_keeps_what_was_typed(page, server):
     page.evaluate("html => htmx.swap(document.body, html, {swapStyle: 'none'})", copy)
     assert page.locator(f"#{turn} .card--form").get_by_label("Body").input_value() == "typed before the copy came"
     page.evaluate("html => htmx.swap(document.body, html, {swapStyle: 'none'})", copy.replace("card--pending", "card--expired"))
-    from playwright.sync_api import expect
-
     expect(page.locator(f"#{turn} .card--form")).to_have_class(re.compile("card--expired"))
+
+
+def test_a_second_copy_of_a_waiting_form_keeps_the_field_being_typed_in(page, server):
+    """The copy that comes while the person types leaves them typing: the field keeps the focus
+    and the caret, so the next keys land where they were going."""
+    sign_in_and_open_chat(page, server)
+    ask(page, '/draft_post title="Launch notes"')
+    form = page.locator(".card--form").last
+    form.get_by_text("A few details for your post.").wait_for()
+    turn = form.evaluate("el => el.closest('.turn').id")
+    clone = "id => { const t = document.getElementById(id).cloneNode(true); t.setAttribute('hx-swap-oob', 'true');"
+    clone += " return t.outerHTML; }"
+    copy = page.evaluate(clone, turn)
+    body = form.get_by_label("Body")
+    body.fill("Our went well.")
+    body.evaluate("field => { field.focus(); field.setSelectionRange(4, 4); }")
+    page.evaluate("html => htmx.swap(document.body, html, {swapStyle: 'none'})", copy)
+    expect(body).to_be_focused()
+    page.keyboard.type("launch ")
+    expect(body).to_have_value("Our launch went well.")

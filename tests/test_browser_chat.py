@@ -131,6 +131,40 @@ def test_focus_moves_to_the_outcome_after_enter_on_confirm(page, server, posts):
     expect(page.locator("#card-said")).to_have_text(re.compile(r"^Removed \(done\)\. Confirmed by you, 20\d\d-"))
 
 
+def test_a_late_stream_copy_of_the_turn_leaves_the_focus_on_confirm(page, server, posts):
+    # The POST's answer shows the card; the event stream, held until the person is on Confirm,
+    # then brings the same turn again (its start, card and end, as a busy machine's late stream
+    # does). The waiting card stays the person's, focus and all: Enter still confirms it.
+    held: list = []
+
+    def hold(route):
+        if held is not None:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route(re.compile(r"/c/\d+/events"), hold)
+    sign_in_and_open_chat(page, server)
+    ask(page, f"/delete_post post={posts['Spring meetup']}")
+    confirm = page.locator(".card").last.get_by_role("button", name="Confirm")
+    confirm.focus()
+    expect(confirm).to_be_focused()
+    turn = page.locator(".turn", has=page.locator(".card")).last
+    turn.evaluate("turn => { turn.dataset.before = 'late stream'; }")
+    assert held, "the page opened its event stream"
+    streams, held = held, None
+    for route in streams:
+        route.continue_()
+    # The stream's copy has replaced the turn (the mark was on the node it replaced).
+    expect(page.locator(".turn[data-before]")).to_have_count(0)
+    expect(page.locator(".card--pending")).to_have_count(1)
+    expect(confirm).to_be_focused()
+    page.keyboard.press("Enter")
+    outcome = page.locator(".card__outcome")
+    expect(outcome.locator(".card__label")).to_have_text("Removed")
+    expect(outcome).to_be_focused()
+
+
 def test_shift_tab_from_the_message_box_does_not_reach_confirm(page, server, posts):
     sign_in_and_open_chat(page, server)
     ask(page, f"/delete_post post={posts['Spring meetup']}")
