@@ -130,30 +130,26 @@
     if (!again) event.detail.shouldSwap = false;
   });
 
-  // The same turn can arrive twice (the POST's answer and the event stream). A card or form still
-  // waiting on the page is the person's work in progress (what they typed, where their focus is):
-  // a second copy of it, still waiting, never replaces it. A decided one does. The card itself is
-  // moved into the incoming turn, and a moved element loses the focus: the element that had it
-  // (a Confirm button, a field with its caret) gets it back once the turn is swapped in.
+  // The same turn can arrive twice (the POST's answer and the event stream), and a card with it.
+  // A copy of a card that says nothing new never replaces the one on the page: a copy still
+  // waiting (the page's, if it waits too, is the person's work in progress: what they typed,
+  // where their focus is; if it is decided, the copy is stale: a decision is never undone), or a
+  // copy of the same decision (the page's may hold the focus on its outcome). A turn's copy takes
+  // the page's card in its place; a moved element loses the focus, so the element that had it (a
+  // Confirm button, a field with its caret, an outcome) gets it back once the turn is swapped in.
+  function saysNothingNew(card, copy) {
+    var words = function (element) { return element.textContent.replace(/\s+/g, " ").trim(); };
+    return copy.matches(".card--pending") || (copy.className === card.className && words(copy) === words(card));
+  }
   var focusInMovedCard = null;
   document.addEventListener("htmx:oobBeforeSwap", function (event) {
     var target = event.detail.target, fragment = event.detail.fragment;
     if (!target || !fragment || !fragment.querySelector || event.detail.shouldSwap === false) return;
-    var copy = document.createElement("div");
-    copy.appendChild(fragment.cloneNode(true));
-    var incoming = copy.firstElementChild;
-    if (target.matches(".card--pending[data-approval]")) {
-      // The waiting card itself: a copy still waiting never replaces it (a decided copy is judged
-      // by the check below). Nothing of the page is moved: a swap called off later loses nothing.
-      if (incoming && incoming.id === target.id && !incoming.matches(".card:not(.card--pending)")) {
-        event.detail.shouldSwap = false;
-      }
-      return;
-    }
-    var waiting = Array.prototype.slice.call(target.querySelectorAll(".card--pending[data-approval]"));
-    waiting.forEach(function (card) {
+    if (target.matches(".card[data-approval]")) return;  // the card itself: below
+    var cards = Array.prototype.slice.call(target.querySelectorAll(".card[data-approval]"));
+    cards.forEach(function (card) {
       var again = fragment.querySelector("#" + CSS.escape(card.id));
-      if (!again || !again.matches(".card--pending")) return;
+      if (!again || !saysNothingNew(card, again)) return;
       var active = document.activeElement;
       if (active && card.contains(active)) {
         focusInMovedCard = { element: active, start: active.selectionStart, end: active.selectionEnd };
@@ -198,14 +194,15 @@
 
   // A card's change from the event stream (someone decided it, here or anywhere) replaces the card,
   // but not while this page's own answer to it is on its way (that answer's reply brings the news,
-  // and an error it says stays), and not when it says nothing new (its contents are compared).
+  // and an error it says stays), and not when it says nothing new (above). Nothing of the page is
+  // moved: a swap called off later loses nothing.
   document.addEventListener("htmx:oobBeforeSwap", function (event) {
     var target = event.detail.target, fragment = event.detail.fragment;
     if (!target || !fragment || !target.matches || !target.matches(".card[data-approval]")) return;
     var copy = document.createElement("div");
     copy.appendChild(fragment.cloneNode(true));
     var incoming = copy.querySelector("#" + CSS.escape(target.id));
-    if (target.querySelector(".htmx-request") || (incoming && incoming.innerHTML === target.innerHTML)) {
+    if (target.querySelector(".htmx-request") || (incoming && saysNothingNew(target, incoming))) {
       event.detail.shouldSwap = false;
     }
   });

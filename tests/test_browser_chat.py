@@ -12,11 +12,13 @@ import sqlalchemy as sa
 from playwright.sync_api import expect
 
 from app.auth import create_token
+from app.copilot import events
 from app.copilot.turns import _jobs as jobs
 from app.extensions import db
 from app.models import Approval, Run, User
 from app.status import RunStatus
 from tests.helpers.browser import LONG, ask, sign_in, sign_in_and_open_chat
+from tests.services import eventually
 
 pytestmark = pytest.mark.browser
 
@@ -161,6 +163,45 @@ def test_a_late_stream_copy_of_the_turn_leaves_the_focus_on_confirm(page, server
     expect(confirm).to_be_focused()
     page.keyboard.press("Enter")
     outcome = page.locator(".card__outcome")
+    expect(outcome.locator(".card__label")).to_have_text("Removed")
+    expect(outcome).to_be_focused()
+
+
+def test_a_stream_later_than_the_answer_leaves_the_focus_on_the_outcome(app, page, server, posts):
+    # The person confirms from the keyboard before the page's event stream has brought anything
+    # (held here): then it brings the whole story at once, the turn with its card still waiting,
+    # the card's decision, the resumed turn. None of it takes the focus from the outcome, and no
+    # stale copy shows the card waiting again.
+    held: list = []
+
+    def hold(route):
+        if held is not None:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route(re.compile(r"/c/\d+/events"), hold)
+    sign_in_and_open_chat(page, server)
+    conversation = int(page.url.rsplit("/", 1)[-1])
+    ask(page, f"/delete_post post={posts['Spring meetup']}")
+    page.locator(".card").last.get_by_role("button", name="Confirm").focus()
+    page.keyboard.press("Enter")
+    outcome = page.locator(".card__outcome")
+    expect(outcome).to_be_focused()
+    with app.app_context():
+        ended = sa.select(Run.status).where(Run.conversation_id == conversation)
+        eventually(lambda: set(db.session.scalars(ended)) == {RunStatus.DONE}, "the resumed turn ends")
+        newest = events.last_id(conversation)
+    page.evaluate(
+        """() => { window.lastSeen = null;
+        document.addEventListener("htmx:sseMessage", (e) => { window.lastSeen = e.detail.lastEventId; }); }"""
+    )
+    assert held, "the page opened its event stream"
+    streams, held = held, None
+    for route in streams:
+        route.continue_()
+    page.wait_for_function("newest => window.lastSeen === newest", arg=newest)
+    expect(page.locator(".card--pending")).to_have_count(0)
     expect(outcome.locator(".card__label")).to_have_text("Removed")
     expect(outcome).to_be_focused()
 
