@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from app.extensions import db
 from app.models import Post
-from tests.helpers.browser import LONG, ask, sign_in, sign_in_and_open_chat
+from tests.helpers.browser import LONG, ask, settled, sign_in, sign_in_and_open_chat
 
 pytestmark = pytest.mark.browser
 
@@ -105,6 +105,7 @@ def test_the_card_works_from_the_keyboard(app, page, server, posts):
     ask(page, f"/delete_post post={posts['Launch notes']}")
     card = page.locator(".card").last
     card.get_by_text("Delete this post? This cannot be undone.").wait_for()
+    settled(page)
     assert page.evaluate("document.activeElement.id") == "text"  # focus stays in the composer
     card.get_by_role("button", name="Decline").focus()
     page.keyboard.press("Enter")

@@ -17,7 +17,7 @@ from app.copilot.turns import _jobs as jobs
 from app.extensions import db
 from app.models import Approval, Run, User
 from app.status import RunStatus
-from tests.helpers.browser import LONG, ask, sign_in, sign_in_and_open_chat
+from tests.helpers.browser import LONG, ask, settled, sign_in, sign_in_and_open_chat
 from tests.services import eventually
 
 pytestmark = pytest.mark.browser
@@ -123,6 +123,8 @@ def test_focus_moves_to_the_outcome_after_enter_on_confirm(page, server, posts):
     sign_in_and_open_chat(page, server)
     ask(page, f"/delete_post post={posts['Spring meetup']}")
     card = page.locator(".card").last
+    expect(card.get_by_role("button", name="Confirm")).to_be_visible()
+    settled(page)
     card.get_by_role("button", name="Confirm").focus()
     page.keyboard.press("Enter")
     outcome = page.locator(".card__outcome")
@@ -149,6 +151,8 @@ def test_a_late_stream_copy_of_the_turn_leaves_the_focus_on_confirm(page, server
     sign_in_and_open_chat(page, server)
     ask(page, f"/delete_post post={posts['Spring meetup']}")
     confirm = page.locator(".card").last.get_by_role("button", name="Confirm")
+    expect(confirm).to_be_visible()
+    settled(page)
     confirm.focus()
     expect(confirm).to_be_focused()
     turn = page.locator(".turn", has=page.locator(".card")).last
@@ -184,6 +188,8 @@ def test_a_stream_later_than_the_answer_leaves_the_focus_on_the_outcome(app, pag
     sign_in_and_open_chat(page, server)
     conversation = int(page.url.rsplit("/", 1)[-1])
     ask(page, f"/delete_post post={posts['Spring meetup']}")
+    expect(page.locator(".card").last.get_by_role("button", name="Confirm")).to_be_visible()
+    settled(page)
     page.locator(".card").last.get_by_role("button", name="Confirm").focus()
     page.keyboard.press("Enter")
     outcome = page.locator(".card__outcome")
