@@ -539,7 +539,7 @@ def browser() -> Iterator[Any]:
     from tests.helpers.browser import CHROMIUM, LONG
 
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM}: apt-get install chromium (or set CHROMIUM_PATH)")
+        pytest.fail(f"Chromium not found at {CHROMIUM}: apt-get install chromium-headless-shell (or set CHROMIUM_PATH)")
     from playwright.sync_api import expect, sync_playwright
 
     expect.set_options(timeout=LONG)

@@ -37,6 +37,7 @@ OTHER_VARIABLES = {
     "COUNTERSIGN_TEST_REDIS_DB": "scripts/services",
     "COUNTERSIGN_TEST_PG_DB": "scripts/services",
     "COUNTERSIGN_SCREENSHOTS": "the browser tests",
+    "CHROMIUM_PATH": "the browser tests (tests/helpers/browser.py)",
     "COUNTERSIGN_FUZZ_EXAMPLES": "the fuzz and property tests",
     "COUNTERSIGN_BENCH_PG_URL": "bench/run.py",
     "COUNTERSIGN_TEST_WORKERS": "scripts/test",
