@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from app.extensions import db
 from app.models import Post
-from tests.helpers.browser import LONG, ask, settled, sign_in, sign_in_and_open_chat
+from tests.helpers.browser import LONG, ask, second_copy, settled, sign_in, sign_in_and_open_chat, swap_in
 
 pytestmark = pytest.mark.browser
 
@@ -129,40 +129,37 @@ def test_the_chat_fits_a_phone(browser, server, posts, shots):
         context.close()
 
 
-def test_a_second_copy_of_a_waiting_form_keeps_what_was_typed(page, server):
-    """A turn arrives twice (the POST's answer and the event stream, in either order, later under
-    load): the copy that comes after the person started typing keeps what they typed; a copy
-    in which the form was decided does replace it."""
+def a_waiting_form_and_a_second_copy(page, server):
+    """A draft's form waiting in a chat: the form, its turn's id, and that turn's HTML as a second
+    delivery would bring it."""
     sign_in_and_open_chat(page, server)
     ask(page, '/draft_post title="Launch notes"')
     form = page.locator(".card--form").last
     form.get_by_text("A few details for your post.").wait_for()
     turn = form.evaluate("el => el.closest('.turn').id")
-    clone = "id => { const t = document.getElementById(id).cloneNode(true); t.setAttribute('hx-swap-oob', 'true');"
-    clone += " return t.outerHTML; }"
-    copy = page.evaluate(clone, turn)
+    return form, turn, second_copy(page, turn)
+
+
+def test_a_second_copy_of_a_waiting_form_keeps_what_was_typed(page, server):
+    """A turn arrives twice (the POST's answer and the event stream, in either order, later under
+    load): the copy that comes after the person started typing keeps what they typed; a copy
+    in which the form was decided does replace it."""
+    form, turn, copy = a_waiting_form_and_a_second_copy(page, server)
     form.get_by_label("Body").fill("typed before the copy came")
-    page.evaluate("html => htmx.swap(document.body, html, {swapStyle: 'none'})", copy)
+    swap_in(page, copy)
     assert page.locator(f"#{turn} .card--form").get_by_label("Body").input_value() == "typed before the copy came"
-    page.evaluate("html => htmx.swap(document.body, html, {swapStyle: 'none'})", copy.replace("card--pending", "card--expired"))
+    swap_in(page, copy.replace("card--pending", "card--expired"))
     expect(page.locator(f"#{turn} .card--form")).to_have_class(re.compile("card--expired"))
 
 
 def test_a_second_copy_of_a_waiting_form_keeps_the_field_being_typed_in(page, server):
     """The copy that comes while the person types leaves them typing: the field keeps the focus
     and the caret, so the next keys land where they were going."""
-    sign_in_and_open_chat(page, server)
-    ask(page, '/draft_post title="Launch notes"')
-    form = page.locator(".card--form").last
-    form.get_by_text("A few details for your post.").wait_for()
-    turn = form.evaluate("el => el.closest('.turn').id")
-    clone = "id => { const t = document.getElementById(id).cloneNode(true); t.setAttribute('hx-swap-oob', 'true');"
-    clone += " return t.outerHTML; }"
-    copy = page.evaluate(clone, turn)
+    form, turn, copy = a_waiting_form_and_a_second_copy(page, server)
     body = form.get_by_label("Body")
     body.fill("Our went well.")
     body.evaluate("field => { field.focus(); field.setSelectionRange(4, 4); }")
-    page.evaluate("html => htmx.swap(document.body, html, {swapStyle: 'none'})", copy)
+    swap_in(page, copy)
     expect(body).to_be_focused()
     page.keyboard.type("launch ")
     expect(body).to_have_value("Our launch went well.")

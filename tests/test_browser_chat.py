@@ -17,7 +17,7 @@ from app.copilot.turns import _jobs as jobs
 from app.extensions import db
 from app.models import Approval, Run, User
 from app.status import RunStatus
-from tests.helpers.browser import LONG, ask, settled, sign_in, sign_in_and_open_chat
+from tests.helpers.browser import LONG, HeldStreams, ask, settled, sign_in, sign_in_and_open_chat
 from tests.services import eventually
 
 pytestmark = pytest.mark.browser
@@ -139,15 +139,7 @@ def test_a_late_stream_copy_of_the_turn_leaves_the_focus_on_confirm(page, server
     # The POST's answer shows the card; the event stream, held until the person is on Confirm,
     # then brings the same turn again (its start, card and end, as a busy machine's late stream
     # does). The waiting card stays the person's, focus and all: Enter still confirms it.
-    held: list = []
-
-    def hold(route):
-        if held is not None:
-            held.append(route)
-        else:
-            route.continue_()
-
-    page.route(re.compile(r"/c/\d+/events"), hold)
+    streams = HeldStreams(page)
     sign_in_and_open_chat(page, server)
     ask(page, f"/delete_post post={posts['Spring meetup']}")
     confirm = page.locator(".card").last.get_by_role("button", name="Confirm")
@@ -157,10 +149,7 @@ def test_a_late_stream_copy_of_the_turn_leaves_the_focus_on_confirm(page, server
     expect(confirm).to_be_focused()
     turn = page.locator(".turn", has=page.locator(".card")).last
     turn.evaluate("turn => { turn.dataset.before = 'late stream'; }")
-    assert held, "the page opened its event stream"
-    streams, held = held, None
-    for route in streams:
-        route.continue_()
+    streams.release()
     # The stream's copy has replaced the turn (the mark was on the node it replaced).
     expect(page.locator(".turn[data-before]")).to_have_count(0)
     expect(page.locator(".card--pending")).to_have_count(1)
@@ -176,15 +165,7 @@ def test_a_stream_later_than_the_answer_leaves_the_focus_on_the_outcome(app, pag
     # (held here): then it brings the whole story at once, the turn with its card still waiting,
     # the card's decision, the resumed turn. None of it takes the focus from the outcome, and no
     # stale copy shows the card waiting again.
-    held: list = []
-
-    def hold(route):
-        if held is not None:
-            held.append(route)
-        else:
-            route.continue_()
-
-    page.route(re.compile(r"/c/\d+/events"), hold)
+    streams = HeldStreams(page)
     sign_in_and_open_chat(page, server)
     conversation = int(page.url.rsplit("/", 1)[-1])
     ask(page, f"/delete_post post={posts['Spring meetup']}")
@@ -202,10 +183,7 @@ def test_a_stream_later_than_the_answer_leaves_the_focus_on_the_outcome(app, pag
         """() => { window.lastSeen = null;
         document.addEventListener("htmx:sseMessage", (e) => { window.lastSeen = e.detail.lastEventId; }); }"""
     )
-    assert held, "the page opened its event stream"
-    streams, held = held, None
-    for route in streams:
-        route.continue_()
+    streams.release()
     page.wait_for_function("newest => window.lastSeen === newest", arg=newest)
     expect(page.locator(".card--pending")).to_have_count(0)
     expect(outcome.locator(".card__label")).to_have_text("Removed")

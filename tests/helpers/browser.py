@@ -4,6 +4,7 @@ tests/conftest.py): sign in through the form, open a chat, type a message."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -43,6 +44,40 @@ def settled(page):
     before then submits its form the plain way: a full page load, which answers the card too,
     but is not the page the test is about. (A click waits for the button to be still first.)"""
     page.wait_for_function("() => !document.querySelector('.htmx-settling, .htmx-swapping')")
+
+
+class HeldStreams:
+    """The page's conversation event streams, held (no answer yet) from now until `release()`
+    lets them through: the stream then comes late, as a busy machine's can."""
+
+    def __init__(self, page):
+        self.held = []
+        self.released = False
+        page.route(re.compile(r"/c/\d+/events"), self._hold)
+
+    def _hold(self, route):
+        if self.released:
+            route.continue_()
+        else:
+            self.held.append(route)
+
+    def release(self):
+        assert self.held, "the page opened no event stream"
+        self.released = True
+        for route in self.held:
+            route.continue_()
+
+
+def second_copy(page, turn_id):
+    """The turn's HTML as it is on the page now, marked out of band: what a second delivery of it
+    (the POST's answer, or the event stream) swaps in."""
+    clone = "id => { const t = document.getElementById(id).cloneNode(true); t.setAttribute('hx-swap-oob', 'true');"
+    return page.evaluate(clone + " return t.outerHTML; }", turn_id)
+
+
+def swap_in(page, html):
+    """What htmx does with an event's fragments (out of band, nothing else swapped)."""
+    page.evaluate("html => htmx.swap(document.body, html, {swapStyle: 'none'})", html)
 
 
 def ask(page, text):
