@@ -160,7 +160,9 @@
   document.addEventListener("htmx:oobAfterSwap", function () {
     var moved = focusInMovedCard;
     focusInMovedCard = null;
-    if (!moved || !moved.element.isConnected || document.activeElement === moved.element) return;
+    // Only a focus the move took: one the person has since put elsewhere stays where it is.
+    var lost = !document.activeElement || document.activeElement === document.body;
+    if (!moved || !lost || !moved.element.isConnected) return;
     moved.element.focus({ preventScroll: true });
     if (typeof moved.start === "number" && moved.element.setSelectionRange) {
       moved.element.setSelectionRange(moved.start, moved.end);
