@@ -167,7 +167,8 @@ def test_the_admins_countersignature_shows_its_outcome_whatever_the_consoles_pol
         queue.get_by_text("Asked by alice@example.com").wait_for()
         admin.evaluate(
             "window.pollsEnded = 0; window.pollsSentDuringAnswer = 0;"
-            " document.addEventListener('htmx:afterRequest', e => { if (e.detail.elt.id === 'admin-stats') window.pollsEnded++; });"
+            " document.addEventListener('htmx:afterRequest',"
+            " e => { if (e.detail.elt.id === 'admin-stats') window.pollsEnded++; });"
             " document.addEventListener('htmx:beforeSend', e => { if (e.detail.elt.id === 'admin-stats'"
             " && document.querySelector('#countersign-queue .htmx-request')) window.pollsSentDuringAnswer++; })"
         )
