@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from tests.conftest import CSRF  # a page's CSRF token, as htmx sends it
+
 # Debian's chromium-headless-shell (Chromium's headless build, the one Playwright itself runs
 # headless) when installed: the full browser in its headless mode took about a second more of CPU
 # for each test's context (1.2 s against 0.16 s here). Otherwise Debian's chromium.
@@ -37,29 +39,21 @@ def sign_in_and_open_chat(page, server, email="alice@example.com"):
     are sent as the browser sends them (their own tests use the pages: `sign_in`), through the
     page's own context, so the session cookie is the page's; then one page load, the chat's.
     Through the pages it was three loads: 0.55-0.8 s of the browser's CPU against 0.23-0.3 s."""
-    requests_sign_in(page, server, email)
-    page.goto(new_conversation(page, server))
-
-
-CSRF = re.compile(r'name="csrf_token"[^>]*value="([^"]+)"')
+    landed = requests_sign_in(page, server, email)
+    made = page.request.post(f"{server}/conversations", form={"csrf_token": CSRF.search(landed.text())[1]})
+    assert re.search(r"/c/\d+$", made.url), made.url
+    page.goto(made.url)
 
 
 def requests_sign_in(page, server, email):
-    """What the sign-in form sends, through `page`'s context (its cookies); no page is loaded."""
+    """What the sign-in form sends, through `page`'s context (its cookies); no page is loaded.
+    Returns where it landed: the conversations page."""
     form = page.request.get(f"{server}/login")
     signed = page.request.post(
         f"{server}/login", form={"csrf_token": CSRF.search(form.text())[1], "email": email, "password": "demo"}
     )
     assert signed.url == f"{server}/", f"the sign-in as {email} did not land on /: {signed.url}"
     return signed
-
-
-def new_conversation(page, server):
-    """What the New conversation button sends; returns the chat's address."""
-    listed = page.request.get(f"{server}/")
-    made = page.request.post(f"{server}/conversations", form={"csrf_token": CSRF.search(listed.text())[1]})
-    assert re.search(r"/c/\d+$", made.url), made.url
-    return made.url
 
 
 def settled(page):
