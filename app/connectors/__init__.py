@@ -64,9 +64,12 @@ def init_app(app: Flask) -> None:
     app.extensions.setdefault("links.linked", []).append(push.account_linked)
 
 
+_THREAD_OF = sa.select(ConnectorThread.id).where(ConnectorThread.conversation_id == sa.bindparam("conversation_id"))
+
+
 def _turn_ended(conversation_id: int, added: list[Any]) -> None:
     """A turn listener (copilot.listen): queue the posting of a connector thread's reply."""
-    if added and db.session.scalar(sa.select(ConnectorThread.id).where(ConnectorThread.conversation_id == conversation_id)):
+    if added and db.session.scalar(_THREAD_OF, {"conversation_id": conversation_id}):
         copilot.call("app.connectors:post_turn", conversation_id, [m.id for m in added])
 
 

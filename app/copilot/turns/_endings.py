@@ -5,6 +5,7 @@ saves after each step that ran tools."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from typing import Any, Protocol
@@ -18,7 +19,7 @@ from pydantic_ai.tools import DeferredToolRequests
 from app.copilot.turns import _runs as runs
 from app.copilot.turns._agent import Turn, cards_asked
 from app.copilot.turns._history import NOT_RUN, Pass, answer_open_calls, dump, ran_in_pass, unanswered
-from app.extensions import db, won
+from app.extensions import UNSYNCHRONIZED, db, won
 from app.models import Conversation, Message, Run
 from app.status import Role, RunNext, RunStatus
 
@@ -42,15 +43,35 @@ def save_progress(work: Pass, messages: list[ModelMessage]) -> None:
     if not still_running(work.run.id):
         db.session.commit()  # (ends the read: nothing is held while the model thinks)
         return
-    db.session.execute(sa.update(Conversation).where(Conversation.id == work.run.conversation_id).values(history=dump(messages)))
-    db.session.execute(sa.update(Run).where(Run.id == work.run.id).values(next=RunNext.CONTINUE))
+    db.session.execute(_SET_HISTORY, {"conversation_id": work.run.conversation_id, "new_history": dump(messages)})
+    db.session.execute(_CONTINUES, {"run_id": work.run.id})
     db.session.commit()
     work.progressed = True
 
 
 def still_running(run_id: int) -> bool:
-    status = db.session.scalar(sa.select(Run.status).where(Run.id == run_id))
-    return status == RunStatus.RUNNING
+    return db.session.scalar(_STATUS, {"run_id": run_id}) == RunStatus.RUNNING
+
+
+# Built once (see turns._runs): the statements every pass's end runs.
+_STATUS = sa.select(Run.status).where(Run.id == sa.bindparam("run_id"))
+_SET_HISTORY = (
+    sa.update(Conversation)
+    .where(Conversation.id == sa.bindparam("conversation_id"))
+    .values(history=sa.bindparam("new_history"))
+    .execution_options(**UNSYNCHRONIZED)
+)
+_CONTINUES = (
+    sa.update(Run).where(Run.id == sa.bindparam("run_id")).values(next=RunNext.CONTINUE).execution_options(**UNSYNCHRONIZED)
+)
+
+
+@functools.cache
+def _end_statement(columns: tuple[str, ...]) -> sa.Update:
+    """The conditional UPDATE that ends a pass (if it is still running), setting its status and
+    these columns from the parameters `new_<column>`: one statement per way of ending."""
+    values: dict[str, sa.BindParameter[Any]] = {name: sa.bindparam(f"new_{name}") for name in ("status", *columns)}
+    return sa.update(Run).where(Run.id == sa.bindparam("run_id"), Run.status == RunStatus.RUNNING).values(**values)
 
 
 def end(work: Pass, status: str, added: list[Message], conversation_history: str | None = None, **values: Any) -> bool:
@@ -58,14 +79,13 @@ def end(work: Pass, status: str, added: list[Message], conversation_history: str
     pass's messages in one transaction, if the pass is still this worker's (the run's conditional
     UPDATE decides, first); then publish the turn's end. True when the end was published."""
     run = work.run
-    if not won(sa.update(Run).where(Run.id == run.id, Run.status == RunStatus.RUNNING).values(status=status, **values)):
+    ending = {"run_id": run.id, "new_status": status, **{f"new_{name}": value for name, value in values.items()}}
+    if not won(_end_statement(tuple(sorted(values))), ending):
         db.session.rollback()
         log.warning("run %s ended elsewhere (interrupted?); its pass's end is dropped", run.id)
         return False
     if conversation_history is not None:
-        db.session.execute(
-            sa.update(Conversation).where(Conversation.id == run.conversation_id).values(history=conversation_history)
-        )
+        db.session.execute(_SET_HISTORY, {"conversation_id": run.conversation_id, "new_history": conversation_history})
     for message in added:
         message.run_id, message.step = run.id, work.step
     db.session.add_all(added)

@@ -80,14 +80,13 @@ def answer_open_calls(history: list[ModelMessage], parts: list[ToolReturnPart]) 
         history.append(ModelRequest(parts=parts))
 
 
+_WITH_PERSON = (joinedload(Conversation.user).joinedload(User.tenant), undefer(Conversation.history))
+
+
 def prepare(run: Run) -> Pass:
     """Read what the pass needs, in one short transaction, and end it (the person and their tenant
     come with the conversation: the actions' context reads both later)."""
-    conversation = db.session.get(
-        Conversation,
-        run.conversation_id,
-        options=[joinedload(Conversation.user).joinedload(User.tenant), undefer(Conversation.history)],
-    )
+    conversation = db.session.get(Conversation, run.conversation_id, options=_WITH_PERSON)
     assert conversation is not None
     user = conversation.user
     history = load(conversation.history)
@@ -155,15 +154,26 @@ def delivered(said: Message | None) -> list[str]:
     previous one (delivery.settle's notices, which belong to no run), oldest first."""
     if said is None:
         return []
-    convo = Message.conversation_id == said.conversation_id
-    before = sa.select(sa.func.max(Message.id)).where(convo, Message.role == Role.USER, Message.id < said.id).scalar_subquery()
-    since = Message.id > sa.func.coalesce(before, 0)
-    news = db.session.scalars(
-        sa.select(Message.text)
-        .where(convo, Message.role == NOTICE, Message.run_id.is_(None), since, Message.id < said.id)
-        .order_by(Message.id)
+    return list(db.session.scalars(_NEWS, {"conversation_id": said.conversation_id, "said": said.id}))
+
+
+_convo = Message.conversation_id == sa.bindparam("conversation_id")
+_said: sa.BindParameter[int] = sa.bindparam("said")
+_NEWS = (
+    sa.select(Message.text)
+    .where(
+        _convo,
+        Message.role == NOTICE,
+        Message.run_id.is_(None),
+        Message.id < _said,
+        # since the person's previous message
+        Message.id
+        > sa.func.coalesce(
+            sa.select(sa.func.max(Message.id)).where(_convo, Message.role == Role.USER, Message.id < _said).scalar_subquery(), 0
+        ),
     )
-    return list(news)
+    .order_by(Message.id)
+)
 
 
 def answers_for(conversation_id: int, calls: list[ToolCallPart]) -> list[ToolReturnPart]:

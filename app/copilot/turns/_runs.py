@@ -47,20 +47,25 @@ def joined(toolsets: tuple[str, ...] | None) -> str | None:
     return None if toolsets is None else ",".join(toolsets)
 
 
+# The statements of a turn's every message and pass, built once: building one costs several
+# times what running it costs (SQLAlchemy's statement objects and their cache keys).
+_HOLD_LIVE = (
+    sa.select(
+        Conversation.id,
+        sa.select(Run.toolsets).where(Run.conversation_id == Conversation.id).order_by(Run.id.desc()).limit(1).scalar_subquery(),
+    )
+    .where(Conversation.id == sa.bindparam("conversation_id"), Conversation.deleted_at.is_(None))
+    .with_for_update(of=Conversation)
+)
+
+
 def hold_live(conversation_id: int) -> tuple[str, ...] | None:
     """Lock the conversation's row until this transaction ends, and make sure it is not deleted:
     a turn queued here and a deletion (app.copilot.conversations.delete) take the same lock, so
     a deletion either sees this turn and is refused, or this turn sees the deletion (NotFound).
     Returns, from the same statement, the toolsets the conversation's latest run was limited to
     (None: none of its own)."""
-    latest = (
-        sa.select(Run.toolsets).where(Run.conversation_id == Conversation.id).order_by(Run.id.desc()).limit(1).scalar_subquery()
-    )
-    live = db.session.execute(
-        sa.select(Conversation.id, latest)
-        .where(Conversation.id == conversation_id, Conversation.deleted_at.is_(None))
-        .with_for_update(of=Conversation)
-    ).first()
+    live = db.session.execute(_HOLD_LIVE, {"conversation_id": conversation_id}).first()
     if live is None:
         db.session.rollback()
         raise NotFound()
@@ -239,43 +244,55 @@ def stop_requested(run_id: int) -> bool:
         return False
 
 
+_WITH_MESSAGE = (joinedload(Run.message),)
+_line = aliased(Run)
+_conversation: sa.BindParameter[int] = sa.bindparam("its_conversation")  # (not a column's name)
+_CLAIM = (
+    sa.update(Run)
+    .where(
+        Run.id == sa.bindparam("run_id"),
+        Run.status == RunStatus.QUEUED,
+        # first in its conversation's line
+        Run.id
+        == sa.select(_line.id)
+        .where(_line.conversation_id == _conversation, _line.status == RunStatus.QUEUED)
+        .order_by(_line.queued_at, _line.id)
+        .limit(1)
+        .scalar_subquery(),
+        # and no pass of the conversation running
+        ~sa.select(_line.id).where(_line.conversation_id == _conversation, _line.status == RunStatus.RUNNING).exists(),
+    )
+    .values(status=RunStatus.RUNNING, updated_at=sa.bindparam("now"))
+)
+
+
 def claim(run_id: int) -> Run | None:
     """Take the run's pass for this worker: only if it is queued, first in its conversation's line,
     and no other pass of the conversation is running (the running pass queues the next one when it
     ends). One conditional UPDATE decides; one worker wins. (The run is read with its message.)"""
-    run = db.session.get(Run, run_id, options=[joinedload(Run.message)])
+    run = db.session.get(Run, run_id, options=_WITH_MESSAGE)
     if run is None or run.status != RunStatus.QUEUED:
         db.session.rollback()
         return None
-    line = aliased(Run)
-    first = (
-        sa.select(line.id)
-        .where(line.conversation_id == run.conversation_id, line.status == RunStatus.QUEUED)
-        .order_by(line.queued_at, line.id)
-        .limit(1)
-        .scalar_subquery()
-    )
-    busy = sa.select(line.id).where(line.conversation_id == run.conversation_id, line.status == RunStatus.RUNNING).exists()
     now = utcnow()
-    if not won(
-        sa.update(Run)
-        .where(Run.id == run.id, Run.status == RunStatus.QUEUED, Run.id == first, ~busy)
-        .values(status=RunStatus.RUNNING, updated_at=now)
-    ):
+    if not won(_CLAIM, {"run_id": run.id, "its_conversation": run.conversation_id, "now": now}):
         db.session.rollback()
         return None
     commit_kept(run, status=RunStatus.RUNNING, updated_at=now)  # (what the UPDATE wrote, not read again)
     return run
 
 
+_NEXT_QUEUED = (
+    sa.select(Run.id)
+    .where(Run.conversation_id == sa.bindparam("conversation_id"), Run.status == RunStatus.QUEUED)
+    .order_by(Run.queued_at, Run.id)
+    .limit(1)
+)
+
+
 def queue_next(conversation_id: int) -> None:
     """Hand the conversation's next queued pass to a worker (after one ended)."""
-    following = db.session.scalar(
-        sa.select(Run.id)
-        .where(Run.conversation_id == conversation_id, Run.status == RunStatus.QUEUED)
-        .order_by(Run.queued_at, Run.id)
-        .limit(1)
-    )
+    following = db.session.scalar(_NEXT_QUEUED, {"conversation_id": conversation_id})
     db.session.rollback()
     if following is not None:
         jobs.submit(following)
