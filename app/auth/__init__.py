@@ -247,8 +247,14 @@ def bearer_token() -> ApiToken | None:
 def find_token(token: str) -> ApiToken | None:
     """The live token row for a presented token (compared by its hash), read with its person and
     their tenant in the same statement (every request with it acts as them, in their tenant)."""
-    live = sa.select(ApiToken).where(ApiToken.token_hash == hash_token(token), ApiToken.revoked.is_(False))
-    return db.session.scalar(live.options(joinedload(ApiToken.user).joinedload(User.tenant)))
+    return db.session.scalar(_LIVE_TOKEN, {"token_hash": hash_token(token)})
+
+
+_LIVE_TOKEN = (  # built once: every API request runs it
+    sa.select(ApiToken)
+    .where(ApiToken.token_hash == sa.bindparam("token_hash"), ApiToken.revoked.is_(False))
+    .options(joinedload(ApiToken.user).joinedload(User.tenant))
+)
 
 
 CHANNEL_NAMES = {
