@@ -419,6 +419,25 @@ def test_a_message_for_a_conversation_deleted_since_it_was_looked_up_is_refused_
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Run).where(Run.conversation_id == convo)) == 0
 
 
+def test_a_rename_committed_since_the_conversation_was_looked_up_outlives_the_first_message(app):
+    """The page's Rename and its first message may cross: the message's request read the
+    conversation ("New conversation") before the rename committed. The title is decided on the
+    row as locked, so the person's chosen title stays (found in CI: the sidebar said "hello")."""
+    from app import copilot
+    from app.copilot.approvals import Actor
+
+    convo = conversation_of(app, "alice@example.com")
+    with app.app_context():
+        found = db.session.get(Conversation, convo)
+        actor = Actor(user=found.user, binding="web:test")
+        assert found.title == "New conversation"
+        with db.engine.begin() as other:  # the rename's own request, committed in between
+            other.execute(sa.update(Conversation).where(Conversation.id == convo).values(title="Plans for spring"))
+        copilot.send_message(found, actor, "hello")
+        assert found.title == "Plans for spring"  # what the page is told is the title
+    assert stored(app, convo)[0] == "Plans for spring"
+
+
 def test_openapi_describes_listing_renaming_and_deleting(app):
     doc = app.test_client().get("/api/openapi.json").get_json()
     listing = doc["paths"]["/api/conversations"]["get"]

@@ -27,9 +27,9 @@ from app.copilot.turns._runs import (
     retry,
     start,
     stop,
-    sweep_dead,
     wait,
 )
+from app.copilot.turns._sweep import sweep_dead
 from app.models import Message
 
 # Called with (conversation_id, the messages a pass added) after each pass ends: the chat

@@ -31,6 +31,7 @@ from redis.exceptions import RedisError
 from app.copilot import events
 from app.copilot.turns import _loop as loop
 from app.copilot.turns import _runs as runs
+from app.copilot.turns import _sweep as sweep
 from app.copilot.turns._agent import Engine, Turn, context_for, engine
 from app.copilot.turns._endings import end_failed, end_finished, end_stopped, save_progress
 from app.copilot.turns._history import Pass, prepare
@@ -270,7 +271,7 @@ def _text_of(response: ModelResponse) -> str:
 
 
 async def _heartbeat(run_id: int, every: float) -> None:
-    """While the pass runs, say so (runs.sweep_dead ends a pass whose worker stopped saying so)."""
+    """While the pass runs, say so (turns._sweep ends a pass whose worker stopped saying so)."""
     while True:
         await asyncio.sleep(every)  # (the start's event said it first)
         try:
@@ -296,7 +297,7 @@ def keep_alive(app: Flask, done: Any) -> None:
     while not done.wait(app.config["TURN_HEARTBEAT"]):
         with app.app_context():
             try:
-                runs.sweep_dead(app.config["TURN_DEAD_AFTER"])
+                sweep.sweep_dead(app.config["TURN_DEAD_AFTER"])
             except Exception:
                 log.exception("sweep of dead passes failed")
             finally:

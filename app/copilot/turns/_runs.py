@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from redis.exceptions import RedisError
 from sqlalchemy.orm import aliased, joinedload
+from sqlalchemy.orm.attributes import set_committed_value
 
 from app.copilot import events
 from app.copilot.approvals import Actor
@@ -51,7 +52,7 @@ def joined(toolsets: tuple[str, ...] | None) -> str | None:
 # times what running it costs (SQLAlchemy's statement objects and their cache keys).
 _HOLD_LIVE = (
     sa.select(
-        Conversation.id,
+        Conversation.title,
         sa.select(Run.toolsets).where(Run.conversation_id == Conversation.id).order_by(Run.id.desc()).limit(1).scalar_subquery(),
     )
     .where(Conversation.id == sa.bindparam("conversation_id"), Conversation.deleted_at.is_(None))
@@ -59,17 +60,24 @@ _HOLD_LIVE = (
 )
 
 
-def hold_live(conversation_id: int) -> tuple[str, ...] | None:
+class Held(NamedTuple):
+    """A conversation as hold_live locked it: its title now (not as an earlier read in this
+    transaction saw it), and the toolsets its latest run was limited to (None: none of its own)."""
+
+    title: str
+    toolsets: tuple[str, ...] | None
+
+
+def hold_live(conversation_id: int) -> Held:
     """Lock the conversation's row until this transaction ends, and make sure it is not deleted:
     a turn queued here and a deletion (app.copilot.conversations.delete) take the same lock, so
     a deletion either sees this turn and is refused, or this turn sees the deletion (NotFound).
-    Returns, from the same statement, the toolsets the conversation's latest run was limited to
-    (None: none of its own)."""
+    Returns, from the same statement, what the row holds under the lock (Held)."""
     live = db.session.execute(_HOLD_LIVE, {"conversation_id": conversation_id}).first()
     if live is None:
         db.session.rollback()
         raise NotFound()
-    return split_toolsets(live[1])
+    return Held(live[0], split_toolsets(live[1]))
 
 
 AGENT_TITLE = "From an agent: "
@@ -80,16 +88,19 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     words are kept whatever happens next), then the pass is handed to a worker. The run reaches
     what both the credential and the conversation's last run reach: a conversation an agent token
     started stays within that token's toolsets, also when the person writes in it."""
-    conversation_toolsets = hold_live(conversation.id)
+    held = hold_live(conversation.id)
     said = Message(conversation_id=conversation.id, role=Role.USER, text=text)
     db.session.add(said)
-    titled = conversation.title == "New conversation" and bool(text.strip())
+    # The title as locked: a rename committed since `conversation` was read is kept, never
+    # overwritten by the first message's words.
+    set_committed_value(conversation, "title", held.title)
+    titled = held.title == "New conversation" and bool(text.strip())
     if titled:
         # An agent's first words title the conversation as the agent's, never as the person's
         # own ("Approved by IT"): only the person may give it a title of their choosing.
         title = first_title(text)  # one short line; a command's arguments left out
         conversation.title = f"{AGENT_TITLE}{title}" if actor.agent else title
-    toolsets = narrow(actor.toolsets, conversation_toolsets)
+    toolsets = narrow(actor.toolsets, held.toolsets)
     run = Run(
         conversation_id=conversation.id,
         status=RunStatus.QUEUED,
@@ -300,51 +311,6 @@ def queue_next(conversation_id: int) -> None:
 
 def alive_key(run_id: int) -> str:
     return f"turn-alive:{run_id}"
-
-
-def sweep_dead(grace_seconds: int, conversation_id: int | None = None) -> list[Run]:
-    """Runs whose worker died mid-pass (no heartbeat for grace_seconds) become `interrupted`,
-    shown with Retry; their conversations' next passes are queued. A page about to show one
-    conversation sweeps just that one."""
-    from datetime import timedelta
-
-    cutoff = utcnow() - timedelta(seconds=grace_seconds)
-    stale = sa.select(Run).where(Run.status == RunStatus.RUNNING, Run.updated_at < cutoff).limit(500)
-    if conversation_id is not None:
-        stale = stale.where(Run.conversation_id == conversation_id)
-    ended: list[Run] = []
-    for run in list(db.session.scalars(stale)):
-        try:
-            if redis_client.client.exists(alive_key(run.id)):
-                continue
-        except RedisError:
-            return ended  # cannot tell a dead worker from a live one: leave them
-        if mark_interrupted(run):
-            ended.append(run)
-    return ended
-
-
-def mark_interrupted(run: Run) -> bool:
-    """End a running pass whose worker is gone: a notice with Retry, the turn-end event."""
-    if not won(
-        sa.update(Run)
-        .where(Run.id == run.id, Run.status == RunStatus.RUNNING)
-        .values(status=RunStatus.INTERRUPTED, error="the worker stopped mid-turn")
-    ):
-        db.session.rollback()
-        return False
-    notice = Message(
-        conversation_id=run.conversation_id,
-        role=Role.ERROR,
-        run_id=run.id,
-        step=run.step + 1,
-        text="This turn was interrupted before it finished. Your message is saved; press Retry to run it again.",
-    )
-    db.session.add(notice)
-    db.session.commit()
-    publish_end(run, run.step + 1, RunStatus.INTERRUPTED, [notice.id])
-    queue_next(run.conversation_id)
-    return True
 
 
 def active(conversation_id: int) -> bool:

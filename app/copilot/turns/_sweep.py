@@ -1,0 +1,57 @@
+"""A pass whose worker died: no heartbeat (turns._runs.alive_key) for the grace period, and its
+run becomes `interrupted`, shown with Retry; its conversation's next pass is queued."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import sqlalchemy as sa
+from redis.exceptions import RedisError
+
+from app.copilot.turns._runs import alive_key, publish_end, queue_next
+from app.extensions import db, redis_client, won
+from app.models import Message, Run, utcnow
+from app.status import Role, RunStatus
+
+
+def sweep_dead(grace_seconds: int, conversation_id: int | None = None) -> list[Run]:
+    """Runs whose worker died mid-pass (no heartbeat for grace_seconds) become `interrupted`,
+    shown with Retry; their conversations' next passes are queued. A page about to show one
+    conversation sweeps just that one."""
+    cutoff = utcnow() - timedelta(seconds=grace_seconds)
+    stale = sa.select(Run).where(Run.status == RunStatus.RUNNING, Run.updated_at < cutoff).limit(500)
+    if conversation_id is not None:
+        stale = stale.where(Run.conversation_id == conversation_id)
+    ended: list[Run] = []
+    for run in list(db.session.scalars(stale)):
+        try:
+            if redis_client.client.exists(alive_key(run.id)):
+                continue
+        except RedisError:
+            return ended  # cannot tell a dead worker from a live one: leave them
+        if mark_interrupted(run):
+            ended.append(run)
+    return ended
+
+
+def mark_interrupted(run: Run) -> bool:
+    """End a running pass whose worker is gone: a notice with Retry, the turn-end event."""
+    if not won(
+        sa.update(Run)
+        .where(Run.id == run.id, Run.status == RunStatus.RUNNING)
+        .values(status=RunStatus.INTERRUPTED, error="the worker stopped mid-turn")
+    ):
+        db.session.rollback()
+        return False
+    notice = Message(
+        conversation_id=run.conversation_id,
+        role=Role.ERROR,
+        run_id=run.id,
+        step=run.step + 1,
+        text="This turn was interrupted before it finished. Your message is saved; press Retry to run it again.",
+    )
+    db.session.add(notice)
+    db.session.commit()
+    publish_end(run, run.step + 1, RunStatus.INTERRUPTED, [notice.id])
+    queue_next(run.conversation_id)
+    return True
