@@ -1,5 +1,5 @@
 """P6: one approval in process — the person's message → the card → confirm → the run resumed to
-its final words — with an instant model, on SQLite, through three stacks, alternating in one run:
+its final words — with an instant model, on SQLite, through three stacks and a floor, alternating in one run:
 
 - Countersign: `copilot.send_message()` (TURNS_RUNNER=inline: the pass runs in the call) pauses on a
   `delete_post` card; the card's token is signed as the page would sign it; `copilot.answer(…,
@@ -11,6 +11,8 @@ its final words — with an instant model, on SQLite, through three stacks, alte
 - pydantic-ai alone: a tool raising `CallDeferred`; the run's history saved as JSON (a row in a
   SQLite file), loaded back on confirm, the row deleted, and the run resumed with
   `DeferredToolResults`; the final history saved again.
+- the floor: the same two pydantic-ai runs with nothing stored (the history kept in memory, the
+  posts a dict): what no stack running its turns on pydantic-ai can go below.
 
 The same instant model decides in each: a `delete_post` call for the message, then "Deleted it."
 once the call's result is back (pydantic-ai's `FunctionModel` for Countersign and pydantic-ai; a
@@ -18,8 +20,8 @@ plain function in LangGraph's model node, its messages plain dicts: no LangChain
 
     python bench/pause_resume.py [--n 300] [--warm 20] [--json]
 
-After `--warm` approvals of each (not counted), n approvals of each, the three in a rotating order. Medians
-and p95s, and the ratios: ours ÷ LangGraph, ours ÷ pydantic-ai (medians, and p95s).
+After `--warm` approvals of each (not counted), n approvals of each, the four in a rotating order. Medians
+and p95s, and the ratios: ours ÷ LangGraph, ours ÷ pydantic-ai (medians, and p95s), the floor ÷ LangGraph.
 """
 
 from __future__ import annotations
@@ -204,6 +206,46 @@ def pydantic_ai_side(folder: Path) -> tuple[Callable[[Any], Any], Callable[[Any]
     return message, confirm, new_post
 
 
+# --- pydantic-ai's two runs alone: the floor under any stack built on it ---
+
+
+def floor_side() -> tuple[Callable[[Any], Any], Callable[[Any], str], Callable[[], Any]]:
+    """The same two pydantic-ai runs (the deferred call, then the resume) with nothing stored: the
+    history stays a Python object in memory, the posts are a dict. No stack that runs its turns on
+    pydantic-ai (as Countersign does, issue 25 keeps it) can take less than this for an approval."""
+    from pydantic_ai import Agent, CallDeferred, DeferredToolRequests, DeferredToolResults
+
+    agent: Agent[None, str | DeferredToolRequests] = Agent(function_model(), output_type=[str, DeferredToolRequests])
+    posts: dict[int, str] = {}
+
+    @agent.tool_plain
+    def delete_post(post: int) -> str:
+        """Delete a post."""
+        raise CallDeferred
+
+    def new_post() -> int:
+        posts[len(posts) + 1] = "Bench post"
+        return len(posts)
+
+    def message(post: int) -> Any:
+        result = agent.run_sync(f"Please delete post {post}.")
+        requests = result.output
+        assert isinstance(requests, DeferredToolRequests) and requests.calls, requests
+        call = requests.calls[0]
+        assert posts[call.args_as_dict()["post"]] == "Bench post"
+        return result.all_messages(), call
+
+    def confirm(waiting: Any) -> str:
+        history, call = waiting
+        title = posts.pop(call.args_as_dict()["post"])
+        result = agent.run_sync(
+            message_history=history, deferred_tool_results=DeferredToolResults(calls={call.tool_call_id: f"Deleted “{title}”."})
+        )
+        return str(result.output)
+
+    return message, confirm, new_post
+
+
 # --- Countersign ---
 
 
@@ -267,11 +309,12 @@ def run(n: int, database_url: str, warm: int = 20) -> dict[str, Any]:
         "countersign": ours[:3],
         "langgraph": langgraph_side(folder),
         "pydantic_ai": pydantic_ai_side(folder),
+        "floor": floor_side(),
     }
     names = list(sides)
     times: dict[str, list[float]] = {name: [] for name in names}
     for i in range(warm + n):
-        for name in names[i % 3 :] + names[: i % 3]:  # a rotating order: none always first or last
+        for name in names[i % len(names) :] + names[: i % len(names)]:  # a rotating order: none always first or last
             message, confirm, new_post = sides[name]
             fresh = new_post()  # not timed: the post the approval deletes (and Countersign's new chat)
             start = time.perf_counter()
@@ -291,6 +334,7 @@ def run(n: int, database_url: str, warm: int = 20) -> dict[str, Any]:
         "ratio_langgraph_p95": figures["countersign"]["p95_ms"] / figures["langgraph"]["p95_ms"],
         "ratio_pydantic_ai_median": figures["countersign"]["p50_ms"] / figures["pydantic_ai"]["p50_ms"],
         "ratio_pydantic_ai_p95": figures["countersign"]["p95_ms"] / figures["pydantic_ai"]["p95_ms"],
+        "floor_langgraph_median": figures["floor"]["p50_ms"] / figures["langgraph"]["p50_ms"],
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 
@@ -307,11 +351,13 @@ def main() -> None:
         print(json.dumps(r))
         return
     print(f"P6 one approval in process: message → card → confirm → final words ({r['database']}, n={r['n']}, instant model)")
-    for name, label in (("countersign", "Countersign"), ("langgraph", "LangGraph"), ("pydantic_ai", "pydantic-ai")):
+    sides = (("countersign", "Countersign"), ("langgraph", "LangGraph"), ("pydantic_ai", "pydantic-ai"), ("floor", "floor"))
+    for name, label in sides:
         s = r[name]
         print(f"  {label:<12} median {s['p50_ms']:7.2f} ms   p95 {s['p95_ms']:7.2f} ms   p99 {s['p99_ms']:7.2f} ms")
     print(f"  ours ÷ LangGraph     median {r['ratio_langgraph_median']:.2f}x   p95 {r['ratio_langgraph_p95']:.2f}x")
     print(f"  ours ÷ pydantic-ai   median {r['ratio_pydantic_ai_median']:.2f}x   p95 {r['ratio_pydantic_ai_p95']:.2f}x")
+    print(f"  floor ÷ LangGraph    median {r['floor_langgraph_median']:.2f}x   (pydantic-ai's two runs, nothing stored)")
     print(f"  load average {r['load_average']}")
 
 

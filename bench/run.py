@@ -222,6 +222,20 @@ def plan(smoke: bool, pg: str | None, redis: str) -> list[Row]:
                 Figure(
                     "P6 one approval, pydantic-ai alone, median", "", "ms", lambda r: r["pydantic_ai"]["p50_ms"], lambda v: True
                 ),
+                Figure(
+                    "P6 floor (pydantic-ai's runs alone) ÷ LangGraph, median",
+                    "",
+                    "×",
+                    lambda r: r["floor_langgraph_median"],
+                    lambda v: True,
+                ),
+                Figure(
+                    "P6 floor, pydantic-ai's runs alone, median",
+                    "",
+                    "ms",
+                    lambda r: r["floor"]["p50_ms"],
+                    lambda v: True,
+                ),
             ],
         )
     )

@@ -122,6 +122,27 @@ def test_the_embedded_redis_is_made_once_on_first_use(database_url):
         assert redis_client.client is first and redis_client.client.get("k") == b"v"
 
 
+def test_each_actions_schema_is_made_once_per_process_not_once_per_app(monkeypatch):
+    """Discovery's checks read each action's JSON Schema several times (its secrets, its form, its
+    editable fields), for every app a process makes; pydantic makes it afresh on every call, so it
+    is kept per Input class."""
+    from pydantic import BaseModel
+
+    discover("app.actions")  # every demo action's schema made (if this process had not yet)
+    made: list[str] = []
+    real = BaseModel.model_json_schema.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[BaseModel], *args: object, **kwargs: object) -> dict[str, object]:
+        made.append(cls.__qualname__)
+        return real(cls, *args, **kwargs)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(BaseModel, "model_json_schema", classmethod(counted))
+    registry = discover("app.actions")
+    # (the checks that read a schema ran: a form's, and an edit's)
+    assert registry.actions["draft_post"].ask_for_missing and registry.actions["send_email"].editable
+    assert made == []
+
+
 @pytest.mark.slow  # a fresh interpreter of its own
 def test_a_fresh_processs_first_turn_imports_the_agent_loop_and_answers():
     out = fresh_process(first_turn=True)

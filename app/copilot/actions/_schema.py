@@ -3,6 +3,7 @@ MCP's form-elicitation object (flat primitives only), from which the browser for
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
 from typing import Any
@@ -20,9 +21,17 @@ class NotAForm(ActionDeclarationError):
     """A field of Input cannot be shown as a flat form field."""
 
 
+@functools.cache
+def _json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON Schema, made once per Input class (pydantic makes it afresh on every call,
+    about a millisecond; an app's start checked each action's several times, for every app and
+    every `flask` command). Read-only: a caller that changes it takes a copy (tool_schema)."""
+    return model.model_json_schema()
+
+
 def tool_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The JSON Schema the model's tool definition carries."""
-    schema = model.model_json_schema()
+    schema = copy.deepcopy(_json_schema(model))
     schema.pop("title", None)
     for prop in schema.get("properties", {}).values():
         prop.pop("title", None)
@@ -51,7 +60,7 @@ def is_secret(name: str, prop: dict[str, Any]) -> bool:
 
 
 def secret_fields(model: type[BaseModel]) -> list[str]:
-    props = model.model_json_schema().get("properties", {})
+    props = _json_schema(model).get("properties", {})
     return [name for name, prop in props.items() if is_secret(name, _unwrap(prop, model, name))]
 
 
@@ -59,7 +68,7 @@ def _unwrap(prop: dict[str, Any], model: type[BaseModel], name: str, defs: dict[
     """Optional[X] -> X; a $ref to an enum -> the enum."""
     if "$ref" in prop:
         ref = prop["$ref"].rsplit("/", 1)[-1]
-        target = (defs or model.model_json_schema().get("$defs", {})).get(ref, {})
+        target = (defs or _json_schema(model).get("$defs", {})).get(ref, {})
         return {**target, **{k: v for k, v in prop.items() if k != "$ref"}}
     options = prop.get("anyOf")
     if options:
@@ -74,7 +83,7 @@ def _unwrap(prop: dict[str, Any], model: type[BaseModel], name: str, defs: dict[
 def choices(model: type[BaseModel], name: str) -> tuple[str, ...] | None:
     """The values a field may take when it is a closed set of strings (a Literal or an Enum), else
     None. Such a value is the developer's word, never the model's text."""
-    schema = model.model_json_schema()
+    schema = _json_schema(model)
     prop = schema.get("properties", {}).get(name)
     if prop is None:
         return None
@@ -127,7 +136,7 @@ def elicitation(
 ) -> dict[str, Any]:
     """MCP's form elicitation: {"message", "requestedSchema": {type, properties, required}}, each
     field pre-filled from `defaults`."""
-    schema = model.model_json_schema()
+    schema = _json_schema(model)
     defs = schema.get("$defs", {})
     required = set(schema.get("required", []))
     names = fields or list(schema.get("properties", {}))
