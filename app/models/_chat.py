@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -23,10 +23,12 @@ class Conversation(Model):
         # One conversation per person and channel key (NULLs differ; deleting one clears its key).
         sa.UniqueConstraint("user_id", "channel_key", name="uq_conversations_user_channel_key"),
     )
+    UNTITLED: ClassVar[str] = "New conversation"  # a title nobody gave: the first message names it
+
     id: Mapped[int] = mapped_column(primary_key=True)
     tenant_id: Mapped[int] = mapped_column(sa.ForeignKey("tenants.id"), index=True)
     user_id: Mapped[int] = mapped_column(sa.ForeignKey("users.id"), index=True)
-    title: Mapped[str] = mapped_column(sa.String(200), default="New conversation")
+    title: Mapped[str] = mapped_column(sa.String(200), default=UNTITLED)
     # Set for a conversation a channel makes for its own calls ("mcp"): how it is found again. The
     # title is the person's to change and never says where calls land.
     channel_key: Mapped[str | None] = mapped_column(sa.String(80))

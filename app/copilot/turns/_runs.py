@@ -94,7 +94,7 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     # The title as locked: a rename committed since `conversation` was read is kept, never
     # overwritten by the first message's words.
     set_committed_value(conversation, "title", held.title)
-    titled = held.title == "New conversation" and bool(text.strip())
+    titled = held.title == Conversation.UNTITLED and bool(text.strip())
     if titled:
         # An agent's first words title the conversation as the agent's, never as the person's
         # own ("Approved by IT"): only the person may give it a title of their choosing.
