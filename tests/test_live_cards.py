@@ -155,11 +155,18 @@ def test_an_api_answer_to_a_card_declined_by_the_admin_says_who_declined_it(app,
     assert "already answered" not in said
 
 
-def test_pending_now_counts_a_card_waiting_for_its_countersignature(app, alice, admin, folder):
+def test_pending_now_counts_a_card_waiting_for_its_countersignature_and_says_so(app, alice, admin, folder):
+    """The count takes both pending decisions; the table's default (`pending`) lists only the
+    person's, so the count says how many wait for a countersignature, and a poll brings it."""
     _, approval_id, token, _ = asked(alice, FOLDER_DELETE)
-    alice.answer(approval_id, token)
     page = admin.client.get("/admin/").get_data(as_text=True)
-    assert re.search(r'stat__value">1</span><span class="stat__label">pending now', page)
+    assert re.search(r'stat__value">1</span><span class="stat__label">pending now</span>', page)
+    poll = re.search(r'id="admin-stats" hx-get="([^"]+)"', page).group(1).replace("&amp;", "&")  # type: ignore[union-attr]
+    alice.answer(approval_id, token)
+    body = admin.client.get(poll, headers={"HX-Request": "true"}).get_data(as_text=True)
+    said = r'stat__value">1</span><span class="stat__label">pending now: 1 of them waiting for a countersignature</span>'
+    assert re.search(said, body), body
+    assert re.search(said, admin.client.get("/admin/").get_data(as_text=True))
 
 
 def test_the_admin_console_polls_its_counts_and_gets_them_when_they_change(app, alice, admin, posts):

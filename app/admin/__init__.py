@@ -71,7 +71,7 @@ def console(actor: Actor, stats: review.Dashboard) -> dict[str, Any]:
     filters = review.filters_from(request.args)
     page = review.approvals(tenant_id, filters, request.args.get("after"))
     waiting = countersign_queue(actor)
-    state = (stats.pending, sorted(stats.decided_today.items()), [(a.id, a.status) for a in page.rows])
+    state = (stats.pending, stats.countersigning, sorted(stats.decided_today.items()), [(a.id, a.status) for a in page.rows])
     seen = hashlib.sha256(repr((state, [c["prompt"].id for c in waiting])).encode()).hexdigest()[:16]
     args = {**{k: v for k, v in request.args.items() if k != "seen"}, "seen": seen}
     return {

@@ -118,7 +118,8 @@ def audit_rows(tenant_id: int, filters: Mapping[str, str | None], cursor: str | 
 
 @dataclass
 class Dashboard:
-    pending: int
+    pending: int  # cards waiting for a decision: their person's, or a countersignature
+    countersigning: int  # of those, the ones waiting for a countersignature
     decided_today: dict[str, int]
     median_seconds_to_decision: float | None
     days: list[date]
@@ -136,15 +137,16 @@ def dashboard(tenant_id: int, days: int = 30, sample: int = 1000) -> Dashboard:
     outcome; counted in SQL on the tenant's indexes."""
     now = utcnow()
     start = (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
-    pending = (
-        db.session.scalar(
-            sa.select(sa.func.count())
-            .select_from(Approval)
-            # waiting for its person or for a second signature: both are pending decisions
+    # Waiting for its person or for a second signature: both are pending decisions, counted apart
+    # (the console says how many wait for a countersignature: its table's `pending` lists the others).
+    waiting: dict[str, int] = {
+        status: n
+        for status, n in db.session.execute(
+            sa.select(Approval.status, sa.func.count())
             .where(Approval.tenant_id == tenant_id, Approval.status.in_((Status.PENDING, Status.COUNTERSIGNING)))
+            .group_by(Approval.status)
         )
-        or 0
-    )
+    }
     day = sa.func.date(Approval.decided_at)
     counted = db.session.execute(
         sa.select(day, Approval.status, sa.func.count())
@@ -163,7 +165,8 @@ def dashboard(tenant_id: int, days: int = 30, sample: int = 1000) -> Dashboard:
     ).all()
     waits = [(decided - created).total_seconds() for created, decided in recent if decided is not None]
     return Dashboard(
-        pending=pending,
+        pending=sum(waiting.values()),
+        countersigning=waiting.get(Status.COUNTERSIGNING, 0),
         decided_today=dict(per_day.get(now.date(), {})),
         median_seconds_to_decision=statistics.median(waits) if waits else None,
         days=[(start + timedelta(days=i)).date() for i in range(days)],
