@@ -12,7 +12,8 @@ its final words — with an instant model, on SQLite, through three stacks and a
   SQLite file), loaded back on confirm, the row deleted, and the run resumed with
   `DeferredToolResults`; the final history saved again.
 - the floor: the same two pydantic-ai runs with nothing stored (the history kept in memory, the
-  posts a dict): what no stack running its turns on pydantic-ai can go below.
+  posts a dict): what a stack running its turns with pydantic-ai's agent pays before it stores
+  anything.
 
 The same instant model decides in each: a `delete_post` call for the message, then "Deleted it."
 once the call's result is back (pydantic-ai's `FunctionModel` for Countersign and pydantic-ai; a
@@ -152,9 +153,24 @@ def langgraph_side(folder: Path) -> tuple[Callable[[Any], Any], Callable[[Any], 
 # --- pydantic-ai alone ---
 
 
+def deferring_agent() -> Any:
+    """pydantic-ai's agent of the approval: the instant model, and a `delete_post` tool that raises
+    `CallDeferred` (the call waits for the person's answer)."""
+    from pydantic_ai import Agent, CallDeferred, DeferredToolRequests
+
+    agent: Agent[None, str | DeferredToolRequests] = Agent(function_model(), output_type=[str, DeferredToolRequests])
+
+    @agent.tool_plain
+    def delete_post(post: int) -> str:
+        """Delete a post."""
+        raise CallDeferred
+
+    return agent
+
+
 def pydantic_ai_side(folder: Path) -> tuple[Callable[[Any], Any], Callable[[Any], str], Callable[[], Any]]:
     """pydantic-ai's message (→ the deferred call, history saved) and confirm (history loaded, resumed)."""
-    from pydantic_ai import Agent, CallDeferred, DeferredToolRequests, DeferredToolResults
+    from pydantic_ai import DeferredToolRequests, DeferredToolResults
     from pydantic_ai.messages import ModelMessagesTypeAdapter
 
     conn = sqlite3.connect(folder / "pydantic_ai.sqlite3", check_same_thread=False)
@@ -162,12 +178,7 @@ def pydantic_ai_side(folder: Path) -> tuple[Callable[[Any], Any], Callable[[Any]
     conn.execute("create table if not exists posts (id integer primary key, title text)")
     conn.execute("create table if not exists runs (id text primary key, history text)")
     conn.commit()
-    agent: Agent[None, str | DeferredToolRequests] = Agent(function_model(), output_type=[str, DeferredToolRequests])
-
-    @agent.tool_plain
-    def delete_post(post: int) -> str:
-        """Delete a post."""
-        raise CallDeferred
+    agent = deferring_agent()
 
     def new_post() -> int:
         post = conn.execute("insert into posts (title) values ('Bench post')").lastrowid
@@ -211,17 +222,13 @@ def pydantic_ai_side(folder: Path) -> tuple[Callable[[Any], Any], Callable[[Any]
 
 def floor_side() -> tuple[Callable[[Any], Any], Callable[[Any], str], Callable[[], Any]]:
     """The same two pydantic-ai runs (the deferred call, then the resume) with nothing stored: the
-    history stays a Python object in memory, the posts are a dict. No stack that runs its turns on
-    pydantic-ai (as Countersign does, issue 25 keeps it) can take less than this for an approval."""
-    from pydantic_ai import Agent, CallDeferred, DeferredToolRequests, DeferredToolResults
+    history stays a Python object in memory, the posts are a dict: what a stack that runs its turns
+    with pydantic-ai's agent runs (as Countersign does; issue 25 keeps it) pays before it stores
+    anything."""
+    from pydantic_ai import DeferredToolRequests, DeferredToolResults
 
-    agent: Agent[None, str | DeferredToolRequests] = Agent(function_model(), output_type=[str, DeferredToolRequests])
+    agent = deferring_agent()
     posts: dict[int, str] = {}
-
-    @agent.tool_plain
-    def delete_post(post: int) -> str:
-        """Delete a post."""
-        raise CallDeferred
 
     def new_post() -> int:
         posts[len(posts) + 1] = "Bench post"
