@@ -126,7 +126,9 @@ def test_a_worker_killed_mid_turn_leaves_it_interrupted_and_retry_runs_nothing_t
 
 def test_idle_job_threads_wake_once_a_second_while_the_consumers_poll_every_100_ms(app):
     """The hundreds of job threads of a worker wait on its in-process queue (a job wakes one at
-    once); only the consumers' interval decides how soon a queued turn is picked up."""
+    once); only the consumers' interval decides how soon a queued turn is picked up. Only the two
+    queues are polled: no job is ever delayed, so their delay queues (`turns.DQ`, `tasks.DQ`),
+    which Dramatiq's worker would poll as often, are not."""
     from app.copilot.turns import _jobs as jobs
 
     worker = jobs._worker(app.extensions["turns"].broker, threads=3)
@@ -134,9 +136,18 @@ def test_idle_job_threads_wake_once_a_second_while_the_consumers_poll_every_100_
     try:
         assert [thread.timeout for thread in worker.workers] == [jobs.THREAD_WAKE_MS / 1000] * 3
         assert {consumer.worker_timeout for consumer in worker.consumers.values()} == {jobs.CONSUMER_WAKE_MS}
-        assert set(worker.consumers) >= {jobs.QUEUE, jobs.TASKS}
+        assert set(worker.consumers) == {jobs.QUEUE, jobs.TASKS}
     finally:
         worker.stop()
+
+
+def test_a_delayed_job_is_refused_when_sent_as_no_worker_would_ever_run_it(app):
+    from app.copilot.turns import _jobs as jobs
+
+    runner = app.extensions["turns"]
+    with pytest.raises(ValueError, match="would never run"):
+        runner.actor.send_with_options(args=(1,), delay=1000)
+    assert runner.broker.do_qsize(jobs.QUEUE) == 0
 
 
 PRELOAD = """

@@ -192,9 +192,18 @@ def _dramatiq(app: Flask) -> tuple[Any, Any, Any]:
             thread.start(timeout=60.0)
             set_event_loop_thread(thread)
 
+    class UndelayedBroker(RedisBroker):
+        """Dramatiq's Redis broker, refusing a delayed job: the worker polls no delay queue, so
+        one would never run (see _worker)."""
+
+        def enqueue(self, message: Any, *, delay: int | None = None) -> Any:
+            if delay:
+                raise ValueError("a delayed job would never run: the worker polls no delay queue")
+            return super().enqueue(message)
+
     from app.extensions import redis_from_url
 
-    broker = RedisBroker(  # type: ignore[no-untyped-call]
+    broker = UndelayedBroker(  # type: ignore[no-untyped-call]
         client=redis_from_url(app.config["REDIS_URL"]),
         namespace="countersign",
         middleware=[AgeLimit(), TimeLimit(), ShutdownNotifications(), Callbacks(), Pipelines(), PatientAsyncIO()],
@@ -258,11 +267,17 @@ def _worker(broker: Any, threads: int, thread_wake_ms: int = THREAD_WAKE_MS, con
     threads one wake-up interval; here they differ: the consumers poll Redis every
     CONSUMER_WAKE_MS, while the hundreds of idle job threads (each waiting on the in-process work
     queue) wake every THREAD_WAKE_MS, not ten times a second each (that cost 4 % of a core per
-    process, idle; `test_worker.py` checks the intervals)."""
+    process, idle; `test_worker.py` checks the intervals). Nor does it poll the queues' delay
+    queues, as Dramatiq's does: no job here is ever delayed (retries are off, nothing is sent
+    with `delay=`), and those polls were half of an idle worker's Redis calls."""
     from dramatiq import Worker
     from dramatiq.worker import WorkerThread
 
     class TurnWorker(Worker):
+        def _add_consumer(self, queue_name: str, *, delay: bool = False) -> None:
+            if not delay:  # (nothing here sends a delayed job: no retries, no `delay=`)
+                super()._add_consumer(queue_name)
+
         def _add_worker(self) -> None:  # (dramatiq 2.2's, with the threads' own interval)
             thread = WorkerThread(
                 broker=self.broker, consumers=self.consumers, work_queue=self.work_queue, worker_timeout=thread_wake_ms
