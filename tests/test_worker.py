@@ -147,7 +147,7 @@ def test_a_delayed_job_is_refused_when_sent_as_no_worker_would_ever_run_it(app):
     runner = app.extensions["turns"]
     with pytest.raises(ValueError, match="would never run"):
         runner.actor.send_with_options(args=(1,), delay=1000)
-    assert runner.broker.do_qsize(jobs.QUEUE) == 0
+    assert [runner.broker.do_qsize(queue) for queue in (jobs.QUEUE, f"{jobs.QUEUE}.DQ")] == [0, 0]  # (nothing queued)
 
 
 PRELOAD = """
