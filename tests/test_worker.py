@@ -142,12 +142,14 @@ def test_idle_job_threads_wake_once_a_second_while_the_consumers_poll_every_100_
 
 
 def test_a_delayed_job_is_refused_when_sent_as_no_worker_would_ever_run_it(app):
+    from dramatiq.common import dq_name
+
     from app.copilot.turns import _jobs as jobs
 
     runner = app.extensions["turns"]
     with pytest.raises(ValueError, match="would never run"):
         runner.actor.send_with_options(args=(1,), delay=1000)
-    assert [runner.broker.do_qsize(queue) for queue in (jobs.QUEUE, f"{jobs.QUEUE}.DQ")] == [0, 0]  # (nothing queued)
+    assert [runner.broker.do_qsize(queue) for queue in (jobs.QUEUE, dq_name(jobs.QUEUE))] == [0, 0]  # (nothing queued)
 
 
 PRELOAD = """
