@@ -124,7 +124,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("TURNS_RUNNER", "text", ""),
     Setting("TURNS_CONCURRENCY", "int", 64),  # passes a pool runs at once
     Setting("WORKER_THREADS", "int", 256),  # passes one worker process runs at once
-    Setting("TURN_TIMEOUT", "int", 600),  # seconds one pass may take before the queue ends it
+    Setting("WORKER_TASK_THREADS", "int", 8),  # connector deliveries one worker process runs at once
+    Setting("TURN_TIMEOUT", "int", 600),  # seconds one pass may take before its worker cancels it
     Setting("TURN_HEARTBEAT", "int", 10),  # seconds between a running pass's "still here"
     Setting("TURN_DEAD_AFTER", "int", 60),  # silent this long: its worker died (interrupted)
     # A POST that starts a turn waits this long for it by default (RFC 7240 Prefer: wait=N asks less).

@@ -136,9 +136,14 @@ MEANINGS: dict[str, str] = {
     ),
     "TURNS_CONCURRENCY": "turns the in-process pool runs at once",
     "WORKER_THREADS": (
-        "turns one worker process runs at once (each waits on the process's one event loop while its model thinks)"
+        "turns one worker process runs at once, each a task on the process's one event loop while its model thinks"
+        " (`flask --app wsgi worker --threads N` says the same)"
     ),
-    "TURN_TIMEOUT": "seconds one pass of a turn may take before the queue ends it",
+    "WORKER_TASK_THREADS": "connector deliveries one worker process runs at once, each in a thread of its own",
+    "TURN_TIMEOUT": (
+        "seconds one pass of a turn may take: then the worker cancels it (the sweep ends its run `interrupted`), and"
+        " how long a stopping worker lets its running passes end"
+    ),
     "TURN_HEARTBEAT": 'seconds between a running turn\'s "still alive"',
     "TURN_DEAD_AFTER": "a turn silent this many seconds is `interrupted` (its worker died), with Retry",
     "TURN_WAIT": (

@@ -124,11 +124,11 @@ def test_a_worker_killed_mid_turn_leaves_it_interrupted_and_retry_runs_nothing_t
     assert roles == ["user", "notice", "assistant"]  # the interruption's note stays, without its Retry
 
 
-def test_idle_job_threads_wake_once_a_second_while_the_consumers_poll_every_100_ms(app):
-    """The hundreds of job threads of a worker wait on its in-process queue (a job wakes one at
-    once); only the consumers' interval decides how soon a queued turn is picked up. Only the two
-    queues are polled: no job is ever delayed, so their delay queues (`turns.DQ`, `tasks.DQ`),
-    which Dramatiq's worker would poll as often, are not."""
+def test_idle_task_threads_wake_once_a_second_while_the_consumer_polls_every_100_ms(app):
+    """A worker's task threads wait on its in-process queue (a job wakes one at once); only the
+    consumer's interval decides how soon a queued task is picked up. Dramatiq's worker polls only
+    the task queue: the turn queue is the PassLoop's (test_pass_loop.py), and no job is ever
+    delayed, so the delay queue (`tasks.DQ`), which Dramatiq's worker would poll as often, is not."""
     from app.copilot.turns import _jobs as jobs
 
     worker = jobs._worker(app.extensions["turns"].broker, threads=3)
@@ -136,7 +136,7 @@ def test_idle_job_threads_wake_once_a_second_while_the_consumers_poll_every_100_
     try:
         assert [thread.timeout for thread in worker.workers] == [jobs.THREAD_WAKE_MS / 1000] * 3
         assert {consumer.worker_timeout for consumer in worker.consumers.values()} == {jobs.CONSUMER_WAKE_MS}
-        assert set(worker.consumers) == {jobs.QUEUE, jobs.TASKS}
+        assert set(worker.consumers) == {jobs.TASKS}
     finally:
         worker.stop()
 
@@ -167,7 +167,7 @@ before = [name for name in SDK if name in sys.modules]
 def taking_jobs(*args, **kwargs):  # where the worker would start taking jobs: stop there
     print(json.dumps({"before": before, "taking_jobs": [name for name in SDK if name in sys.modules]}))
     raise SystemExit(0)
-jobs._worker = taking_jobs
+jobs.passes = taking_jobs
 worker(app, 1)
 """
 

@@ -1,5 +1,6 @@
-"""Where a turn's pass runs (TURNS_RUNNER): `dramatiq` — a Dramatiq worker (`flask --app wsgi
-worker`) over REDIS_URL, whose event loop runs many passes at once while their models think;
+"""Where a turn's pass runs (TURNS_RUNNER): `dramatiq` — queued over REDIS_URL with Dramatiq's
+broker, taken by a worker (`flask --app wsgi worker`) whose one event loop runs many passes at
+once while their models think (turns/_consume.py);
 `pool` — the same job in a bounded pool inside this process (the default without REDIS_URL);
 `inline` — at once, in the caller (the test kit). Every runner calls the pass turns.init_app registered."""
 
@@ -57,6 +58,11 @@ def submit(run_id: int) -> None:
         runner.submit(run_id)
     except Exception:  # a broker that is down must not lose the person's message (it is committed)
         log.exception("could not queue the pass of run %s", run_id)
+
+
+CONSUMER_WAKE_MS = 100  # an idle consumer asks Redis for new jobs this often: a turn waits no longer
+THREAD_WAKE_MS = 1000  # an idle job thread looks up this often (a job handed to it wakes it at once)
+DRAIN_WAKE_MS = 10  # a burst (`drain`) looks this often: it runs until idle, then stops
 
 
 class Runner:
@@ -177,20 +183,12 @@ class Dramatiq(Runner):
 
 
 def _dramatiq(app: Flask) -> tuple[Any, Any, Any]:
-    """A Redis broker for this app and the turn actor on it. Retries are off (a pass is never run
-    twice by the queue: a claim decides) and the time limit is the turn's own."""
+    """A Redis broker for this app, and the two actors on it: `turn` (its jobs are taken by a
+    worker's PassLoop, never by Dramatiq's worker) and `task`. Retries are off: a pass is never
+    run twice by the queue (a claim decides), nor a task."""
     import dramatiq
-    from dramatiq.asyncio import EventLoopThread, set_event_loop_thread
     from dramatiq.brokers.redis import RedisBroker
-    from dramatiq.middleware import AgeLimit, AsyncIO, Callbacks, Pipelines, ShutdownNotifications, TimeLimit
-
-    class PatientAsyncIO(AsyncIO):
-        """Dramatiq's, but a busy machine gets a minute (not a second) to start the loop."""
-
-        def before_worker_boot(self, broker: Any, worker: Any) -> None:
-            thread = EventLoopThread(self.logger)
-            thread.start(timeout=60.0)
-            set_event_loop_thread(thread)
+    from dramatiq.middleware import AgeLimit, Callbacks, Pipelines, ShutdownNotifications, TimeLimit
 
     class UndelayedBroker(RedisBroker):
         """Dramatiq's Redis broker, refusing a delayed job: the worker polls no delay queue, so
@@ -206,20 +204,28 @@ def _dramatiq(app: Flask) -> tuple[Any, Any, Any]:
     broker = UndelayedBroker(  # type: ignore[no-untyped-call]
         client=redis_from_url(app.config["REDIS_URL"]),
         namespace="countersign",
-        middleware=[AgeLimit(), TimeLimit(), ShutdownNotifications(), Callbacks(), Pipelines(), PatientAsyncIO()],
+        middleware=[AgeLimit(), TimeLimit(), ShutdownNotifications(), Callbacks(), Pipelines()],
     )
 
-    async def turn(run_id: int) -> None:
-        await _execute(app)(app, run_id)
+    def turn(run_id: int) -> None:
+        raise RuntimeError("turn jobs are taken by a worker's PassLoop (turns/_consume.py), not by Dramatiq's worker")
 
     def task(target: str, args: list[Any]) -> None:
         run_task(app, target, args)
 
+    options: dict[str, Any] = {"broker": broker, "priority": 0}
+    actor: Any = dramatiq.Actor(turn, actor_name="turn", queue_name=QUEUE, options={"max_retries": 0}, **options)
     limits = {"time_limit": app.config["TURN_TIMEOUT"] * 1000, "max_retries": 0}
-    options: dict[str, Any] = {"broker": broker, "priority": 0, "options": limits}
-    actor: Any = dramatiq.Actor(turn, actor_name="turn", queue_name=QUEUE, **options)
-    tasks = dramatiq.Actor(task, actor_name="task", queue_name=TASKS, **options)
+    tasks = dramatiq.Actor(task, actor_name="task", queue_name=TASKS, options=limits, **options)
     return broker, actor, tasks
+
+
+def passes(app: Flask, limit: int, wake_ms: int = CONSUMER_WAKE_MS) -> Any:
+    """The app's turn jobs, taken by a PassLoop: `limit` passes at once on one event loop."""
+    from app.copilot.turns._consume import PassLoop
+
+    runner = app.extensions["turns"]
+    return PassLoop(app, runner.broker, QUEUE, _execute(app), limit, wake_ms, app.config["TURN_TIMEOUT"])
 
 
 def init_app(app: Flask) -> None:
@@ -241,7 +247,9 @@ def drain(app: Flask, threads: int = 4, timeout: float = 300) -> None:
     broker = runner.broker
     # It stops once nothing is left, and stopping waits for each thread's next wake-up: a burst
     # wakes its threads and polls its queues every DRAIN_WAKE_MS, so it ends soon after its jobs.
+    turns = passes(app, threads, wake_ms=DRAIN_WAKE_MS)
     worker = _worker(broker, threads, thread_wake_ms=DRAIN_WAKE_MS, consumer_wake_ms=DRAIN_WAKE_MS)
+    turns.start()
     worker.start()
     deadline = time.monotonic() + timeout
     try:
@@ -254,26 +262,21 @@ def drain(app: Flask, threads: int = 4, timeout: float = 300) -> None:
                 return
         raise TimeoutError(f"jobs still queued after {timeout} s")
     finally:
+        turns.stop(grace=0)
         worker.stop()
 
 
-CONSUMER_WAKE_MS = 100  # an idle consumer asks Redis for new jobs this often: a turn waits no longer
-THREAD_WAKE_MS = 1000  # an idle job thread looks up this often (a job handed to it wakes it at once)
-DRAIN_WAKE_MS = 10  # a burst (`drain`) looks this often: it runs until idle, then stops
-
-
 def _worker(broker: Any, threads: int, thread_wake_ms: int = THREAD_WAKE_MS, consumer_wake_ms: int = CONSUMER_WAKE_MS) -> Any:
-    """Dramatiq's worker for the turn and task queues. Dramatiq gives its consumers and its job
-    threads one wake-up interval; here they differ: the consumers poll Redis every
-    CONSUMER_WAKE_MS, while the hundreds of idle job threads (each waiting on the in-process work
-    queue) wake every THREAD_WAKE_MS, not ten times a second each (that cost 4 % of a core per
-    process, idle; `test_worker.py` checks the intervals). Nor does it poll the queues' delay
-    queues, as Dramatiq's does: no job here is ever delayed (retries are off, nothing is sent
-    with `delay=`), and those polls were half of an idle worker's Redis calls."""
+    """Dramatiq's worker for the task queue (a turn's jobs are a PassLoop's). Dramatiq gives its
+    consumer and its job threads one wake-up interval; here they differ: the consumer polls Redis
+    every CONSUMER_WAKE_MS, while the idle job threads (each waiting on the in-process work queue)
+    wake every THREAD_WAKE_MS, not ten times a second each (`test_worker.py` checks the
+    intervals). Nor does it poll the queue's delay queue, as Dramatiq's does: no job here is ever
+    delayed (retries are off, nothing is sent with `delay=`)."""
     from dramatiq import Worker
     from dramatiq.worker import WorkerThread
 
-    class TurnWorker(Worker):
+    class TaskWorker(Worker):
         def _add_consumer(self, queue_name: str, *, delay: bool = False) -> None:
             if not delay:  # (nothing here sends a delayed job: no retries, no `delay=`)
                 super()._add_consumer(queue_name)
@@ -285,7 +288,7 @@ def _worker(broker: Any, threads: int, thread_wake_ms: int = THREAD_WAKE_MS, con
             thread.start()
             self.workers.append(thread)
 
-    return TurnWorker(broker, worker_threads=threads, queues={QUEUE, TASKS}, worker_timeout=consumer_wake_ms)
+    return TaskWorker(broker, worker_threads=threads, queues={TASKS}, worker_timeout=consumer_wake_ms)
 
 
 def _idle(broker: Any) -> bool:

@@ -24,8 +24,10 @@ def preload(app: Flask) -> None:
 
 
 def serve(app: Flask, threads: int) -> None:
-    """Run passes from Redis until SIGTERM/SIGINT: `threads` passes at once, each waiting on the
-    worker's one event loop while its model thinks."""
+    """Run passes from Redis until SIGTERM/SIGINT: `threads` passes at once on the worker's one
+    event loop while their models think, and WORKER_TASK_THREADS tasks (connector deliveries) in
+    threads of their own. Stopping takes no more jobs and lets the running passes end (up to
+    TURN_TIMEOUT)."""
     runner = app.extensions["turns"]
     if not isinstance(runner, jobs.Dramatiq):
         raise RuntimeError("The worker needs REDIS_URL (and TURNS_RUNNER unset or dramatiq).")
@@ -34,10 +36,13 @@ def serve(app: Flask, threads: int) -> None:
         signal.signal(sig, lambda *_: done.set())
     # The turn executor, pydantic-ai and the model's SDK, loaded before the first job (not on it).
     preload(app)
-    worker = jobs._worker(runner.broker, threads)
-    worker.start()
+    turns = jobs.passes(app, threads)
+    tasks = jobs._worker(runner.broker, app.config["WORKER_TASK_THREADS"])
+    turns.start()
+    tasks.start()
     log.info("worker: %d passes at once", threads)
     try:
         keep_alive(app, done)
     finally:
-        worker.stop()
+        turns.stop(grace=app.config["TURN_TIMEOUT"])
+        tasks.stop()

@@ -1,0 +1,146 @@
+"""A worker's passes (turns/_consume.py): taken from Redis while there is room, run on one event
+loop, acknowledged when they end; a stopping worker lets its running passes end, and gives back
+(never drops) what it cannot finish."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from werkzeug.wrappers import Response
+
+from app.extensions import db
+from app.models import Run, User
+from tests.conftest import api_headers
+from tests.fake_llm import FakeOpenAI
+from tests.services import WAIT, eventually
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
+def app_config(fake: FakeOpenAI) -> dict[str, Any]:
+    return {"TURNS_RUNNER": "dramatiq", "COUNTERSIGN_MODEL": "openai:fake-gpt", "COUNTERSIGN_MODEL_BASE_URL": fake.api_base}
+
+
+@pytest.fixture
+def gate(fake: FakeOpenAI) -> Iterator[threading.Event]:
+    """Each answer enqueued with `gated` waits for it (set at the end in any case)."""
+    opened = threading.Event()
+    yield opened
+    opened.set()
+
+
+def gated(fake: FakeOpenAI, gate: threading.Event, text: str) -> Callable[[dict[str, Any]], Response]:
+    def answer(request: dict[str, Any]) -> Response:
+        gate.wait(WAIT)
+        return Response(fake.stream(fake.reply_text(text), request), content_type="text/event-stream")
+
+    return answer
+
+
+def queue_turns(app: Any, n: int) -> list[int]:
+    """n conversations of Alice's, each with a message whose turn is queued in Redis."""
+    from app.auth import create_token
+
+    with app.app_context():
+        alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+        headers = api_headers(create_token(alice, scope="client"))
+    client, runs = app.test_client(), []
+    for i in range(n):
+        convo = client.post("/api/conversations", json={}, headers=headers).get_json()["id"]
+        queued = client.post(
+            f"/api/conversations/{convo}/messages", json={"text": f"hello {i}"}, headers={**headers, "Prefer": "respond-async"}
+        )
+        assert queued.status_code == 202
+        runs.append(int(queued.get_json()["run"]))
+    return runs
+
+
+def statuses(app: Any, runs: list[int]) -> list[str]:
+    with app.app_context():
+        db.session.remove()
+        found = dict(db.session.execute(sa.select(Run.id, Run.status).where(Run.id.in_(runs))).all())
+        return [str(found[r]) for r in runs]
+
+
+def in_redis(app: Any) -> tuple[int, int]:
+    """(jobs waiting in the turn queue, jobs taken by a worker and not acknowledged)."""
+    from app.copilot.turns import _jobs as jobs
+
+    broker = app.extensions["turns"].broker
+    taken = sum(broker.client.scard(key) for key in broker.client.scan_iter(match=f"{broker.namespace}:__acks__.*"))
+    return broker.client.llen(f"{broker.namespace}:{jobs.QUEUE}"), taken
+
+
+@contextmanager
+def taking(app: Any, limit: int) -> Iterator[Any]:
+    from app.copilot.turns import _jobs as jobs
+
+    loop = jobs.passes(app, limit)
+    loop.start()
+    try:
+        yield loop
+    finally:
+        if not loop.stopping:
+            loop.stop(grace=0)
+
+
+def test_a_worker_runs_at_most_its_limit_at_once_and_leaves_the_rest_in_redis(app, fake, gate):
+    fake.enqueue(*(gated(fake, gate, f"Answer {i}.") for i in range(3)))
+    runs = queue_turns(app, 3)
+    with taking(app, limit=2) as loop:
+        eventually(lambda: len(fake.requests) == 2, "two passes asking the model")
+        assert loop.taken() == 2
+        assert in_redis(app) == (1, 2)  # the third waits in Redis, free for another worker
+        assert len(fake.requests) == 2
+        gate.set()
+        eventually(lambda: statuses(app, runs) == ["done"] * 3, "every turn done")
+        eventually(lambda: in_redis(app) == (0, 0), "every job acknowledged")
+    assert len(fake.requests) == 3
+
+
+def test_a_stopping_worker_lets_its_running_pass_end_before_it_stops(app, fake, gate):
+    fake.enqueue(gated(fake, gate, "Finished while stopping."))
+    runs = queue_turns(app, 1)
+    with taking(app, limit=4) as loop:
+        eventually(lambda: len(fake.requests) == 1, "the pass asking the model")
+        stopper = threading.Thread(target=loop.stop, kwargs={"grace": WAIT})
+        stopper.start()
+        eventually(lambda: loop.stopping, "the stop begun")
+        assert stopper.is_alive()  # waiting for the pass
+        gate.set()
+        stopper.join(WAIT)
+        assert not stopper.is_alive()
+    assert statuses(app, runs) == ["done"]
+    assert in_redis(app) == (0, 0)
+
+
+def test_a_pass_cut_short_by_a_stop_is_given_back_to_the_queue_not_dropped(app, fake, gate):
+    """Given back, another worker's claim decides: this one was claimed, so it runs nothing twice
+    (the sweep ends it interrupted, with Retry); a job never claimed would simply run there."""
+    fake.enqueue(gated(fake, gate, "Never said."))
+    runs = queue_turns(app, 1)
+    with taking(app, limit=4) as loop:
+        eventually(lambda: len(fake.requests) == 1, "the pass asking the model")
+        loop.stop(grace=0)
+    assert in_redis(app) == (1, 0)
+    assert statuses(app, runs) == ["running"]
+
+
+def test_a_pass_over_the_turn_timeout_is_cancelled_and_its_job_acknowledged(app, fake, gate):
+    app.config["TURN_TIMEOUT"] = 1
+    fake.enqueue(gated(fake, gate, "Too late."))
+    runs = queue_turns(app, 1)
+    with taking(app, limit=4):
+        eventually(lambda: len(fake.requests) == 1, "the pass asking the model")
+        eventually(lambda: in_redis(app) == (0, 0), "the job acknowledged after the timeout")
+        assert statuses(app, runs) == ["running"]  # (no longer said alive: the sweep ends it interrupted)
