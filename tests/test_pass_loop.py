@@ -144,3 +144,31 @@ def test_a_pass_over_the_turn_timeout_is_cancelled_and_its_job_acknowledged(app,
         eventually(lambda: len(fake.requests) == 1, "the pass asking the model")
         eventually(lambda: in_redis(app) == (0, 0), "the job acknowledged after the timeout")
         assert statuses(app, runs) == ["running"]  # (no longer said alive: the sweep ends it interrupted)
+
+
+def test_the_taker_outlives_a_dead_redis_and_takes_the_next_job_once_it_is_back(app, fake, tmp_path, caplog):
+    """Redis gone, the taker says so and tries again each second (the jobs wait in Redis); back,
+    the next job queued runs."""
+    from app.copilot.turns import _jobs as jobs
+    from app.copilot.turns._consume import PassLoop
+    from tests.services import PrivateRedis
+
+    private = PrivateRedis(tmp_path)
+    loop = None
+    try:
+        app.config["REDIS_URL"] = private.url
+        broker, actor, _ = jobs._dramatiq(app)  # the worker's broker, on a Redis of the test's own
+        loop = PassLoop(app, broker, jobs.QUEUE, jobs._execute(app), limit=2, wake_ms=100, timeout=WAIT)
+        loop.start()
+        private.stop()
+        eventually(lambda: any("could not take" in r.getMessage() for r in caplog.records), "the taker told of it")
+        private.start()
+        fake.enqueue(fake.reply_text("Back."))
+        runs = queue_turns(app, 1)
+        app.extensions["turns"].broker.flush(jobs.QUEUE)  # (queued on the app's Redis: sent here instead)
+        actor.send(runs[0])
+        eventually(lambda: statuses(app, runs) == ["done"], "the turn run once Redis was back")
+    finally:
+        if loop is not None:
+            loop.stop(grace=0)
+        private.stop()
