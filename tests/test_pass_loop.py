@@ -172,3 +172,32 @@ def test_the_taker_outlives_a_dead_redis_and_takes_the_next_job_once_it_is_back(
         if loop is not None:
             loop.stop(grace=0)
         private.stop()
+
+
+def test_a_stopping_worker_with_redis_gone_still_stops_and_leaves_its_job_to_the_broker(app, fake, gate, tmp_path, caplog):
+    """A pass cut short while Redis is down cannot be given back: the taker tries for a while,
+    then says which jobs it leaves (Dramatiq's broker gives back a dead worker's jobs), and the
+    worker stops rather than hang on Redis."""
+    from app.copilot.turns import _jobs as jobs
+    from app.copilot.turns._consume import PassLoop
+    from tests.services import PrivateRedis
+
+    private = PrivateRedis(tmp_path)
+    try:
+        app.config["REDIS_URL"] = private.url
+        broker, actor, _ = jobs._dramatiq(app)
+        loop = PassLoop(app, broker, jobs.QUEUE, jobs._execute(app), limit=2, wake_ms=100, timeout=WAIT)
+        loop.start()
+        fake.enqueue(gated(fake, gate, "Never said."))
+        runs = queue_turns(app, 1)
+        app.extensions["turns"].broker.flush(jobs.QUEUE)  # (queued on the app's Redis: sent here instead)
+        actor.send(runs[0])
+        eventually(lambda: len(fake.requests) == 1, "the pass asking the model")
+        private.stop()
+        stopper = threading.Thread(target=loop.stop, kwargs={"grace": 0})
+        stopper.start()
+        stopper.join(WAIT)
+        assert not stopper.is_alive()
+        assert any("unsettled" in r.getMessage() for r in caplog.records)
+    finally:
+        private.stop()

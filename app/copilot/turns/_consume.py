@@ -12,6 +12,7 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -21,13 +22,19 @@ log = logging.getLogger(__name__)
 
 Execute = Callable[[Flask, int], Coroutine[Any, Any, None]]
 
+SETTLE_AFTER_STOP_S = 10.0  # a stopped loop's last acknowledgements: how long Redis may take to answer them
+UNWIND_S = 10.0  # how long a cancelled pass may take to unwind before stop() leaves it
+
 
 class PassLoop:
     """At most `limit` passes at once; the rest wait in Redis, where any worker may take them. A
     pass still running after `timeout` seconds is cancelled (its run, claimed and no longer said
     alive, is ended interrupted by the sweep). stop() takes no more jobs, lets the running passes
     end for up to `grace` seconds, cancels the rest, and gives back every job it took that did not
-    end: another worker's claim then decides (a pass is never run twice)."""
+    end: another worker's claim then decides (a pass is never run twice). A job it could neither
+    acknowledge nor give back (Redis gone) stays in this worker's acks set, which Dramatiq's broker
+    gives back once the worker is dead: it is late, never lost. (The broker's heartbeat is each of
+    its Redis calls; the worker's task consumer, on the same broker, keeps making them.)"""
 
     def __init__(
         self, app: Flask, broker: Any, queue_name: str, execute: Execute, limit: int, wake_ms: int, timeout: float
@@ -43,6 +50,8 @@ class PassLoop:
         self._stopping = threading.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._threads: list[threading.Thread] = []
+        self._unsettled: list[tuple[Any, bool]] = []  # ended, not yet acknowledged or given back
+        self._give_up_at = float("inf")  # (set by stop(): the taker's last try at settling)
 
     def start(self) -> None:
         for target, name in ((self.loop.run_forever, "countersign-passes"), (self._take, "countersign-taker")):
@@ -54,6 +63,8 @@ class PassLoop:
         self._stopping.set()
         self._room.set()
         asyncio.run_coroutine_threadsafe(self._finish(grace), self.loop).result()
+        self._give_up_at = time.monotonic() + SETTLE_AFTER_STOP_S
+        self._room.set()
         loop_thread, taker = self._threads
         taker.join()
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -78,7 +89,7 @@ class PassLoop:
                 self._settle()
                 if self._stopping.is_set():
                     self._give_back_prefetched()
-                    if not self.consumer.outstanding_message_count:
+                    if self._settled_all():
                         return
                     self._room.wait(self.wake_s)
                 elif self.taken() >= self.limit:
@@ -88,31 +99,52 @@ class PassLoop:
                     if job is not None:
                         self.loop.call_soon_threadsafe(self._begin, job)
             except Exception:  # Redis unreachable, most often: the jobs wait in Redis meanwhile
-                log.exception("could not take or acknowledge turn jobs; trying again")
-                self._stopping.wait(1)
+                log.exception("could not take, acknowledge or give back turn jobs; trying again")
+                time.sleep(1)
+
+    def _settled_all(self) -> bool:
+        """Stopping: True once every job taken is settled, or when it is time to give up on Redis."""
+        if not self.consumer.outstanding_message_count and not self._unsettled:
+            return True
+        if time.monotonic() < self._give_up_at:
+            return False
+        left = [job.message_id for job, _ in self._unsettled] + sorted(self.consumer.queued_message_ids)
+        log.error("stopped with turn jobs unsettled (Redis gives them back once this worker is dead): %s", left)
+        return True
 
     def _settle(self) -> None:
-        """Acknowledge each job whose pass ended; give back each one stop() cancelled."""
+        """Acknowledge each job whose pass ended; give back each one stop() cancelled. One that
+        Redis refuses now is tried again on the taker's next round."""
         while True:
             try:
-                job, give_back = self._ended.get_nowait()
+                self._unsettled.append(self._ended.get_nowait())
             except queue.Empty:
-                return
-            if give_back:
-                self.consumer.requeue([job])
+                break
+        failed: list[tuple[Any, bool]] = []
+        for job, give_back in self._unsettled:
+            try:
+                if give_back:
+                    self.consumer.requeue([job])
+                else:
+                    self.consumer.ack(job)
+            except Exception:  # (both are safe to repeat: the broker's script checks the acks set first)
+                failed.append((job, give_back))
+            finally:
                 self.consumer.queued_message_ids.discard(job.message_id)
-            else:
-                self.consumer.ack(job)
+        self._unsettled = failed
+        if failed:
+            log.warning("%d turn jobs not yet acknowledged or given back (Redis?): trying again", len(failed))
+            time.sleep(1)
 
     def _give_back_prefetched(self) -> None:
         """Jobs fetched from Redis but never handed out go back to the queue (not to wait in this
         worker's acks set until the broker finds it dead)."""
         from dramatiq import Message
 
-        cached, self.consumer.message_cache = self.consumer.message_cache, []
-        jobs = [Message.decode(data) for data in cached if data]
+        jobs = [Message.decode(data) for data in self.consumer.message_cache if data]
         if jobs:
             self.consumer.requeue(jobs)
+        self.consumer.message_cache = []  # (only once given back: a failure tries again next round)
 
     # The loop's thread: each job's pass is a task.
 
@@ -128,13 +160,16 @@ class PassLoop:
     async def _pass(self, job: Any) -> None:
         give_back = False
         try:
+            if self._stopping.is_set():  # (handed over just before stop() began: never started)
+                give_back = True
+                return
             (run_id,) = job.args
             async with asyncio.timeout(self.timeout):
                 await self.execute(self.app, int(run_id))
         except TimeoutError:
             log.error("the pass of job %s ran over %s s: cancelled (its run ends interrupted)", job.message_id, self.timeout)
         except asyncio.CancelledError:
-            give_back = True  # stop() cancelled it
+            give_back = self._stopping.is_set()  # stop() cancelled it: given back
             raise
         except Exception:
             log.exception("the pass of job %s raised", job.message_id)
@@ -149,5 +184,7 @@ class PassLoop:
             await asyncio.wait(set(self._tasks), timeout=grace)
         for task in list(self._tasks):
             task.cancel()
-        while self._tasks:
-            await asyncio.wait(set(self._tasks))
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=UNWIND_S)
+        if self._tasks:  # (their jobs stay unsettled: see _settled_all)
+            log.error("%d passes did not unwind within %s s of their cancel", len(self._tasks), UNWIND_S)
