@@ -149,10 +149,6 @@ class PassLoop:
     # The loop's thread: each job's pass is a task.
 
     def _begin(self, job: Any) -> None:
-        if self._stopping.is_set():  # (handed over as stop() began: given back, never started)
-            self._ended.put((job, True))
-            self._room.set()
-            return
         task = self.loop.create_task(self._pass(job))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -160,7 +156,7 @@ class PassLoop:
     async def _pass(self, job: Any) -> None:
         give_back = False
         try:
-            if self._stopping.is_set():  # (handed over just before stop() began: never started)
+            if self._stopping.is_set():  # (handed over as stop() began: given back, never started)
                 give_back = True
                 return
             (run_id,) = job.args
@@ -179,7 +175,7 @@ class PassLoop:
 
     async def _finish(self, grace: float) -> None:
         """Wait up to `grace` seconds for the running passes, then cancel what is left and wait
-        for it to unwind. (No pass starts once stop() began: see _begin.)"""
+        for it to unwind. (No pass starts once stop() began: see _pass.)"""
         if self._tasks and grace > 0:
             await asyncio.wait(set(self._tasks), timeout=grace)
         for task in list(self._tasks):
