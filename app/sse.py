@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import re
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 from flask import Response, current_app, request, stream_with_context
@@ -37,11 +39,12 @@ def stream(conversation_id: int, person_id: int, render: Callable[[Event], tuple
     at most EVENTS_MAX_STREAMS_PER_PERSON open (each holds a server thread); the stream ends when
     its credential does (sign-out, a revoked token), checked every EVENTS_RECHECK seconds."""
     redis = redis_client.client  # (closing may happen outside the app's context)
-    held = _hold_a_stream(redis, person_id)
     resumed = request.headers.get("Last-Event-ID")
-    start = cursor()
-    if start is None or not resumed:  # from the newest event, or a page's cursor: replay a turn still running
-        start = events.replay_from(conversation_id, start)
+    given = cursor()
+    resumes = given is not None and bool(resumed)  # (else from the newest event, or a page's cursor: replay a turn still running)
+    look_back = None if resumes else partial(events.look_back, conversation_id=conversation_id, cursor=given)
+    held, page = _hold_a_stream(redis, person_id, look_back)
+    start = given if given is not None and resumes else events.replay_from(conversation_id, given, page)
     heartbeat = current_app.config["EVENTS_HEARTBEAT"]
     lasting = current_app.config["EVENTS_STREAM_SECONDS"]
     # Nothing open while the stream waits; what the request loaded (the person) stays readable.
@@ -71,10 +74,13 @@ def stream(conversation_id: int, person_id: int, render: Callable[[Event], tuple
                 name, data = shown
                 yield f"id: {event.id}\nevent: {name}\n{data_lines(data)}\n"
         finally:
-            _let_go(redis, person_id, held)
+            let_go()
 
+    # The body's end and the response's close both let the stream's place go (a client that leaves
+    # mid-stream ends only the one, a stream that ends by itself both): once.
+    let_go = _once(lambda: _let_go(redis, person_id, held))
     response = Response(stream_with_context(body()), mimetype="text/event-stream")
-    response.call_on_close(lambda: _let_go(redis, person_id, held))
+    response.call_on_close(let_go)
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
     return response
@@ -95,10 +101,11 @@ def watching(person_id: int) -> bool:
     return bool(redis_client.client.zcount(_streams_key(person_id), time.time(), "+inf"))
 
 
-def _hold_a_stream(redis: Any, person_id: int) -> str:
+def _hold_a_stream(redis: Any, person_id: int, look_back: Callable[[Any], None] | None) -> tuple[str, list[Any] | None]:
     """Count this stream against the person's limit (a sorted set of open streams, each with the
     time it ends at the latest, so a stream whose process died stops counting): its id, or
-    TooManyAttempts (429)."""
+    TooManyAttempts (429). In the same round trip, `look_back` queues what the stream reads to
+    find where it starts: its reply comes back too (None without one, or without Redis)."""
     config = current_app.config
     mine, now = secrets.token_hex(8), time.time()
     key = _streams_key(person_id)
@@ -108,16 +115,29 @@ def _hold_a_stream(redis: Any, person_id: int) -> str:
         pipe.zadd(key, {mine: now + config["EVENTS_STREAM_SECONDS"] + 60})
         pipe.zcard(key)
         pipe.expire(key, config["EVENTS_STREAM_SECONDS"] + 120)
-        _, _, open_now, _ = pipe.execute()
+        if look_back is not None:
+            look_back(pipe)
+        _, _, open_now, _, *looked = pipe.execute()
     except RedisError:
-        return mine  # no Redis, no stream either: events.read fails and the client retries
+        return mine, None  # no Redis, no stream either: events.read fails and the client retries
     if open_now > config["EVENTS_MAX_STREAMS_PER_PERSON"]:
         _let_go(redis, person_id, mine)
         raise TooManyAttempts(
             f"Too many live views are open for you ({config['EVENTS_MAX_STREAMS_PER_PERSON']}): close a tab and try again.",
             retry_after=30,
         )
-    return mine
+    return mine, looked[0] if looked else None
+
+
+def _once(act: Callable[[], None]) -> Callable[[], None]:
+    """`act`, done the first time the result is called and never again."""
+    done = threading.Lock()
+
+    def first_time() -> None:
+        if done.acquire(blocking=False):
+            act()
+
+    return first_time
 
 
 def _let_go(redis: Any, person_id: int, held: str) -> None:

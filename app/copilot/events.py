@@ -146,21 +146,29 @@ def last_id(conversation_id: int) -> str:
     return _text(newest[0][0]) if newest else "0-0"
 
 
-def replay_from(conversation_id: int, cursor: str | None) -> str:
+def look_back(pipe: Any, conversation_id: int, cursor: str | None) -> None:
+    """Queue on a Redis pipeline the first page replay_from() reads (so that a stream's opening
+    asks Redis once: its place among the person's streams and where to start, together)."""
+    pipe.xrevrange(key(conversation_id), max="+" if cursor is None else cursor, count=REPLAY_PAGE)
+
+
+def replay_from(conversation_id: int, cursor: str | None, first: list[Any] | None = None) -> str:
     """Where a new follower starts, given the last event its page reflects (None: the newest, as
     last_id() would say, read in the same round trip): from the start of a turn still running at
     `cursor` (its parts so far are not in the database), else from cursor. A started turn's events
     replace its live bubble, so replaying them shows nothing twice. Reads back from cursor a page
-    at a time (the newest turn event is usually among the last few)."""
+    at a time (the newest turn event is usually among the last few); `first`, the first page when
+    look_back() already read it."""
     ended: set[int] = set()
     newest = "+" if cursor is None else cursor
     for _ in range(REPLAY_PAGES):
         try:
-            page: list[tuple[Any, dict[Any, Any]]] = redis_client.client.xrevrange(
-                key(conversation_id), max=newest, count=REPLAY_PAGE
-            )  # type: ignore[assignment]
+            page: list[tuple[Any, dict[Any, Any]]] = (
+                first if first is not None else redis_client.client.xrevrange(key(conversation_id), max=newest, count=REPLAY_PAGE)  # type: ignore[assignment]
+            )
         except RedisError:
             return cursor or "0-0"
+        first = None
         if cursor is None:
             cursor = _text(page[0][0]) if page else "0-0"
         for raw_id, fields in page:
