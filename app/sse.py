@@ -39,12 +39,7 @@ def stream(conversation_id: int, person_id: int, render: Callable[[Event], tuple
     at most EVENTS_MAX_STREAMS_PER_PERSON open (each holds a server thread); the stream ends when
     its credential does (sign-out, a revoked token), checked every EVENTS_RECHECK seconds."""
     redis = redis_client.client  # (closing may happen outside the app's context)
-    resumed = request.headers.get("Last-Event-ID")
-    given = cursor()
-    resumes = given is not None and bool(resumed)  # (else from the newest event, or a page's cursor: replay a turn still running)
-    look_back = None if resumes else partial(events.look_back, conversation_id=conversation_id, cursor=given)
-    held, page = _hold_a_stream(redis, person_id, look_back)
-    start = given if given is not None and resumes else events.replay_from(conversation_id, given, page)
+    held, start = _hold_and_start(redis, conversation_id, person_id)
     heartbeat = current_app.config["EVENTS_HEARTBEAT"]
     lasting = current_app.config["EVENTS_STREAM_SECONDS"]
     # Nothing open while the stream waits; what the request loaded (the person) stays readable.
@@ -84,6 +79,17 @@ def stream(conversation_id: int, person_id: int, render: Callable[[Event], tuple
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
     return response
+
+
+def _hold_and_start(redis: Any, conversation_id: int, person_id: int) -> tuple[str, str]:
+    """The stream's place among the person's open streams, and the event it starts after: the
+    client's Last-Event-ID (a reconnect), else from the newest event or a page's cursor, replaying
+    a turn still running (its first look back in the same round trip as the place)."""
+    given = cursor()
+    if given is not None and request.headers.get("Last-Event-ID"):
+        return _hold_a_stream(redis, person_id, None)[0], given
+    held, page = _hold_a_stream(redis, person_id, partial(events.look_back, conversation_id=conversation_id, cursor=given))
+    return held, events.replay_from(conversation_id, given, page)
 
 
 def data_lines(data: str) -> str:
