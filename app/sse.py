@@ -71,8 +71,8 @@ def stream(conversation_id: int, person_id: int, render: Callable[[Event], tuple
         finally:
             let_go()
 
-    # The body's end and the response's close both let the stream's place go (a client that leaves
-    # mid-stream ends only the one, a stream that ends by itself both): once.
+    # The body's end and the response's close each let the stream's place go (a server usually
+    # reaches both, whichever comes first does it): once.
     let_go = _once(lambda: _let_go(redis, person_id, held))
     response = Response(stream_with_context(body()), mimetype="text/event-stream")
     response.call_on_close(let_go)
