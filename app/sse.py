@@ -88,7 +88,7 @@ def _hold_and_start(redis: Any, conversation_id: int, person_id: int) -> tuple[s
     given = cursor()
     if given is not None and request.headers.get("Last-Event-ID"):
         return _hold_a_stream(redis, person_id, None)[0], given
-    held, page = _hold_a_stream(redis, person_id, partial(events.look_back, conversation_id=conversation_id, cursor=given))
+    held, page = _hold_a_stream(redis, person_id, partial(events.look_back, conversation_id=conversation_id, before=given))
     return held, events.replay_from(conversation_id, given, page)
 
 

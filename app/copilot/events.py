@@ -146,10 +146,11 @@ def last_id(conversation_id: int) -> str:
     return _text(newest[0][0]) if newest else "0-0"
 
 
-def look_back(pipe: Any, conversation_id: int, cursor: str | None) -> None:
-    """Queue on a Redis pipeline the first page replay_from() reads (so that a stream's opening
-    asks Redis once: its place among the person's streams and where to start, together)."""
-    pipe.xrevrange(key(conversation_id), max="+" if cursor is None else cursor, count=REPLAY_PAGE)
+def look_back(redis: Any, conversation_id: int, before: str | None) -> Any:
+    """A page of the stream as replay_from() reads it, newest first, from `before` (None: the
+    newest) back: on a client, its events; on a pipeline, queued (so that a stream's opening asks
+    Redis once: its place among the person's streams and where to start, together)."""
+    return redis.xrevrange(key(conversation_id), max="+" if before is None else before, count=REPLAY_PAGE)
 
 
 def replay_from(conversation_id: int, cursor: str | None, first: list[Any] | None = None) -> str:
@@ -164,7 +165,7 @@ def replay_from(conversation_id: int, cursor: str | None, first: list[Any] | Non
     for _ in range(REPLAY_PAGES):
         try:
             page: list[tuple[Any, dict[Any, Any]]] = (
-                first if first is not None else redis_client.client.xrevrange(key(conversation_id), max=newest, count=REPLAY_PAGE)  # type: ignore[assignment]
+                first if first is not None else look_back(redis_client.client, conversation_id, newest)
             )
         except RedisError:
             return cursor or "0-0"
