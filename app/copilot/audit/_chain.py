@@ -153,11 +153,32 @@ def _append(ring: Keyring, head: Position, **fields: Any) -> AuditEvent:
     return row
 
 
+# The head's two statements, built once (every audited decision runs both; SQLAlchemy builds and
+# keys a statement made per call afresh). A bound parameter may not take a column's name here.
+_chain: sa.BindParameter[int] = sa.bindparam("its_chain")
+_SET_HEAD = (
+    sa.update(AuditHead)
+    .where(AuditHead.chain == _chain)
+    .values(seq=sa.bindparam("at_seq"), hash=sa.bindparam("at_hash"), key_id=sa.bindparam("by_key"), mac=sa.bindparam("its_mac"))
+)
+_TAKE_HEAD = (
+    sa.update(AuditHead)
+    .where(AuditHead.chain == _chain)
+    .values(seq=AuditHead.seq)
+    .returning(
+        AuditHead.seq,
+        AuditHead.hash,
+        AuditHead.key_id,
+        AuditHead.mac,
+        sa.select(sa.func.max(AuditEvent.seq)).where(AuditEvent.chain == _chain).scalar_subquery(),
+    )
+)
+
+
 def _set_head(ring: Keyring, at: Position) -> None:
+    mac = head_mac(ring.keys[ring.current], at)
     db.session.execute(
-        sa.update(AuditHead)
-        .where(AuditHead.chain == at.chain)
-        .values(seq=at.seq, hash=at.hash, key_id=ring.current, mac=head_mac(ring.keys[ring.current], at))
+        _SET_HEAD, {"its_chain": at.chain, "at_seq": at.seq, "at_hash": at.hash, "by_key": ring.current, "its_mac": mac}
     )
 
 
@@ -165,13 +186,7 @@ def _take_head(chain: int, ring: Keyring, creating: str | None = None) -> tuple[
     """Lock and read the chain's head; with it, why it had to be rebuilt ("" when it did not).
     The chain's last seq comes back in the same statement: a head behind it would make every
     later insert collide. `creating`: the approval this write is the first row of (not evidence)."""
-    last = sa.select(sa.func.max(AuditEvent.seq)).where(AuditEvent.chain == chain).scalar_subquery()
-    got = db.session.execute(
-        sa.update(AuditHead)
-        .where(AuditHead.chain == chain)
-        .values(seq=AuditHead.seq)
-        .returning(AuditHead.seq, AuditHead.hash, AuditHead.key_id, AuditHead.mac, last)
-    ).first()
+    got = db.session.execute(_TAKE_HEAD, {"its_chain": chain}).first()
     if got is None:
         return _recreate_head(chain, ring, creating)
     head = Position(chain, got[0], got[1])

@@ -135,13 +135,29 @@ def answers(run: Run, step: int) -> int | None:
     return run.message_id if step == 1 else None
 
 
+_STEP_APPROVALS = (
+    sa.select(Approval)
+    .where(Approval.run_id == sa.bindparam("run_id"), Approval.step == sa.bindparam("step"))
+    .order_by(Approval.created_at)
+)
+
+
 def step_approvals(run: Run) -> list[Approval]:
     """The cards and forms of the run's current step (the ones its next pass reports)."""
-    return list(
-        db.session.scalars(
-            sa.select(Approval).where(Approval.run_id == run.id, Approval.step == run.step).order_by(Approval.created_at)
-        )
+    return list(db.session.scalars(_STEP_APPROVALS, {"run_id": run.id, "step": run.step}))
+
+
+_RESUME = (  # built once: every answer that completes a step runs it
+    sa.update(Run)
+    .where(
+        Run.id == sa.bindparam("run_id"),
+        Run.status == RunStatus.PAUSED,
+        ~sa.exists().where(Approval.run_id == Run.id, Approval.step == Run.step, Approval.status.not_in(FINAL)),
     )
+    .values(status=RunStatus.QUEUED, next=RunNext.RESULTS, queued_at=sa.bindparam("now"), updated_at=sa.bindparam("now"))
+    .returning(Run)
+    .execution_options(synchronize_session=False, populate_existing=True)
+)
 
 
 def resume_if_ready(run_id: int) -> Run | None:
@@ -149,17 +165,7 @@ def resume_if_ready(run_id: int) -> Run | None:
     conditional UPDATE … RETURNING of a paused run none of whose current step's cards is still
     open (only one caller anywhere wins), its own commit (each answer's decision committed before
     it: two answers of one step never each miss the other's), then the job."""
-    now = utcnow()
-    values = {"status": RunStatus.QUEUED, "next": RunNext.RESULTS, "queued_at": now, "updated_at": now}
-    open_card = sa.exists().where(Approval.run_id == Run.id, Approval.step == Run.step, Approval.status.not_in(FINAL))
-    ready = (
-        sa.update(Run)
-        .where(Run.id == run_id, Run.status == RunStatus.PAUSED, ~open_card)
-        .values(**values)
-        .returning(Run)
-        .execution_options(synchronize_session=False, populate_existing=True)
-    )
-    run = db.session.scalars(ready).first()
+    run = db.session.scalars(_RESUME, {"run_id": run_id, "now": utcnow()}).first()
     commit_kept()  # (ends the write either way; what the session holds stays readable as written)
     if run is not None:
         jobs.submit(run.id)
