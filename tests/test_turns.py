@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -485,6 +486,28 @@ def test_an_open_stream_ends_when_its_session_signs_out(app, alice):
 
     elsewhere(app, sign_out_everywhere)
     assert "after the sign-out" not in "".join(c.decode() for c in stream.response)
+    stream.close()
+
+
+def test_an_open_stream_ends_when_its_session_grows_too_old(app, alice):
+    """The session's age is taken at every recheck, not once when the stream opened: a stream
+    that outlives its session's SESSION_MAX_AGE ends."""
+    import time_machine
+
+    from app.copilot import events
+    from app.models import utcnow
+
+    app.config["EVENTS_RECHECK"] = 0
+    convo = alice.new_conversation()
+    stream = alice.client.get(f"/c/{convo}/events", buffered=False)
+    elsewhere(app, lambda: events.publish(convo, "text", run=1, step=1, text="after the session's age"))
+    read = ""
+    with time_machine.travel(utcnow() + timedelta(seconds=app.config["SESSION_MAX_AGE"] + 60), tick=False):
+        for chunk in stream.response:  # until it ends, or the event comes through
+            read += chunk.decode()
+            if "after the session's age" in read:
+                break
+    assert "after the session's age" not in read  # it ended instead
     stream.close()
 
 

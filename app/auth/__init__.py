@@ -44,14 +44,27 @@ def load_user(user_id: str) -> User | None:
 
 
 def _live_session_user(user_id: Any, sid: Any) -> User | None:
+    given = _session_given(user_id, sid)
+    return None if given is None else db.session.scalar(_SESSION_USER, given)
+
+
+def _session_given(user_id: Any, sid: Any) -> dict[str, Any] | None:
+    """A cookie's session as the statements below ask for it; None when it cannot name one."""
     if not isinstance(sid, str) or not isinstance(user_id, str) or not user_id.isdigit():
         return None
     since = utcnow() - timedelta(seconds=int(current_app.config["SESSION_MAX_AGE"]))
-    return db.session.scalar(
-        sa.select(User)
-        .join(UserSession, UserSession.user_id == User.id)
-        .where(UserSession.id == sid, UserSession.ended_at.is_(None), UserSession.created_at > since, User.id == int(user_id))
-    )
+    return {"sid": sid, "since": since, "user_id": int(user_id)}
+
+
+# Built once: every browser request reads its session, and every open stream checks it again.
+_LIVE_SESSION = (
+    UserSession.id == sa.bindparam("sid"),
+    UserSession.ended_at.is_(None),
+    UserSession.created_at > sa.bindparam("since"),
+    User.id == sa.bindparam("user_id"),
+)
+_SESSION_USER = sa.select(User).join(UserSession, UserSession.user_id == User.id).where(*_LIVE_SESSION)
+_SESSION_IS_LIVE = sa.select(UserSession.id).join(User, User.id == UserSession.user_id).where(*_LIVE_SESSION)
 
 
 def start_session(user: User) -> None:
@@ -295,14 +308,24 @@ def credential_check() -> Callable[[], bool]:
     credential now, whatever request is current when it is asked."""
     header = request.headers.get("Authorization", "")
     token = header[7:].strip() if header.lower().startswith("bearer ") else None
+    # Each check reads one column of one row (the stream already acts as whom the credential named);
+    # a session's age is taken at each check, so one that grows past SESSION_MAX_AGE ends the stream.
+    hashed = hash_token(token) if token is not None else None
     user_id, sid = session.get("_user_id"), session.get("sid")
 
     def live() -> bool:
-        ok = find_token(token) is not None if token is not None else _live_session_user(user_id, sid) is not None
+        if hashed is not None:
+            ok = db.session.scalar(_TOKEN_IS_LIVE, {"token_hash": hashed}) is not None
+        else:
+            given = _session_given(user_id, sid)
+            ok = given is not None and db.session.scalar(_SESSION_IS_LIVE, given) is not None
         db.session.rollback()
         return ok
 
     return live
+
+
+_TOKEN_IS_LIVE = sa.select(ApiToken.id).where(ApiToken.token_hash == sa.bindparam("token_hash"), ApiToken.revoked.is_(False))
 
 
 def current_actor(channel: str = "web") -> Actor:
