@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import sqlalchemy as sa
-
 from app import sse
 from app.api.blueprint import bp, own_conversation
 from app.api.shapes import message_json, pending_in
 from app.auth import current_actor
+from app.copilot import conversations
 from app.copilot.approvals import Actor
 from app.copilot.events import Event
 from app.extensions import db
-from app.models import Conversation, Message
+from app.models import Conversation
 from app.status import EventType
 
 
@@ -38,7 +37,6 @@ def event_json(event: Event, actor: Actor, conversation_id: int) -> tuple[str, s
         conversation = db.session.get(Conversation, conversation_id)
         data["title"] = conversation.title if conversation is not None else None
     if event.type == EventType.TURN and "messages" in data:
-        shown = db.session.scalars(sa.select(Message).where(Message.id.in_(data["messages"])).order_by(Message.id))
-        data["messages"] = [message_json(m) for m in shown]
+        data["messages"] = [message_json(m) for m in conversations.messages(data["messages"])]
         data["pending"] = pending_in(conversation_id, actor)
     return event.type, json.dumps(data)

@@ -54,14 +54,22 @@ def message_json(message: Message) -> dict[str, Any]:
 def pending_in(conversation_id: int, actor: Actor) -> list[dict[str, Any]]:
     """The conversation's pending cards and forms, as this credential may see them (one past its
     time is marked expired first, not listed with a token). One statement when none is due."""
-    waiting = sa.select(Approval, Approval.expires_at <= utcnow()).where(
-        Approval.conversation_id == conversation_id, Approval.status.in_((Status.PENDING, Status.COUNTERSIGNING))
-    )
-    rows = db.session.execute(waiting.order_by(Approval.created_at)).all()
+    given = {"conversation_id": conversation_id, "now": utcnow()}
+    rows = db.session.execute(_WAITING, given).all()
     if any(due for _, due in rows):
         copilot.expire_due(conversation_id)  # (then read again as they are now, not as loaded)
-        rows = db.session.execute(waiting.order_by(Approval.created_at).execution_options(populate_existing=True)).all()
+        rows = db.session.execute(_WAITING.execution_options(populate_existing=True), given).all()
     return [prompt(a, actor) for a, _ in rows if a.status == Status.PENDING]
+
+
+_WAITING = (  # built once: every turn's end on an API stream reads it
+    sa.select(Approval, Approval.expires_at <= sa.bindparam("now"))
+    .where(
+        Approval.conversation_id == sa.bindparam("conversation_id"),
+        Approval.status.in_((Status.PENDING, Status.COUNTERSIGNING)),
+    )
+    .order_by(Approval.created_at)
+)
 
 
 def conversation_json(conversation: Conversation) -> dict[str, Any]:

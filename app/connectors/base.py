@@ -17,11 +17,12 @@ from redis.exceptions import RedisError
 
 from app import copilot
 from app.auth import credential_words, links
+from app.copilot import conversations
 from app.copilot.approvals import Actor, Prompt, card_url, prompt_for
 from app.copilot.text import scrub
 from app.extensions import db, redis_client
 from app.markdown import to_plain
-from app.models import Approval, ConnectorThread, Message, Run, utcnow
+from app.models import Approval, ConnectorThread, Run, utcnow
 from app.status import ApprovalType, Role, Status
 
 LINK = "Please answer this in Countersign: {url}"
@@ -190,7 +191,7 @@ def post_messages(connector: Connector, thread: ConnectorThread, message_ids: li
     """Post a turn's messages into the thread: text as text, cards as cards (or links). The words
     of a turn an agent's credential started say who asked first, as its cards do: the person's thread
     is hers, and what an agent made the model say there must not pass for an answer to her."""
-    messages = list(db.session.scalars(sa.select(Message).where(Message.id.in_(message_ids)).order_by(Message.id)))
+    messages = conversations.messages(message_ids)
     run_ids = {m.run_id for m in messages if m.run_id is not None}
     try:
         keep = any(redis_client.client.exists(keep_wait_key(r)) for r in run_ids)

@@ -41,6 +41,15 @@ def own(conversation_id: int, user: User) -> Conversation:
     return conversation
 
 
+def messages(ids: list[int]) -> list[Message]:
+    """These messages, oldest first (a turn's end names the ones it wrote; every open view reads
+    them): one statement, built once."""
+    return list(db.session.scalars(_MESSAGES, {"ids": [int(i) for i in ids]}))
+
+
+_MESSAGES = sa.select(Message).where(Message.id.in_(sa.bindparam("ids", expanding=True))).order_by(Message.id)
+
+
 def like_pattern(text: str) -> str:
     """`text` as a LIKE pattern that matches it literally anywhere (escape character: backslash)."""
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -12,7 +12,7 @@ from markupsafe import Markup
 
 from app import sse
 from app.auth import current_actor
-from app.copilot import events
+from app.copilot import conversations, events
 from app.copilot.approvals import Actor
 from app.copilot.events import Event
 from app.extensions import db
@@ -87,8 +87,7 @@ def render_event(event: Event, actor: Actor, live: LiveText) -> str | None:
         return _asked(answers, live.conversation_id, actor) + reply
     if event.type == EventType.TURN:
         live.ended(run, step)
-        ids = [int(i) for i in event.data.get("messages", [])]
-        messages = list(db.session.scalars(sa.select(Message).where(Message.id.in_(ids)).order_by(Message.id)))
+        messages = conversations.messages(event.data.get("messages", []))
         return render_template(
             "partials/_turn.html",
             key=f"turn-{run}-{step}",
