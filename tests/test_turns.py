@@ -489,6 +489,51 @@ def test_an_open_stream_ends_when_its_session_signs_out(app, alice):
     stream.close()
 
 
+def read_until(response: Any, text: str) -> str:
+    """A stream's body until `text` comes through, or until the stream ends."""
+    read = ""
+    for chunk in response:
+        read += chunk.decode()
+        if text in read:
+            break
+    return read
+
+
+def test_a_browser_stream_ends_at_sign_out_whatever_bearer_token_rides_along(app, alice):
+    """The browser's stream is let in by its session, so the session is what its recheck reads:
+    a live token of anyone (here Bob's) in an Authorization header beside the cookie must not
+    keep it open once Alice has signed out."""
+    from app.auth import create_token, end_sessions
+    from app.copilot import events
+
+    app.config["EVENTS_RECHECK"] = 0
+    with app.app_context():
+        bobs = create_token(db.session.scalar(sa.select(User).where(User.email == "bob@example.com")), "bob's")
+    convo = alice.new_conversation()
+    stream = alice.client.get(f"/c/{convo}/events", headers={"Authorization": f"Bearer {bobs}"}, buffered=False)
+    assert stream.status_code == 200
+
+    def sign_out_everywhere() -> None:
+        end_sessions(db.session.scalar(sa.select(User.id).where(User.email == "alice@example.com")))
+        events.publish(convo, "text", run=1, step=1, text="after the sign-out")
+
+    elsewhere(app, sign_out_everywhere)
+    assert "after the sign-out" not in read_until(stream.response, "after the sign-out")  # it ended instead
+    stream.close()
+
+
+def test_a_browser_stream_outlives_a_dead_bearer_token_beside_its_live_session(app, alice):
+    """...and a revoked or made-up token beside a live session does not end it either."""
+    from app.copilot import events
+
+    app.config["EVENTS_RECHECK"] = 0
+    convo = alice.new_conversation()
+    stream = alice.client.get(f"/c/{convo}/events", headers={"Authorization": "Bearer made-up"}, buffered=False)
+    elsewhere(app, lambda: events.publish(convo, "text", run=1, step=1, text="still here"))
+    assert "still here" in read_until(stream.response, "still here")
+    stream.close()
+
+
 def test_an_open_stream_ends_when_its_session_grows_too_old(app, alice):
     """The session's age is taken at every recheck, not once when the stream opened: a stream
     that outlives its session's SESSION_MAX_AGE ends."""
@@ -501,12 +546,8 @@ def test_an_open_stream_ends_when_its_session_grows_too_old(app, alice):
     convo = alice.new_conversation()
     stream = alice.client.get(f"/c/{convo}/events", buffered=False)
     elsewhere(app, lambda: events.publish(convo, "text", run=1, step=1, text="after the session's age"))
-    read = ""
     with time_machine.travel(utcnow() + timedelta(seconds=app.config["SESSION_MAX_AGE"] + 60), tick=False):
-        for chunk in stream.response:  # until it ends, or the event comes through
-            read += chunk.decode()
-            if "after the session's age" in read:
-                break
+        read = read_until(stream.response, "after the session's age")
     assert "after the session's age" not in read  # it ended instead
     stream.close()
 

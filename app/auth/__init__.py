@@ -304,18 +304,19 @@ def credential_words(verb: str, via: str | None, agent: bool) -> str:
 
 def credential_check() -> Callable[[], bool]:
     """For a long request (an event stream): a check of whether the credential it came with is
-    still live — its bearer token not revoked, its browser session not ended — bound to that
-    credential now, whatever request is current when it is asked."""
-    header = request.headers.get("Authorization", "")
-    token = header[7:].strip() if header.lower().startswith("bearer ") else None
-    # Each check reads one column of one row (the stream already acts as whom the credential named);
-    # a session's age is taken at each check, so one that grows past SESSION_MAX_AGE ends the stream.
-    hashed = hash_token(token) if token is not None else None
+    still live — its bearer token not revoked, its browser session not ended nor past
+    SESSION_MAX_AGE — bound to that credential now, whatever request is current when it is asked.
+    The credential is the one that let the request in: the API's bearer token when it had one
+    (g.api_token), else the session. An Authorization header beside a session on a browser route
+    is not its credential: a live token of anyone must not keep a signed-out session's stream open."""
+    token = g.get("api_token")
+    token_id = token.id if token is not None else None
     user_id, sid = session.get("_user_id"), session.get("sid")
 
     def live() -> bool:
-        if hashed is not None:
-            ok = db.session.scalar(_TOKEN_IS_LIVE, {"token_hash": hashed}) is not None
+        # One column of one row; a session's age is taken at each check, not once at the open.
+        if token_id is not None:
+            ok = db.session.scalar(_TOKEN_IS_LIVE, {"token_id": token_id}) is not None
         else:
             given = _session_given(user_id, sid)
             ok = given is not None and db.session.scalar(_SESSION_IS_LIVE, given) is not None
@@ -325,7 +326,7 @@ def credential_check() -> Callable[[], bool]:
     return live
 
 
-_TOKEN_IS_LIVE = sa.select(ApiToken.id).where(ApiToken.token_hash == sa.bindparam("token_hash"), ApiToken.revoked.is_(False))
+_TOKEN_IS_LIVE = sa.select(ApiToken.id).where(ApiToken.id == sa.bindparam("token_id"), ApiToken.revoked.is_(False))
 
 
 def current_actor(channel: str = "web") -> Actor:
