@@ -184,7 +184,7 @@ def test_the_admins_countersignature_shows_its_outcome_whatever_the_consoles_pol
         admin.evaluate(ask_the_console)  # a poll while the answer is on its way: queued, then not sent
         with admin.expect_response("**/admin/live*"):
             polls[0].continue_()  # the first poll now reads the console after the commit
-        admin.wait_for_function("window.pollsEnded >= 1")  # the page is done with it, and with the queued one
+        admin.wait_for_function("() => window.pollsEnded >= 1")  # the page is done with it, and with the queued one
         assert admin.evaluate("window.pollsSentDuringAnswer") == 0, "a poll went while the answer was on its way"
         route.fulfill(response=committed)
         queue.locator(".card__outcome").get_by_text("Deleted done").wait_for()

@@ -63,3 +63,19 @@ def test_the_test_command_leaves_them_out_of_the_postgresql_pass_only():
     postgresql = next(line for line in script.splitlines() if line.startswith("suite postgresql "))
     assert sqlite.endswith(' "" "$@" &') and postgresql.endswith(' 1 "$@" &')  # (the `only` argument)
     assert "COUNTERSIGN_TEST_DATABASE_ONLY=$only" in script
+
+
+def test_every_polled_browser_wait_is_a_function():
+    # Playwright's wait_for_function evaluates a plain expression (`"window.n >= 1"`) again on
+    # every poll with eval(), which the app's Content-Security-Policy (script-src 'self') refuses
+    # once the first check, made inside Playwright's own evaluate, came back false: the test then
+    # fails only on a machine slow enough to need a second poll (CI, 2026-12-06). A function
+    # (`"() => window.n >= 1"`) is evaluated once and called on each poll.
+    waits = re.compile(r"wait_for_function\(\s*(f?)([\"'])(.*?)\2", re.S)
+    plain = [
+        f"{path.relative_to(TESTS)}: {m.group(3)}"
+        for path in sorted(TESTS.rglob("*.py"))
+        for m in waits.finditer(path.read_text())
+        if not re.match(r"\s*(\([^)]*\)|\w+)\s*=>", m.group(3))
+    ]
+    assert plain == []
