@@ -33,20 +33,25 @@ def cursor() -> str | None:
     return given if all(int(part) < 2**64 for part in given.split("-")) else None
 
 
-def stream(conversation_id: int, person_id: int, render: Callable[[Event], tuple[str, str] | None]) -> Response:
+def stream(
+    conversation_id: int,
+    person_id: int,
+    render: Callable[[Event], tuple[str, str] | None],
+    after: str | None = None,
+    until_run: int | None = None,
+) -> Response:
     """The response: each event as `id`, `event` and `data` lines (`render` gives (name, data), or
     None to pass over it — its id is still sent, so a reconnect does not replay it). A person has
     at most EVENTS_MAX_STREAMS_PER_PERSON open (each holds a server thread); the stream ends when
-    its credential does (sign-out, a revoked token), checked every EVENTS_RECHECK seconds."""
+    its credential does (sign-out, a revoked token), checked every EVENTS_RECHECK seconds. It
+    starts after `after` if given; with `until_run`, it ends with that run's pass."""
     redis = redis_client.client  # (closing may happen outside the app's context)
-    held, start = _hold_and_start(redis, conversation_id, person_id)
-    heartbeat = current_app.config["EVENTS_HEARTBEAT"]
-    lasting = current_app.config["EVENTS_STREAM_SECONDS"]
+    held, start = _hold_and_start(redis, conversation_id, person_id, after)
+    config = current_app.config
+    heartbeat, lasting, recheck = config["EVENTS_HEARTBEAT"], config["EVENTS_STREAM_SECONDS"], config["EVENTS_RECHECK"]
     # Nothing open while the stream waits; what the request loaded (the person) stays readable.
     db.session.expunge_all()
     db.session.rollback()
-
-    recheck = current_app.config["EVENTS_RECHECK"]
     still_signed_in = credential_check()
 
     def body() -> Iterator[str]:
@@ -63,11 +68,9 @@ def stream(conversation_id: int, person_id: int, render: Callable[[Event], tuple
                     continue
                 shown = render(event)
                 db.session.rollback()
-                if shown is None:
-                    yield f"id: {event.id}\n\n"
-                    continue
-                name, data = shown
-                yield f"id: {event.id}\nevent: {name}\n{data_lines(data)}\n"
+                yield lines(event, shown)
+                if until_run is not None and event.ends_turn() and event.run == until_run:
+                    return
         finally:
             let_go()
 
@@ -81,15 +84,26 @@ def stream(conversation_id: int, person_id: int, render: Callable[[Event], tuple
     return response
 
 
-def _hold_and_start(redis: Any, conversation_id: int, person_id: int) -> tuple[str, str]:
-    """The stream's place among the person's open streams, and the event it starts after: the
-    client's Last-Event-ID (a reconnect), else from the newest event or a page's cursor, replaying
-    a turn still running (its first look back in the same round trip as the place)."""
+def _hold_and_start(redis: Any, conversation_id: int, person_id: int, after: str | None) -> tuple[str, str]:
+    """The stream's place among the person's open streams, and the event it starts after: `after`
+    when given, else the client's Last-Event-ID (a reconnect), else from the newest event or a
+    page's cursor, replaying a turn still running (its first look back in the same round trip)."""
+    if after is not None:
+        return _hold_a_stream(redis, person_id, None)[0], after
     given = cursor()
     if given is not None and request.headers.get("Last-Event-ID"):
         return _hold_a_stream(redis, person_id, None)[0], given
     held, page = _hold_a_stream(redis, person_id, partial(events.look_back, conversation_id=conversation_id, before=given))
     return held, events.replay_from(conversation_id, given, page)
+
+
+def lines(event: Event, shown: tuple[str, str] | None) -> str:
+    """An event as a stream sends it: its id, then its name and data as `render` gave them (None:
+    only its id, so a reconnect does not replay an event the viewer is not shown)."""
+    if shown is None:
+        return f"id: {event.id}\n\n"
+    name, data = shown
+    return f"id: {event.id}\nevent: {name}\n{data_lines(data)}\n"
 
 
 def data_lines(data: str) -> str:

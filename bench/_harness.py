@@ -256,6 +256,45 @@ def gunicorn(env: dict[str, str], workers: int = 2) -> Iterator[int]:
         yield server.port
 
 
+class Asgi:
+    """The ASGI process this benchmark started (`uvicorn asgi:app`): its port and its processes."""
+
+    def __init__(self, port: int, proc: subprocess.Popen[bytes]) -> None:
+        self.port, self.proc = port, proc
+
+    def pids(self) -> list[int]:
+        return [self.proc.pid, *children(self.proc.pid)]
+
+
+@contextmanager
+def asgi(env: dict[str, str], workers: int) -> Iterator[Asgi]:
+    """`uvicorn asgi:app --workers N` (MCP and the streamed turns) on a free port; stopped on exit."""
+    port = free_port()
+    log = log_file("asgi")
+    args = ["--workers", str(workers), "--backlog", "4096", "--log-level", "warning", "--no-access-log"]
+    with log.open("wb") as errors:
+        proc = subprocess.Popen(
+            [str(BIN / "uvicorn"), "asgi:app", "--port", str(port), *args],
+            cwd=ROOT,
+            env=env,
+            stderr=errors,
+            preexec_fn=die_with_parent,
+        )
+    try:
+        wait_for_port(port, 60)
+        deadline = time.monotonic() + 60
+        while len(children(proc.pid)) < workers and time.monotonic() < deadline:
+            time.sleep(0.2)
+        yield Asgi(port, proc)
+    finally:
+        stop(proc, seconds=5)
+        for pid in children(proc.pid):
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+
+
 @contextmanager
 def turn_worker(env: dict[str, str], threads: int) -> Iterator[subprocess.Popen[bytes]]:
     """`flask --app wsgi worker --threads N` (the Dramatiq worker that runs turns); stopped on exit."""

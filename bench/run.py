@@ -58,8 +58,9 @@ def bench(script: str, *args: str) -> dict[str, Any]:
 
 
 def ours_cpu_per_turn_ms(r: dict[str, Any]) -> float:
-    """L1's server CPU per turn: the web, the turn workers and the Redis server, per person."""
-    return 1000 * sum(r["cpu_s"][role] for role in ("web", "worker", "redis")) / r["n"]
+    """L1's server CPU per turn: the web, the turn workers, the ASGI server (when the turns are
+    streamed there) and the Redis server, per person."""
+    return 1000 * sum(r["cpu_s"].get(role, 0.0) for role in ("web", "worker", "asgi", "redis")) / r["n"]
 
 
 def peer_figures(label: str, people: str) -> list[Figure]:

@@ -51,6 +51,7 @@ from _aio import EventStream, raise_open_files, request
 from _harness import (
     Client,
     LoginProbe,
+    asgi,
     cpu_seconds,
     database_figures,
     die_with_parent,
@@ -121,9 +122,15 @@ class Processes:
     """Every process of the run, by role, for memory and CPU."""
 
     def __init__(
-        self, server: Any, workers: list[subprocess.Popen[bytes]], fake: subprocess.Popen[str], redis_url: str, database_url: str
+        self,
+        server: Any,
+        workers: list[subprocess.Popen[bytes]],
+        fake: subprocess.Popen[str],
+        redis_url: str,
+        database_url: str,
+        turns: Any = None,
     ) -> None:
-        self.server, self.workers, self.fake = server, workers, fake
+        self.server, self.workers, self.fake, self.turns = server, workers, fake, turns
         self.redis_url, self.database_url = redis_url, database_url
 
     def roles(self) -> dict[str, list[int]]:
@@ -132,6 +139,7 @@ class Processes:
         return {
             "web": self.server.pids(),
             "worker": [pid for w in self.workers for pid in [w.pid, *children(w.pid)]],
+            **({"asgi": self.turns.pids()} if self.turns is not None else {}),
             "fake": [self.fake.pid],
         }
 
@@ -279,14 +287,93 @@ async def person(
             stream.close()
 
 
-async def storm(port: int, people: list[tuple[str, int]], stream_first: bool, limit: float, probe: LoginProbe) -> dict[str, Any]:
-    """Every stream open (when first), then everyone sends at once; each turn's outcome."""
+async def streamed_person(
+    port: int, token: str, convo: int, i: int, ready: asyncio.Event, go: asyncio.Event, out: dict[str, Any], text: str = ""
+) -> None:
+    """One person's turn, an API client's streaming way (the peer's): one POST with `Accept:
+    text/event-stream`, answered with the turn's events, read until its end."""
+    stream: EventStream | None = None
+    out["ready"] = True
+    ready.set()
+    await go.wait()
+    try:
+        out["start"] = time.monotonic()
+        stream = await EventStream.open(
+            port,
+            f"/api/conversations/{convo}/messages",
+            {"Authorization": f"Bearer {token}"},
+            method="POST",
+            body={"text": text or f"Hello from person-{i}: what can you do for me today?"},
+        )
+        out["posted"] = time.monotonic()
+        while (got := await stream.next_event()) is not None:
+            at, event = got
+            if _noted(out, at, event):
+                return
+        out["error"] = "stream_ended"
+    except asyncio.CancelledError:
+        out["error"] = "timeout"
+        raise
+    except Exception as exc:  # a refused or reset connection, a bad response
+        out["error"] = type(exc).__name__
+    finally:
+        if stream is not None:
+            stream.close()
+
+
+def _noted(out: dict[str, Any], at: float, event: dict[str, str]) -> bool:
+    """Note what a streamed turn's event tells (its run is the first that starts); True at its end."""
+    kind = event.get("event")
+    if kind == "text" and "first" not in out:
+        match = REPLY.search(json.loads(event.get("data") or "{}").get("text", ""))
+        if match:
+            out["first"], out["request"] = at, int(match.group(1))
+            out["first_published"] = published(event)
+    elif kind == "turn":
+        data = json.loads(event.get("data") or "{}")
+        if data.get("state") == "started" and "started" not in out:
+            out["started"], out["run"] = published(event), data.get("run")
+        elif data.get("state") in ENDS and data.get("run") == out.get("run"):
+            out["end"], out["state"], out["end_published"] = at, data["state"], published(event)
+            out["replied"] = any(REPLY.search(m.get("text") or "") for m in data.get("messages") or [])
+            return True
+    return False
+
+
+def warm_streamed(web_port: int, port: int, token: str, width: int = 8, rounds: int = 3) -> None:
+    """First imports and connections in every ASGI process: instant streamed turns ("[warm]")."""
+    client = Client(web_port, token)
+    convos = [client.post("/api/conversations")[1]["id"] for _ in range(width)]
+
+    async def some() -> list[dict[str, Any]]:
+        go, outs = asyncio.Event(), [{} for _ in convos]
+        go.set()
+        await asyncio.gather(
+            *(streamed_person(port, token, c, i, asyncio.Event(), go, outs[i], "[warm] hello") for i, c in enumerate(convos))
+        )
+        return outs
+
+    for _ in range(rounds):
+        bad = [o for o in asyncio.run(some()) if o.get("state") != "done"]
+        if bad:
+            raise RuntimeError(f"warm-up streamed turns not answered: {bad[:3]}")
+
+
+async def storm(
+    port: int, people: list[tuple[str, int]], stream_first: bool, limit: float, probe: LoginProbe, streamed: int = 0
+) -> dict[str, Any]:
+    """Every stream open (when first), then everyone sends at once; each turn's outcome. With
+    `streamed` (the ASGI server's port), each sends there and reads their turn from the answer."""
     raise_open_files(4 * len(people) + 256)
     go = asyncio.Event()
     turns: list[dict[str, Any]] = [{"person": i} for i in range(len(people))]
     readies = [asyncio.Event() for _ in people]
     tasks = [
-        asyncio.create_task(person(port, token, convo, i, stream_first, readies[i], go, turns[i]))
+        asyncio.create_task(
+            streamed_person(streamed, token, convo, i, readies[i], go, turns[i])
+            if streamed
+            else person(port, token, convo, i, stream_first, readies[i], go, turns[i])
+        )
         for i, (token, convo) in enumerate(people)
     ]
     opening = time.monotonic()
@@ -420,6 +507,7 @@ def run(
     stream_first: bool,
     warm_rounds: int = 3,
     worker_processes: int = 1,
+    asgi_workers: int = 0,
 ) -> dict[str, Any]:
     clock = Phases()
     flush_redis(redis_url)
@@ -430,23 +518,26 @@ def run(
         clock.mark("prepare")
         with web(env, worker_class, workers, threads) as server, ExitStack() as stack:
             turn_workers = [stack.enter_context(turn_worker(env, worker_threads)) for _ in range(worker_processes)]
+            turns = stack.enter_context(asgi(env, asgi_workers)) if asgi_workers else None
             warm_up(server.port, warm_token, rounds=warm_rounds)
+            if turns is not None:
+                warm_streamed(server.port, turns.port, warm_token, rounds=warm_rounds)
             clock.mark("start_and_warm_up")
-            processes = Processes(server, turn_workers, fake, redis_url, database_url)
+            processes = Processes(server, turn_workers, fake, redis_url, database_url, turns)
             before = processes.memory(database=True)
             probe = LoginProbe(server.port)
             idle_login = probe.sample(idle)
             load_before = load_average()
             cpu_before = processes.cpu()
             with Peak(processes) as peak:
-                out = asyncio.run(storm(server.port, people, stream_first, limit, probe))
+                out = asyncio.run(storm(server.port, people, stream_first, limit, probe, turns.port if turns else 0))
                 during_login = probe.finish()
             cpu_after = processes.cpu()
             after = processes.memory(database=True)
             stats = fake_stats(base_url)
             workers_alive = sum(w.poll() is None for w in turn_workers)
             clock.mark("measure")
-            stop(server.proc, *turn_workers, seconds=5)  # a worker stuck in a turn is not waited for
+            stop(server.proc, *turn_workers, *([turns.proc] if turns else []), seconds=5)  # (a turn is not waited for)
     clock.mark("stop")
     turns = out["turns"]
     run_s = out["ended"] - out["started"]
@@ -459,7 +550,12 @@ def run(
         "web": server.shape,
         "worker_threads": worker_threads,
         "worker_processes": worker_processes,
-        "stream": "opened before the POST" if stream_first else "opened right after the POST",
+        "stream": "the POST's own answer (uvicorn asgi:app)"
+        if asgi_workers
+        else "opened before the POST"
+        if stream_first
+        else "opened right after the POST",
+        "asgi_workers": asgi_workers,
         "streams_open_before_send": out["streams_open"],
         "streams_opened_s": out["opened_s"],
         "turn": percentiles(
@@ -562,10 +658,18 @@ def main() -> None:
     parser.add_argument(
         "--worker-processes",
         type=int,
-        default=os.cpu_count() or 1,
-        help="turn worker processes (default: one per core, the README's production shape)",
+        default=None,
+        help="turn worker processes (default: one per core, the README's production shape; 1 with --streamed)",
     )
     parser.add_argument("--stream-after", action="store_true", help="open each stream right after its POST")
+    parser.add_argument(
+        "--streamed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="each person POSTs with Accept: text/event-stream to `uvicorn asgi:app --workers N`, which runs the "
+        "turn and answers with its events (the worker processes default to 1 then)",
+    )
     parser.add_argument("--idle", type=float, default=5.0, help="seconds of idle /login samples")
     parser.add_argument("--limit", type=float, default=60.0, help="seconds the turns may take")
     parser.add_argument("--smoke", action="store_true")
@@ -587,7 +691,8 @@ def main() -> None:
         args.worker_threads,
         not args.stream_after,
         warm_rounds=1 if args.smoke else 3,
-        worker_processes=args.worker_processes,
+        worker_processes=args.worker_processes or (1 if args.streamed else os.cpu_count() or 1),
+        asgi_workers=args.streamed,
     )
     if not args.json:
         show(result)

@@ -112,6 +112,7 @@ SLOW_MODULES = {
     "test_migrations.py",
     "test_models_http.py",
     "test_printed_commands.py",
+    "test_streamed_turns.py",
     "test_rate_limits.py",
     "test_redis_restart.py",
     "test_signin_lockout.py",

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from flask import current_app, jsonify, request
 
 from app import copilot
+from app.api import streamed
 from app.api.blueprint import body, bp, own_conversation
 from app.api.replies import turn_reply
 from app.api.shapes import conversation_json, message_json, pending_in
@@ -73,13 +74,16 @@ def get_conversation(conversation_id: int) -> Any:
 @bp.post("/conversations/<id:conversation_id>/messages")
 @limit_per_person_and_address("MESSAGES")
 def post_message(conversation_id: int) -> Any:
-    """Say something; the turn is queued and waited for as `Prefer` says (DESIGN §5)."""
+    """Say something; the turn is queued and waited for as `Prefer` says (DESIGN §5), or, asked
+    with `Accept: text/event-stream`, answered with its own events (app/api/streamed.py)."""
     actor = current_actor("api")
     conversation = own_conversation(conversation_id, actor)
     text = body().get("text")
     if not isinstance(text, str) or not text.strip():
         raise BadValues("`text` must be a non-empty string.")
     text = check_message(text, current_app.config["MESSAGE_MAX_CHARS"])  # whole, or a 4xx: never cut
+    if streamed.wanted():  # Accept: text/event-stream: answered with the turn's own events
+        return streamed.turn(conversation, actor, text)
     cursor = events.last_id(conversation.id)
     said, run = copilot.send_message(conversation, actor, text)
     return turn_reply(conversation.id, run.id, [said], said.id, cursor, actor)

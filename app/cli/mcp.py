@@ -1,4 +1,5 @@
-"""flask mcp: serve MCP over this app's database and actions."""
+"""flask mcp: serve the ASGI process (MCP, and messages answered with their own turn) over this
+app's database and actions."""
 
 from __future__ import annotations
 
@@ -12,9 +13,15 @@ from flask.cli import with_appcontext
 @click.option("--port", default=8765, type=int)
 @with_appcontext
 def mcp_command(host: str, port: int) -> None:
-    """Serve MCP (streamable HTTP at /mcp) with uvicorn, over this app's database and actions."""
+    """Serve MCP (streamable HTTP at /mcp) and streamed turns (POST /api/conversations/<id>/messages
+    with Accept: text/event-stream, whose pass runs in this process) with uvicorn: `uvicorn asgi:app`."""
+    import contextvars
+
     import uvicorn
 
-    from app.mcp import create_mcp_app
+    from app.asgi import create_asgi_app
 
-    uvicorn.run(create_mcp_app(current_app._get_current_object()), host=host, port=port)  # type: ignore[attr-defined]
+    served = create_asgi_app(current_app._get_current_object())  # type: ignore[attr-defined]
+    # Served outside this command's app context, as `uvicorn asgi:app` is: every request and pass
+    # pushes its own (one left current here would be every request's, and its `g` with it).
+    contextvars.Context().run(uvicorn.run, served, host=host, port=port)

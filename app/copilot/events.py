@@ -15,6 +15,7 @@ import redis
 from flask import current_app
 from redis.exceptions import RedisError
 
+from app.copilot import taps
 from app.extensions import redis_client, redis_from_url
 from app.status import PASS_ENDS, EventType, TurnState
 
@@ -96,7 +97,9 @@ def publish(
         return None
     if event_id is None:
         raise Refused(unless)
-    return _text(event_id)
+    appended = _text(event_id)
+    taps.hand_over(conversation_id, Event(appended, str(type), data))
+    return appended
 
 
 def card_changed(conversation_id: int, approval_id: str, status: str) -> None:

@@ -63,6 +63,7 @@ __all__ = [
     "newest_message_id",
     "offline_respond",
     "parse_slash",
+    "preload",
     "queue_countersign_notice",
     "resume_if_ready",
     "retry",
@@ -107,12 +108,21 @@ def listen(app: Flask, listener: Listener) -> None:
     app.extensions.setdefault("turns.listeners", []).append(listener)
 
 
-async def execute(app: Flask, run_id: int) -> None:
-    """One pass of the run, as the runners call it. (The import is here so that the app starts
-    without pydantic-ai: the first pass loads it.)"""
+async def execute(app: Flask, run_id: int) -> bool:
+    """One pass of the run, as the runners call it; False when it was not the caller's to run
+    (claimed already, or behind another pass of its conversation, which queues it when it ends).
+    (The import is here so that the app starts without pydantic-ai: the first pass loads it.)"""
     from app.copilot.turns._pass import execute as run_pass
 
-    await run_pass(app, run_id)
+    return await run_pass(app, run_id)
+
+
+def preload(app: Flask) -> None:
+    """Import the pass's modules and make the agent now, not on the first pass (a process that
+    runs passes as it starts: a worker, the ASGI server)."""
+    from app.copilot.turns._serve import preload as load
+
+    load(app)
 
 
 def worker(app: Flask, threads: int) -> None:

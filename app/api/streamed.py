@@ -1,0 +1,61 @@
+"""A message answered with its own turn: `POST /api/conversations/{id}/messages` with `Accept:
+text/event-stream` (as AG-UI's and OpenAI's streaming clients ask) is answered 200 with the
+conversation's events — the same events, ids and JSON as `GET …/events` — from the message's
+commit to the end of the pass it started (done, paused on a card, failed, stopped), then the
+stream closes. Everything before the stream is the JSON route's: the same checks and errors.
+
+Under gunicorn the pass is queued to a worker, as for any message, and the stream follows the
+conversation's Redis stream. Served by the ASGI process (`uvicorn asgi:app`, app/api/turn_server.py)
+the pass runs on that process's own event loop and its events reach the stream in process: no
+worker, no Redis read between the model's words and the person (issue 25)."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from flask import Response, request
+
+from app import copilot, sse
+from app.api.events import event_json
+from app.auth import credential_check
+from app.copilot import events
+from app.copilot.approvals import Actor
+from app.extensions import db
+from app.models import Conversation
+
+if TYPE_CHECKING:
+    from app.api.turn_server import Exchange
+
+SERVER = "countersign.turn_server"  # the WSGI environ's key for the ASGI process that serves the request
+
+
+def wanted() -> bool:
+    """The client asks for the turn's events as the answer: `text/event-stream` before JSON in its
+    Accept (`*/*` or no Accept is JSON, as before)."""
+    best = request.accept_mimetypes.best_match(["application/json", "text/event-stream"])
+    return best == "text/event-stream"
+
+
+def turn(conversation: Conversation, actor: Actor, text: str) -> Any:
+    """Keep the message, queue or run its pass, and answer with its events (module docstring)."""
+    render = partial(event_json, actor=actor, conversation_id=conversation.id)
+    after = events.last_id(conversation.id)  # (before the message: its title and turn events follow)
+    server: Exchange | None = request.environ.get(SERVER)
+    if server is None:
+        _, run = copilot.send_message(conversation, actor, text)
+        return sse.stream(conversation.id, actor.user.id, render, after=after, until_run=run.id)
+    handoff = server.handoff(conversation.id)  # (open before the message: its title event is handed over too)
+    try:
+        _, run = copilot.send_message(conversation, actor, text, submit=False)
+    except BaseException:
+        handoff.cancel()
+        raise
+    handoff.ready(run.id, after, render, credential_check())
+    if not handoff.local:  # no room for another pass here: a worker runs it, the stream follows Redis
+        copilot.submit(run.id)
+    db.session.expunge_all()  # (what the stream renders with stays readable once the request ends)
+    response = Response(status=200, mimetype="text/event-stream")  # its body: the ASGI server's
+    response.headers["Cache-Control"] = "no-cache"
+    response.headers["X-Accel-Buffering"] = "no"
+    return response

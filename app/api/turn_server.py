@@ -1,0 +1,284 @@
+"""The ASGI side of a message answered with its own turn (app/api/streamed.py): the request goes
+through the Flask app as any other (the same authentication, limits, checks and errors, run on
+this loop), and when the view hands the turn over, this server runs its pass as a task on its own
+event loop — a worker that takes its jobs from the people it answers — and writes the pass's events
+to the response as the pass appends them (app.copilot.taps), with no Redis read between them.
+
+A pass here is a pass anywhere: claimed by the same conditional UPDATE (at most once), alive by
+its heartbeat (a process that dies leaves it to the sweep: interrupted), stopped by the same stop
+key, its words and its end appended to the conversation's Redis stream for every other view and
+for a resume. At most WORKER_THREADS passes run here at once; past that a message's pass is queued
+to the workers and its stream follows Redis, as it does when the pass was not this server's to run
+(its conversation was busy). A person who goes away ends the stream, never the pass."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import io
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from flask import Flask
+from starlette.types import Receive, Scope, Send
+
+from app import copilot
+from app.api.streamed import SERVER
+from app.copilot import events, taps
+from app.copilot.events import Event
+from app.extensions import db
+from app.sse import lines
+
+log = logging.getLogger(__name__)
+
+
+READERS = 64  # threads for the streams that read Redis (a pass that is not here): each blocks in an XREAD
+FOLLOW_REDIS = object()  # on a tap: the pass is not (or no longer) here, read the rest from Redis
+
+
+class Handoff:
+    """One streamed turn, from the Flask view to this server: its tap, its run, how to render."""
+
+    def __init__(self, conversation_id: int, local: bool) -> None:
+        self.conversation_id, self.local = conversation_id, local
+        self.tap = taps.tap(conversation_id, asyncio.get_running_loop())
+        self.run_id: int | None = None
+
+    def ready(self, run_id: int, after: str, render: Callable[[Event], Any], live: Callable[[], bool]) -> None:
+        """The message and its run are committed: the stream starts after `after`."""
+        self.run_id, self.after, self.render, self.live = run_id, after, render, live
+
+    def cancel(self) -> None:
+        self.tap.close()
+
+
+class Exchange:
+    """What the Flask view finds in its environ (streamed.SERVER) when this server serves it."""
+
+    def __init__(self, server: TurnServer) -> None:
+        self.server = server
+        self.taken: Handoff | None = None
+
+    def handoff(self, conversation_id: int) -> Handoff:
+        """A Handoff whose pass runs here when there is room (`local`), else on a worker."""
+        self.taken = Handoff(conversation_id, local=len(self.server.passes) < self.server.limit)
+        return self.taken
+
+
+class TurnServer:
+    """ASGI: `POST /api/conversations/<id>/messages`, through the Flask app, then the turn's stream."""
+
+    def __init__(self, flask_app: Flask) -> None:
+        self.flask_app = flask_app
+        config = flask_app.config
+        self.limit, self.timeout = config["WORKER_THREADS"], config["TURN_TIMEOUT"]
+        self.passes: set[asyncio.Task[None]] = set()
+        # Streams whose pass runs elsewhere read Redis in threads of their own (a blocking XREAD each).
+        self.readers = ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="countersign-follow")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await _body(receive, self.flask_app.config.get("MAX_CONTENT_LENGTH"))
+        if body is None:
+            await _plain(send, 413, b"Request body too large.")
+            return
+        environ = _environ(scope, body)
+        exchange = Exchange(self)
+        if "text/event-stream" in environ.get("HTTP_ACCEPT", ""):
+            environ[SERVER] = exchange
+            status, headers, content = self._dispatch(environ)
+        else:  # a message waited for as Prefer says (up to TURN_WAIT): in a thread, never on the loop
+            status, headers, content = await asyncio.get_running_loop().run_in_executor(self.readers, self._dispatch, environ)
+        handoff = exchange.taken
+        if handoff is not None and (handoff.run_id is None or status != 200):
+            handoff.cancel()  # (the view failed after opening it)
+            handoff = None
+        if handoff is not None and handoff.local:  # (started before any await: the room it counted on is still there)
+            task = asyncio.create_task(self._pass(handoff))
+            self.passes.add(task)
+            task.add_done_callback(self.passes.discard)
+        if handoff is not None:  # (the view's empty body said Content-Length: 0; the stream is not empty)
+            headers = [(k, v) for k, v in headers if k != b"content-length"]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        if handoff is None:
+            await send({"type": "http.response.body", "body": content})
+            return
+        await self._stream(handoff, receive, send)
+
+    def _dispatch(self, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """The request through the Flask app, here on the loop (its work is short: no model call)."""
+        started: dict[str, Any] = {}
+
+        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], object]:
+            started["status"], started["headers"] = int(status.split()[0]), headers
+            return lambda data: None  # (PEP 3333's write(); Flask never calls it)
+
+        # In a context of its own, as a WSGI server gives each request: an app context the server
+        # was started in (`flask mcp` runs under one) would otherwise be shared by every request,
+        # and with it `g`, where Flask-Login keeps the signed-in person.
+        result = contextvars.Context().run(self.flask_app, environ, start_response)
+        try:
+            content = b"".join(result)
+        finally:
+            getattr(result, "close", lambda: None)()
+        headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in started["headers"]]
+        return started["status"], headers, content
+
+    async def _pass(self, handoff: Handoff) -> None:
+        """The turn's pass on this loop; when it was not this server's to run (or broke before its
+        end), the stream reads the rest from Redis."""
+        ran = False
+        try:
+            async with asyncio.timeout(self.timeout):
+                assert handoff.run_id is not None
+                ran = await copilot.execute(self.flask_app, handoff.run_id)
+        except TimeoutError:
+            log.error("the pass of run %s ran over %s s: cancelled (its run ends interrupted)", handoff.run_id, self.timeout)
+        except Exception:
+            log.exception("the pass of run %s raised", handoff.run_id)
+        finally:
+            # (After a pass that ended here its end was handed over first, and the stream is done;
+            # else the rest, if any, comes from Redis: a pass of another process, or the sweep's.)
+            handoff.tap.put(FOLLOW_REDIS)
+            if not ran:
+                log.debug("run %s was not this server's to run: its stream follows Redis", handoff.run_id)
+
+    async def _stream(self, handoff: Handoff, receive: Receive, send: Send) -> None:
+        """The turn's events until its pass ends, the person goes away, or EVENTS_STREAM_SECONDS."""
+        config = self.flask_app.config
+        gone = asyncio.create_task(_disconnected(receive))
+        recheck, heartbeat = config["EVENTS_RECHECK"], config["EVENTS_HEARTBEAT"]
+        deadline = time.monotonic() + config["EVENTS_STREAM_SECONDS"]
+        checked, seen, tapped = time.monotonic(), handoff.after, handoff.local
+        try:
+            await send({"type": "http.response.body", "body": b"retry: 2000\n\n", "more_body": True})
+            while (left := deadline - time.monotonic()) > 0 and not gone.done():
+                if time.monotonic() - checked >= recheck:
+                    if not self._in_app(handoff.live):
+                        break
+                    checked = time.monotonic()
+                wait = min(left, heartbeat, recheck)
+                got = await self._next(handoff, tapped, seen, wait, gone)
+                if got is FOLLOW_REDIS:
+                    tapped = False
+                    continue
+                if not got:
+                    await send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
+                    continue
+                for event in got:
+                    if not _after(event.id, seen):
+                        continue  # (handed over already, read again from Redis)
+                    seen = event.id
+                    await send({"type": "http.response.body", "body": self._render(handoff, event), "more_body": True})
+                    if event.ends_turn() and event.run == handoff.run_id:
+                        return
+        finally:
+            handoff.tap.close()
+            gone.cancel()
+            try:
+                await send({"type": "http.response.body", "body": b""})
+            except Exception:  # (the person went away)
+                pass
+
+    async def _next(self, handoff: Handoff, tapped: bool, after: str, wait: float, gone: asyncio.Task[None]) -> Any:
+        """The next events: from the tap while the pass is here, else from Redis (in a thread)."""
+        if tapped:
+            try:
+                event = await asyncio.wait_for(handoff.tap.get(), wait)
+            except TimeoutError:
+                return []
+            return event if event is FOLLOW_REDIS else [event]
+        loop = asyncio.get_running_loop()
+        reading = loop.run_in_executor(self.readers, self._read, handoff.conversation_id, after, int(wait * 1000))
+        waiting: set[asyncio.Future[Any]] = {reading, gone}
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        return reading.result() if reading in done else []
+
+    def _read(self, conversation_id: int, after: str, block_ms: int) -> list[Event]:
+        return self._in_app(lambda: events.read(conversation_id, after, max(1, block_ms)))
+
+    def _render(self, handoff: Handoff, event: Event) -> bytes:
+        return lines(event, self._in_app(lambda: handoff.render(event))).encode()
+
+    def _in_app(self, work: Callable[[], Any]) -> Any:
+        with self.flask_app.app_context():
+            try:
+                return work()
+            finally:
+                db.session.rollback()
+
+    async def close(self, grace: float) -> None:
+        """Stopping: the passes running here get `grace` seconds to end, then are cancelled (their
+        runs, no longer said alive, end interrupted by the sweep)."""
+        if self.passes and grace > 0:
+            await asyncio.wait(set(self.passes), timeout=grace)
+        for task in list(self.passes):
+            task.cancel()
+        self.readers.shutdown(wait=False, cancel_futures=True)
+
+
+def _after(event_id: str, seen: str) -> bool:
+    """Whether stream id `event_id` comes after `seen` (ids are "ms-seq")."""
+    a, _, b = event_id.partition("-")
+    c, _, d = seen.partition("-")
+    return (int(a), int(b or 0)) > (int(c), int(d or 0))
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _body(receive: Receive, limit: int | None) -> bytes | None:
+    """The request's body (None when over `limit` bytes)."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return b"".join(parts)
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if limit is not None and size > limit:
+            return None
+        parts.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(parts)
+
+
+async def _plain(send: Send, status: int, text: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": text})
+
+
+def _environ(scope: Scope, body: bytes) -> dict[str, Any]:
+    """The WSGI environ of an ASGI HTTP request (PEP 3333), its body read already."""
+    server = scope.get("server") or ("127.0.0.1", 80)
+    client = scope.get("client") or ("", 0)
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": scope["method"],
+        "SCRIPT_NAME": scope.get("root_path", "").encode().decode("latin-1"),
+        "PATH_INFO": scope["path"].encode().decode("latin-1"),
+        "QUERY_STRING": scope.get("query_string", b"").decode("latin-1"),
+        "SERVER_NAME": server[0],
+        "SERVER_PORT": str(server[1]),
+        "SERVER_PROTOCOL": f"HTTP/{scope.get('http_version', '1.1')}",
+        "REMOTE_ADDR": client[0],
+        "CONTENT_LENGTH": str(len(body)),
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": scope.get("scheme", "http"),
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": io.StringIO(),
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+    }
+    for raw_name, raw_value in scope.get("headers", []):
+        name, value = raw_name.decode("latin-1").upper().replace("-", "_"), raw_value.decode("latin-1")
+        if name == "CONTENT_LENGTH":
+            continue
+        key = name if name == "CONTENT_TYPE" else f"HTTP_{name}"
+        environ[key] = f"{environ[key]},{value}" if key in environ else value
+    return environ

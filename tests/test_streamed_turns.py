@@ -1,0 +1,329 @@
+"""A message answered with its own turn (`POST /api/conversations/<id>/messages` with `Accept:
+text/event-stream`, app/api/streamed.py): under the WSGI app the pass is queued and the answer
+follows Redis; in the ASGI process (`flask --app wsgi mcp`, `uvicorn asgi:app`) the pass runs in
+that process and its events reach the answer in process (issue 25). Either way: the same checks
+and errors as the JSON route, the message kept before the stream starts, the same events and ids
+as `GET …/events` (so a reconnect resumes), and a person who goes away ends the stream, never the
+turn. The ASGI process here is a real one, over real HTTP, on the tests' database and Redis, with
+no turn worker beside it: a turn that ends there ran there."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import httpx2
+import pytest
+import sqlalchemy as sa
+
+from app.auth import create_token, revoke_token
+from app.copilot.kit import text
+from app.extensions import db
+from app.models import ApiToken, Message, Post, Run, User
+from tests.conftest import api_headers
+from tests.helpers.mcp import McpServer, module_server
+from tests.services import WAIT, eventually
+
+SSE = {"Accept": "text/event-stream"}
+
+
+class TurnServer(McpServer):
+    """The ASGI process with the offline model's words a little apart (a turn lasts a second or
+    two, so a test can act while it runs), its queued passes in its own pool (no worker runs in
+    these tests), and its streams' credentials checked every second."""
+
+    def __init__(self, database_url: str, **extra: str) -> None:
+        self.extra = {"OFFLINE_WORD_PAUSE_MS": "60", "TURNS_RUNNER": "pool", "EVENTS_RECHECK": "1", **extra}
+        super().__init__(database_url)
+
+    def start(self) -> None:
+        self.env.update(self.extra)
+        super().start()
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+class NoRoom(TurnServer):
+    """An ASGI process with no room for a pass of its own (WORKER_THREADS=0)."""
+
+    def __init__(self, database_url: str) -> None:
+        super().__init__(database_url, WORKER_THREADS="0")
+
+
+mcp_process, server = module_server(TurnServer)
+
+
+@pytest.fixture(scope="module")
+def full_process(database_url):
+    process = NoRoom(database_url)
+    yield process
+    process.kill()
+
+
+@pytest.fixture
+def full(full_process, app):
+    return full_process.running()
+
+
+def token(app: Any, email: str = "alice@example.com", scope: str = "client") -> str:
+    with app.app_context():
+        person = db.session.scalar(sa.select(User).where(User.email == email))
+        return create_token(person, scope=scope)
+
+
+def conversation(app: Any, bearer: str) -> int:
+    made = app.test_client().post("/api/conversations", json={}, headers=api_headers(bearer))
+    assert made.status_code == 201
+    return int(made.get_json()["id"])
+
+
+def events_of(lines: Any, until_end: bool = True) -> list[tuple[str, str, dict[str, Any]]]:
+    """(id, name, data) of each event read from an SSE body's lines, up to a turn's end."""
+    seen, fields = [], {}
+    for line in lines:
+        if line:
+            name, _, value = line.partition(": ")
+            fields[name] = fields.get(name, "") + value if name == "data" else value
+            continue
+        if "data" in fields:
+            seen.append((fields.get("id", ""), fields.get("event", ""), json.loads(fields["data"])))
+            if until_end and ended(seen[-1]):
+                return seen
+        fields = {}
+    return seen
+
+
+def ended(event: tuple[str, str, dict[str, Any]]) -> bool:
+    return event[1] == "turn" and event[2]["state"] != "started"
+
+
+def streamed_post(base: str, convo: int, bearer: str, text: str, **headers: str) -> Any:
+    return httpx2.stream(
+        "POST",
+        f"{base}/api/conversations/{convo}/messages",
+        json={"text": text},
+        headers={**api_headers(bearer), **SSE, **headers},
+        timeout=WAIT,
+    )
+
+
+def replies(app: Any, convo: int) -> list[str]:
+    with app.app_context():
+        return list(
+            db.session.scalars(
+                sa.select(Message.text).where(Message.conversation_id == convo, Message.role == "assistant").order_by(Message.id)
+            )
+        )
+
+
+# --- the ASGI process runs the turn itself ---------------------------------------------------------
+
+
+def test_the_asgi_process_runs_a_streamed_turn_itself_and_answers_with_its_events(app, server):
+    bearer = token(app)
+    convo = conversation(app, bearer)
+    with streamed_post(server.base, convo, bearer, "hello") as response:
+        assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+        lines = response.iter_lines()
+        seen = events_of(lines)
+        rest = list(lines)  # the stream closes after the turn's end
+    names = [(name, data.get("state")) for _, name, data in seen]
+    assert names[0] == ("title", None) and ("turn", "started") in names and names[-1] == ("turn", "done")
+    assert any(name == "text" for name, _ in names)
+    end = seen[-1][2]
+    assert [m["role"] for m in end["messages"]] == ["assistant"] and end["pending"] == []
+    assert replies(app, convo) == [end["messages"][0]["text"]]  # kept by the pass, no worker running
+    assert not any(line.startswith("data:") for line in rest)
+
+
+def test_a_streamed_turns_events_are_the_conversations_own_and_a_reconnect_resumes_after_them(app, server):
+    bearer = token(app)
+    convo = conversation(app, bearer)
+    with streamed_post(server.base, convo, bearer, "hello") as response:
+        seen = events_of(response.iter_lines())
+    started = next(i for i, (_, name, data) in enumerate(seen) if name == "turn" and data["state"] == "started")
+    client = app.test_client()
+    again = client.get(
+        f"/api/conversations/{convo}/events",
+        headers={**api_headers(bearer), "Last-Event-ID": seen[started][0]},
+        buffered=False,
+    )
+    chunks = iter(again.response)
+    resumed = events_of(line for chunk in chunks for line in chunk.decode().split("\n"))
+    again.close()
+    assert [(i, name) for i, name, _ in resumed] == [(i, name) for i, name, _ in seen[started + 1 :]]
+
+
+def test_a_destructive_call_streamed_ends_paused_on_its_card_and_nothing_runs(app, server, posts):
+    bearer = token(app)
+    convo = conversation(app, bearer)
+    with streamed_post(server.base, convo, bearer, f"/delete_post post={posts['Spring meetup']}") as response:
+        seen = events_of(response.iter_lines())
+    end = seen[-1][2]
+    assert end["state"] == "paused" and [p["type"] for p in end["pending"]] == ["confirm"]
+    assert end["pending"][0]["reason"].startswith("Delete")
+    with app.app_context():
+        assert db.session.get(Post, posts["Spring meetup"]) is not None  # (handle() would have deleted it)
+
+
+def test_the_person_going_away_ends_the_stream_never_the_turn(app, server):
+    bearer = token(app)
+    convo = conversation(app, bearer)
+    with streamed_post(server.base, convo, bearer, "hello") as response:
+        for line in response.iter_lines():
+            if line.startswith("event: text"):
+                break  # the words have begun: leave
+    eventually(lambda: replies(app, convo), "the turn's reply, kept although nobody read it")
+    with app.app_context():
+        assert db.session.scalar(sa.select(Run.status).where(Run.conversation_id == convo)) == "done"
+
+
+def test_a_revoked_token_ends_its_streamed_turns_answer_and_the_turn_goes_on(app, server):
+    bearer = token(app)
+    convo = conversation(app, bearer)
+    with streamed_post(server.base, convo, bearer, "hello") as response:
+        lines = response.iter_lines()
+        for line in lines:
+            if line.startswith("event: turn"):
+                break
+        with app.app_context():
+            newest = db.session.scalar(sa.select(ApiToken).order_by(ApiToken.id.desc()).limit(1))
+            assert revoke_token(newest, by=None, channel="cli")
+        left = events_of(lines)
+    assert not any(ended(event) for event in left)  # cut at its next check, before the turn's end
+    eventually(lambda: replies(app, convo), "the turn's reply, kept")
+
+
+def test_a_second_message_while_a_turn_runs_waits_its_turn_and_both_answers_stream(app, server):
+    bearer = token(app)
+    convo = conversation(app, bearer)
+    first: list[Any] = []  # the second message's stream: the first turn's end, then its own
+    with streamed_post(server.base, convo, bearer, "hello") as response:
+        lines = response.iter_lines()
+        for line in lines:
+            if line.startswith("event: text"):
+                break
+
+        def second() -> None:  # (its pass waits for the first's: it follows Redis meanwhile)
+            with streamed_post(server.base, convo, bearer, "/list_posts") as other:
+                first.extend(events_of(other.iter_lines(), until_end=False))  # (to its own run's end)
+
+        waiting = threading.Thread(target=second)
+        waiting.start()
+        mine = events_of(lines)
+        waiting.join(WAIT)
+    ends = [(data["run"], data["state"]) for _, name, data in first if name == "turn" and data["state"] != "started"]
+    assert mine[-1][2]["state"] == "done" and ends == [(mine[-1][2]["run"], "done"), (ends[-1][0], "done")]
+    assert ends[-1][0] != mine[-1][2]["run"] and len(replies(app, convo)) == 2
+
+
+def test_with_no_room_for_a_pass_the_turn_is_queued_and_its_answer_follows_redis(app, full):
+    bearer = token(app)
+    convo = conversation(app, bearer)
+    with streamed_post(full.base, convo, bearer, "hello") as response:
+        seen = events_of(response.iter_lines())
+    assert seen[-1][2]["state"] == "done" and replies(app, convo) == [seen[-1][2]["messages"][0]["text"]]
+
+
+# --- the same doors as the JSON route --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("who", ["nobody", "bob", "carol"])
+def test_a_streamed_message_to_a_conversation_not_ones_own_is_refused_and_nothing_is_kept(app, server, who):
+    bearer = token(app)
+    convo = conversation(app, bearer)
+    headers = {} if who == "nobody" else api_headers(token(app, f"{who}@example.com"))
+    response = httpx2.post(
+        f"{server.base}/api/conversations/{convo}/messages", json={"text": "hi"}, headers={**SSE, **headers}, timeout=WAIT
+    )
+    assert response.status_code == (401 if who == "nobody" else 404)
+    assert response.headers["content-type"].startswith("application/json")
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(Message.id)).where(Message.conversation_id == convo)) == 0
+
+
+@pytest.mark.parametrize("with_csrf", [True, False])
+def test_a_browser_session_streams_its_turn_only_with_its_csrf_header(app, server, alice, with_csrf):
+    convo = alice.new_conversation()
+    cookie = alice.client.get_cookie("session")
+    headers = {**SSE, "Cookie": f"session={cookie.value}", **({"X-CSRFToken": alice.csrf} if with_csrf else {})}
+    with httpx2.stream(
+        "POST", f"{server.base}/api/conversations/{convo}/messages", json={"text": "hello"}, headers=headers, timeout=WAIT
+    ) as response:
+        seen = events_of(response.iter_lines()) if response.status_code == 200 else []
+        status = response.status_code
+    if with_csrf:
+        assert status == 200 and seen[-1][2]["state"] == "done"
+    else:
+        assert status == 400 and seen == []
+        with app.app_context():
+            assert db.session.scalar(sa.select(sa.func.count(Message.id)).where(Message.conversation_id == convo)) == 0
+
+
+@pytest.mark.parametrize("order", ["signed in first", "nobody first"])
+def test_one_requests_person_never_carries_over_to_the_next_on_the_asgi_process(app, server, alice, order):
+    # The ASGI process runs each request through the Flask app on its one loop: who was signed in
+    # for one request (Flask-Login keeps it in `g`) must not be the next one's.
+    convo = alice.new_conversation()
+    signed = {**SSE, "Cookie": f"session={alice.client.get_cookie('session').value}", "X-CSRFToken": alice.csrf}
+    url = f"{server.base}/api/conversations/{convo}/messages"
+    asks = [signed, SSE] if order == "signed in first" else [SSE, signed]
+    statuses = []
+    for headers in asks:
+        with httpx2.stream("POST", url, json={"text": "hello"}, headers=headers, timeout=WAIT) as response:
+            statuses.append(response.status_code)
+            events_of(response.iter_lines())
+    assert statuses == ([200, 401] if order == "signed in first" else [401, 200])
+
+
+def test_an_empty_streamed_message_is_a_json_400(app, server):
+    bearer = token(app)
+    convo = conversation(app, bearer)
+    response = httpx2.post(
+        f"{server.base}/api/conversations/{convo}/messages",
+        json={"text": " "},
+        headers={**SSE, **api_headers(bearer)},
+        timeout=WAIT,
+    )
+    assert response.status_code == 400 and response.json()["error"]
+
+
+def test_a_message_not_asked_as_a_stream_gets_the_json_answer_from_the_asgi_process_too(app, server):
+    bearer = token(app)
+    convo = conversation(app, bearer)
+    response = httpx2.post(
+        f"{server.base}/api/conversations/{convo}/messages",
+        json={"text": "hello"},
+        headers={**api_headers(bearer), "Prefer": "respond-async"},
+        timeout=WAIT,
+    )
+    assert response.status_code == 202 and set(response.json()) == {"run", "events"}
+
+
+# --- the WSGI app: the pass is queued, the answer follows Redis ------------------------------------
+
+
+def test_under_wsgi_a_streamed_message_is_answered_with_its_turn_from_redis(app, model):
+    model.enqueue(text("Nothing to do here."))
+    bearer = token(app)
+    convo = conversation(app, bearer)
+    response = app.test_client().post(
+        f"/api/conversations/{convo}/messages", json={"text": "hi"}, headers={**api_headers(bearer), **SSE}, buffered=False
+    )
+    assert response.status_code == 200 and response.mimetype == "text/event-stream"
+    seen = events_of(line for chunk in response.response for line in chunk.decode().split("\n"))
+    response.close()
+    assert seen[-1][2]["state"] == "done" and seen[-1][2]["messages"][0]["text"] == "Nothing to do here."
+
+
+def test_accept_anything_still_gets_the_json_answer(app, model):
+    model.enqueue(text("Hi."))
+    bearer = token(app)
+    convo = conversation(app, bearer)
+    response = app.test_client().post(
+        f"/api/conversations/{convo}/messages", json={"text": "hi"}, headers={**api_headers(bearer), "Accept": "*/*"}
+    )
+    assert response.status_code == 200 and response.get_json()["messages"][-1]["text"] == "Hi."
