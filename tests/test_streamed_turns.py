@@ -327,3 +327,9 @@ def test_accept_anything_still_gets_the_json_answer(app, model):
         f"/api/conversations/{convo}/messages", json={"text": "hi"}, headers={**api_headers(bearer), "Accept": "*/*"}
     )
     assert response.status_code == 200 and response.get_json()["messages"][-1]["text"] == "Hi."
+
+
+def test_openapi_says_a_message_may_be_answered_with_its_turns_events(app):
+    operation = app.test_client().get("/api/openapi.json").get_json()["paths"]["/api/conversations/{id}/messages"]["post"]
+    assert set(operation["responses"]["200"]["content"]) == {"application/json", "text/event-stream"}
+    assert "Accept: text/event-stream" in operation["description"]

@@ -41,15 +41,7 @@ def conversation_paths() -> dict[str, Any]:
             ),
             **_manage_conversation(),
         },
-        "/api/conversations/{id}/messages": {
-            "post": operation(
-                "Say something to the agent",
-                "postMessage",
-                {"200": ok("What the agent added", ref("Turn")), "202": QUEUED, **errors_of(400, 401, 404, 413, 429)},
-                parameters=[ID, PREFER],
-                body=json_body(object_of({"text": {"type": "string"}}, ["text"])),
-            )
-        },
+        "/api/conversations/{id}/messages": {"post": _message()},
         "/api/conversations/{id}/retry": {
             "post": operation(
                 "Run the last turn again after it failed or was interrupted (a second press runs nothing; "
@@ -130,6 +122,34 @@ EVENTS_DESCRIPTION = (
     "new title (its first message, or a rename). Without a cursor, a turn still running is "
     "replayed from its start. The stream ends after EVENTS_STREAM_SECONDS; reconnect."
 )
+
+
+STREAMED_DESCRIPTION = (
+    "Asked with `Accept: text/event-stream`, the answer is the turn itself: 200 with the "
+    "conversation's events from this message on (as `GET …/events` sends them, with the same ids), "
+    "ending after the end of the pass this message started (`done`, `paused` on its cards, "
+    "`failed`, `stopped`); errors before it are JSON as always. Reconnect to `…/events` with "
+    "`Last-Event-ID` to resume. Served by the ASGI process (`uvicorn asgi:app`), the pass runs there."
+)
+
+
+def _message() -> dict[str, Any]:
+    """POST /api/conversations/{id}/messages: waited for as Prefer says, or answered with its turn."""
+    return operation(
+        "Say something to the agent",
+        "postMessage",
+        {"200": _said(), "202": QUEUED, **errors_of(400, 401, 404, 413, 429)},
+        description=STREAMED_DESCRIPTION,
+        parameters=[ID, PREFER],
+        body=json_body(object_of({"text": {"type": "string"}}, ["text"])),
+    )
+
+
+def _said() -> dict[str, Any]:
+    """A message's 200: what the agent added (JSON), or, asked for, the turn's events."""
+    stream = {"text/event-stream": {"schema": {"type": "string"}}}
+    answered = ok("What the agent added (JSON), or the turn's events (text/event-stream)", ref("Turn"))
+    return {**answered, "content": {**answered["content"], **stream}}
 
 
 def _events() -> dict[str, Any]:
