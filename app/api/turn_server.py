@@ -152,11 +152,15 @@ class TurnServer:
         recheck, heartbeat = config["EVENTS_RECHECK"], config["EVENTS_HEARTBEAT"]
         deadline = time.monotonic() + config["EVENTS_STREAM_SECONDS"]
         checked, seen, tapped = time.monotonic(), handoff.after, handoff.local
+        # One app context for the stream's life, in this task alone (each render reads and rolls
+        # back: no transaction stays open while it waits).
+        in_app = self.flask_app.app_context()
+        in_app.push()
         try:
             await send({"type": "http.response.body", "body": b"retry: 2000\n\n", "more_body": True})
             while (left := deadline - time.monotonic()) > 0 and not gone.done():
                 if time.monotonic() - checked >= recheck:
-                    if not self._in_app(handoff.live):
+                    if not _rolled_back(handoff.live):
                         break
                     checked = time.monotonic()
                 wait = min(left, heartbeat, recheck)
@@ -175,6 +179,7 @@ class TurnServer:
                     if event.ends_turn() and event.run == handoff.run_id:
                         return
         finally:
+            in_app.pop()
             handoff.tap.close()
             gone.cancel()
             try:
@@ -200,7 +205,7 @@ class TurnServer:
         return self._in_app(lambda: events.read(conversation_id, after, max(1, block_ms)))
 
     def _render(self, handoff: Handoff, event: Event) -> bytes:
-        return lines(event, self._in_app(lambda: handoff.render(event))).encode()
+        return lines(event, _rolled_back(lambda: handoff.render(event))).encode()
 
     def _in_app(self, work: Callable[[], Any]) -> Any:
         with self.flask_app.app_context():
@@ -217,6 +222,13 @@ class TurnServer:
         for task in list(self.passes):
             task.cancel()
         self.readers.shutdown(wait=False, cancel_futures=True)
+
+
+def _rolled_back(work: Callable[[], Any]) -> Any:
+    try:
+        return work()
+    finally:
+        db.session.rollback()
 
 
 def _after(event_id: str, seen: str) -> bool:
