@@ -3,6 +3,7 @@ once, then passes taken from Redis until SIGTERM/SIGINT. Imported by turns.worke
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import threading
@@ -34,8 +35,11 @@ def serve(app: Flask, threads: int) -> None:
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
-    # The turn executor, pydantic-ai and the model's SDK, loaded before the first job (not on it).
+    # The turn executor, pydantic-ai and the model's SDK, loaded before the first job (not on it);
+    # then all start-up made is frozen out of the collector's way (its full collections walk only
+    # what passes make: issue 25, measured in the ASGI process that runs passes the same way).
     preload(app)
+    gc.freeze()
     turns = jobs.passes(app, threads)
     tasks = jobs._worker(runner.broker, app.config["WORKER_TASK_THREADS"])
     turns.start()
