@@ -11,7 +11,10 @@ asserted anywhere). Without --pg, the PostgreSQL rows use COUNTERSIGN_BENCH_PG_U
 
 L1 (slow_model.py) runs alternating with its peer, pydantic-ai's own AG-UI server (peer_agui.py):
 L1, peer, L1, peer, …, each pair in the same minutes; the ratios (ours ÷ the peer's) are taken
-within each pair, then their median and min–max. The smoke runs the peer beside the first L1 only.
+within each pair, then their median and min–max. L1 runs in two shapes: the browser's (the event
+stream open, then the POST; gunicorn and the turn workers) and the API client's streamed turn (the
+POST answered with its turn by `uvicorn asgi:app`, which runs the pass: the peer's own shape). The
+smoke runs the peer beside the first L1 of each shape only.
 
 The web of P1 and L1 runs under WEB (gunicorn `-k gevent` where gevent is installed, else `-k
 gthread`); L2 runs under each worker class installed, WEB first (the smoke: WEB only). P1 and L1
@@ -80,7 +83,7 @@ def peer_figures(label: str, people: str) -> list[Figure]:
             lambda r: ours_cpu_per_turn_ms(r) / r["peer"]["cpu_per_turn_ms"],
             lambda v: v <= 1.25,
         ),
-        Figure(f"L1 server CPU per turn: web + workers + Redis ({label})", "", "ms", ours_cpu_per_turn_ms, lambda v: True),
+        Figure(f"L1 server CPU per turn: web + workers + ASGI + Redis ({label})", "", "ms", ours_cpu_per_turn_ms, lambda v: True),
         Figure(
             f"L1 peer: turn end p99, {people} at once ({label} run)",
             "",
@@ -330,6 +333,43 @@ def plan(smoke: bool, pg: str | None, redis: str) -> list[Row]:
                     ),
                 ],
                 *((peer,) if paired else ()),
+            )
+        )
+    # L1 again, each person an API client taking its turn as the answer to its POST (`Accept:
+    # text/event-stream`), served by the ASGI process (`uvicorn asgi:app`, one per core) that runs
+    # the pass itself: the peer's own shape, beside the same peer.
+    cores = str(os.cpu_count() or 1)
+    for label, db in [(f"{name}, streamed", args) for name, args in databases]:
+        rows.append(
+            (
+                "slow_model.py",
+                [*(["--smoke"] if small else []), "--streamed", cores, "--redis", f"{redis}/13", *db],
+                [
+                    *peer_figures(label, people),
+                    Figure(
+                        f"L1 turn end p99, {people} at once ({label})",
+                        "≤ 3.5 s",
+                        "s",
+                        lambda r: r["turn"]["p99_ms"] / 1000,
+                        lambda v: v <= 3.5,
+                    ),
+                    Figure(f"L1 failed turns ({label})", "0", "", lambda r: r["failures"]["total"], lambda v: v == 0),
+                    Figure(
+                        f"L1 first words p95, fake sent → stream read ({label})",
+                        "≤ 100 ms",
+                        "ms",
+                        lambda r: r["first_words"].get("p95_ms", float("inf")),
+                        lambda v: v <= 100,
+                    ),
+                    Figure(
+                        f"L1 GET /login p99 during ÷ idle ({label})",
+                        "≤ 3×",
+                        "×",
+                        lambda r: r["login"]["ratio_p99"] or float("inf"),
+                        lambda v: v <= 3,
+                    ),
+                ],
+                peer,
             )
         )
     for label, db in databases:
