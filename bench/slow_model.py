@@ -231,84 +231,44 @@ def warm_up(port: int, token: str, width: int = 8, rounds: int = 3, ready_s: flo
 
 
 async def person(
-    port: int, token: str, convo: int, i: int, stream_first: bool, ready: asyncio.Event, go: asyncio.Event, out: dict[str, Any]
+    port: int,
+    token: str,
+    convo: int,
+    i: int,
+    stream_first: bool,
+    ready: asyncio.Event,
+    go: asyncio.Event,
+    out: dict[str, Any],
+    streamed: int = 0,
+    text: str = "",
 ) -> None:
-    """One person's turn, the browser's way; fills `out` with what happened and when."""
+    """One person's turn, the browser's way (or, with `streamed`, the ASGI server's port, an API
+    client's: one POST with `Accept: text/event-stream`, answered with the turn's events, as the
+    peer's clients do); fills `out` with what happened and when."""
     headers = {"Authorization": f"Bearer {token}"}
+    said = {"text": text or f"Hello from person-{i}: what can you do for me today?"}
     stream: EventStream | None = None
     try:
-        if stream_first:
+        if stream_first and not streamed:
             stream = await EventStream.open(port, f"/api/conversations/{convo}/events", headers)
             await stream.next_event()  # "retry: …": the stream is established
         out["ready"] = True
         ready.set()
         await go.wait()
         out["start"] = time.monotonic()
-        status, _, body = await request(
-            port,
-            "POST",
-            f"/api/conversations/{convo}/messages",
-            {**headers, "Prefer": "respond-async"},
-            {"text": f"Hello from person-{i}: what can you do for me today?"},
-        )
-        out["posted"] = time.monotonic()
-        if status != 202 or not isinstance(body, dict) or "run" not in body:
-            out["error"] = f"http_{status}"
-            return
-        run = body["run"]
-        if stream is None:
-            stream = await EventStream.open(port, body["events"], headers)
-        while (got := await stream.next_event()) is not None:
-            at, event = got
-            kind = event.get("event")
-            if kind == "text" and "first" not in out:
-                match = REPLY.search(json.loads(event.get("data") or "{}").get("text", ""))
-                if match:
-                    out["first"], out["request"] = at, int(match.group(1))
-                    out["first_published"] = published(event)
-            elif kind == "turn":
-                data = json.loads(event.get("data") or "{}")
-                if data.get("run") != run:
-                    continue
-                if data.get("state") == "started" and "started" not in out:
-                    out["started"] = published(event)
-                elif data.get("state") in ENDS:
-                    out["end"], out["state"], out["end_published"] = at, data["state"], published(event)
-                    out["replied"] = any(REPLY.search(m.get("text") or "") for m in data.get("messages") or [])
-                    return
-        out["error"] = "stream_ended"
-    except asyncio.CancelledError:
-        out["error"] = "timeout"
-        raise
-    except Exception as exc:  # a refused or reset connection, a bad response
-        out["error"] = type(exc).__name__
-    finally:
-        if stream is not None:
-            stream.close()
-
-
-async def streamed_person(
-    port: int, token: str, convo: int, i: int, ready: asyncio.Event, go: asyncio.Event, out: dict[str, Any], text: str = ""
-) -> None:
-    """One person's turn, an API client's streaming way (the peer's): one POST with `Accept:
-    text/event-stream`, answered with the turn's events, read until its end."""
-    stream: EventStream | None = None
-    out["ready"] = True
-    ready.set()
-    await go.wait()
-    try:
-        out["start"] = time.monotonic()
-        stream = await EventStream.open(
-            port,
-            f"/api/conversations/{convo}/messages",
-            {"Authorization": f"Bearer {token}"},
-            method="POST",
-            body={"text": text or f"Hello from person-{i}: what can you do for me today?"},
-        )
+        if streamed:
+            stream = await EventStream.open(streamed, f"/api/conversations/{convo}/messages", headers, "POST", said)
+        else:
+            path, asked = f"/api/conversations/{convo}/messages", {**headers, "Prefer": "respond-async"}
+            status, _, body = await request(port, "POST", path, asked, said)
+            if status != 202 or not isinstance(body, dict) or "run" not in body:
+                out["error"] = f"http_{status}"
+                return
+            out["run"] = body["run"]
+            stream = stream or await EventStream.open(port, body["events"], headers)
         out["posted"] = time.monotonic()
         while (got := await stream.next_event()) is not None:
-            at, event = got
-            if _noted(out, at, event):
+            if _noted(out, *got):
                 return
         out["error"] = "stream_ended"
     except asyncio.CancelledError:
@@ -322,7 +282,8 @@ async def streamed_person(
 
 
 def _noted(out: dict[str, Any], at: float, event: dict[str, str]) -> bool:
-    """Note what a streamed turn's event tells (its run is the first that starts); True at its end."""
+    """Note what an event tells of the person's turn (its run: the POST's, or else the first that
+    starts); True at its end."""
     kind = event.get("event")
     if kind == "text" and "first" not in out:
         match = REPLY.search(json.loads(event.get("data") or "{}").get("text", ""))
@@ -331,9 +292,13 @@ def _noted(out: dict[str, Any], at: float, event: dict[str, str]) -> bool:
             out["first_published"] = published(event)
     elif kind == "turn":
         data = json.loads(event.get("data") or "{}")
+        if out.get("run") is None and data.get("state") == "started":
+            out["run"] = data.get("run")
+        if data.get("run") != out.get("run"):
+            return False
         if data.get("state") == "started" and "started" not in out:
-            out["started"], out["run"] = published(event), data.get("run")
-        elif data.get("state") in ENDS and data.get("run") == out.get("run"):
+            out["started"] = published(event)
+        elif data.get("state") in ENDS:
             out["end"], out["state"], out["end_published"] = at, data["state"], published(event)
             out["replied"] = any(REPLY.search(m.get("text") or "") for m in data.get("messages") or [])
             return True
@@ -349,7 +314,10 @@ def warm_streamed(web_port: int, port: int, token: str, width: int = 8, rounds: 
         go, outs = asyncio.Event(), [{} for _ in convos]
         go.set()
         await asyncio.gather(
-            *(streamed_person(port, token, c, i, asyncio.Event(), go, outs[i], "[warm] hello") for i, c in enumerate(convos))
+            *(
+                person(web_port, token, c, i, False, asyncio.Event(), go, outs[i], port, "[warm] hello")
+                for i, c in enumerate(convos)
+            )
         )
         return outs
 
@@ -369,11 +337,7 @@ async def storm(
     turns: list[dict[str, Any]] = [{"person": i} for i in range(len(people))]
     readies = [asyncio.Event() for _ in people]
     tasks = [
-        asyncio.create_task(
-            streamed_person(streamed, token, convo, i, readies[i], go, turns[i])
-            if streamed
-            else person(port, token, convo, i, stream_first, readies[i], go, turns[i])
-        )
+        asyncio.create_task(person(port, token, convo, i, stream_first, readies[i], go, turns[i], streamed))
         for i, (token, convo) in enumerate(people)
     ]
     opening = time.monotonic()
