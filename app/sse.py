@@ -37,16 +37,17 @@ def stream(
     conversation_id: int,
     person_id: int,
     render: Callable[[Event], tuple[str, str] | None],
-    after: str | None = None,
+    start: tuple[str, str] | None = None,
     until_run: int | None = None,
 ) -> Response:
     """The response: each event as `id`, `event` and `data` lines (`render` gives (name, data), or
     None to pass over it — its id is still sent, so a reconnect does not replay it). A person has
     at most EVENTS_MAX_STREAMS_PER_PERSON open (each holds a server thread); the stream ends when
-    its credential does (sign-out, a revoked token), checked every EVENTS_RECHECK seconds. It
-    starts after `after` if given; with `until_run`, it ends with that run's pass."""
+    its credential does (sign-out, a revoked token), checked every EVENTS_RECHECK seconds. With
+    `start` (a place hold() took, and an event id), it starts after that event in that place; with
+    `until_run`, it ends with that run's pass."""
     redis = redis_client.client  # (closing may happen outside the app's context)
-    held, start = _hold_and_start(redis, conversation_id, person_id, after)
+    held, start_after = start or _hold_and_start(redis, conversation_id, person_id)
     config = current_app.config
     heartbeat, lasting, recheck = config["EVENTS_HEARTBEAT"], config["EVENTS_STREAM_SECONDS"], config["EVENTS_RECHECK"]
     # Nothing open while the stream waits; what the request loaded (the person) stays readable.
@@ -58,7 +59,7 @@ def stream(
         checked = time.monotonic()
         try:
             yield "retry: 2000\n\n"
-            for event in events.follow(conversation_id, start, min(heartbeat, max(1, recheck)), lasting):
+            for event in events.follow(conversation_id, start_after, min(heartbeat, max(1, recheck)), lasting):
                 if time.monotonic() - checked >= recheck:
                     if not still_signed_in():
                         return
@@ -72,24 +73,22 @@ def stream(
                 if until_run is not None and event.ends_turn() and event.run == until_run:
                     return
         finally:
-            let_go()
+            give_back()
 
     # The body's end and the response's close each let the stream's place go (a server usually
     # reaches both, whichever comes first does it): once.
-    let_go = _once(lambda: _let_go(redis, person_id, held))
+    give_back = _once(lambda: _let_go(redis, person_id, held))
     response = Response(stream_with_context(body()), mimetype="text/event-stream")
-    response.call_on_close(let_go)
+    response.call_on_close(give_back)
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
     return response
 
 
-def _hold_and_start(redis: Any, conversation_id: int, person_id: int, after: str | None) -> tuple[str, str]:
-    """The stream's place among the person's open streams, and the event it starts after: `after`
-    when given, else the client's Last-Event-ID (a reconnect), else from the newest event or a
-    page's cursor, replaying a turn still running (its first look back in the same round trip)."""
-    if after is not None:
-        return _hold_a_stream(redis, person_id, None)[0], after
+def _hold_and_start(redis: Any, conversation_id: int, person_id: int) -> tuple[str, str]:
+    """The stream's place among the person's open streams, and the event it starts after: the
+    client's Last-Event-ID (a reconnect), else from the newest event or a page's cursor, replaying
+    a turn still running (its first look back in the same round trip as the place)."""
     given = cursor()
     if given is not None and request.headers.get("Last-Event-ID"):
         return _hold_a_stream(redis, person_id, None)[0], given
@@ -110,6 +109,17 @@ def data_lines(data: str) -> str:
     """`data:` lines for a payload. A CR, LF or CRLF anywhere ends an SSE line, so each becomes a
     line of its own: what the payload says can never add a field or an event to the stream."""
     return "".join(f"data: {line}\n" for line in data.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+
+
+def hold(person_id: int) -> str:
+    """A place among the person's open streams for a stream about to start (its id), taken before
+    what it follows is kept: TooManyAttempts (429) when they hold EVENTS_MAX_STREAMS_PER_PERSON."""
+    return _hold_a_stream(redis_client.client, person_id, None)[0]
+
+
+def let_go(person_id: int, held: str) -> None:
+    """Give back a place hold() took."""
+    _let_go(redis_client.client, person_id, held)
 
 
 def _streams_key(person_id: int) -> str:

@@ -271,7 +271,7 @@ def asgi(env: dict[str, str], workers: int) -> Iterator[Asgi]:
     """`uvicorn asgi:app --workers N` (MCP and the streamed turns) on a free port; stopped on exit."""
     port = free_port()
     log = log_file("asgi")
-    args = ["--workers", str(workers), "--backlog", "4096", "--log-level", "warning", "--no-access-log"]
+    args = ["--workers", str(workers), "--backlog", "4096", "--log-level", "warning", "--no-access-log", "--no-proxy-headers"]
     with log.open("wb") as errors:
         proc = subprocess.Popen(
             [str(BIN / "uvicorn"), "asgi:app", "--port", str(port), *args],

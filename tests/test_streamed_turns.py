@@ -53,6 +53,14 @@ class NoRoom(TurnServer):
         super().__init__(database_url, WORKER_THREADS="0")
 
 
+class QueueOnly(TurnServer):
+    """An ASGI process whose queued passes wait for a worker that never comes (none runs here),
+    and whose JSON answers wait up to 20 s for their turn."""
+
+    def __init__(self, database_url: str) -> None:
+        super().__init__(database_url, TURNS_RUNNER="dramatiq", TURN_WAIT="20")
+
+
 mcp_process, server = module_server(TurnServer)
 
 
@@ -66,6 +74,18 @@ def full_process(database_url):
 @pytest.fixture
 def full(full_process, app):
     return full_process.running()
+
+
+@pytest.fixture(scope="module")
+def queue_only_process(database_url):
+    process = QueueOnly(database_url)
+    yield process
+    process.kill()
+
+
+@pytest.fixture
+def queue_only(queue_only_process, app):
+    return queue_only_process.running()
 
 
 def token(app: Any, email: str = "alice@example.com", scope: str = "client") -> str:
@@ -105,7 +125,7 @@ def streamed_post(base: str, convo: int, bearer: str, text: str, **headers: str)
         "POST",
         f"{base}/api/conversations/{convo}/messages",
         json={"text": text},
-        headers={**api_headers(bearer), **SSE, **headers},
+        headers={**api_headers(bearer), **SSE, **headers},  # (Accept=… in headers asks otherwise)
         timeout=WAIT,
     )
 
@@ -333,3 +353,116 @@ def test_openapi_says_a_message_may_be_answered_with_its_turns_events(app):
     operation = app.test_client().get("/api/openapi.json").get_json()["paths"]["/api/conversations/{id}/messages"]["post"]
     assert set(operation["responses"]["200"]["content"]) == {"application/json", "text/event-stream"}
     assert "Accept: text/event-stream" in operation["description"]
+
+
+# --- what a helper found attacking it (2026-12-06) -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("accept", "stream"),
+    [
+        ("text/event-stream", True),
+        ("TEXT/EVENT-STREAM", True),
+        ("text/*", True),
+        ("text/event-stream;q=0.9, application/json;q=0.5", True),
+        ("application/json, text/event-stream", False),  # (what MCP clients send: JSON first)
+        ("text/event-stream;q=0, application/json", False),
+        ("*/*", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_which_accept_asks_for_the_turn_as_a_stream(accept, stream):
+    from app.api.streamed import wants_stream
+
+    assert wants_stream(accept) is stream
+
+
+def test_a_json_answer_never_waits_for_its_turn_on_the_asgi_processs_loop(app, queue_only):
+    # A message whose Accept prefers JSON is waited for (up to TURN_WAIT) as the plain route does.
+    # Run on the loop, that wait stopped every stream and pass of the process; it goes to a thread.
+    bearer, other = token(app), token(app, "bob@example.com")
+    # Ids start again with each test's fresh tables: the first few are left to the earlier tests'
+    # conversations, whose passes in the module's other process may still be ending (and a pass
+    # that ends queues the next run of its conversation id, which would then be this one).
+    for _ in range(5):
+        conversation(app, other)
+    convo, theirs = conversation(app, bearer), conversation(app, other)
+    waited: list[Any] = []
+
+    def json_message() -> None:
+        headers = {**api_headers(bearer), "Accept": "application/json, text/event-stream"}
+        url = f"{queue_only.base}/api/conversations/{convo}/messages"
+        waited.append(httpx2.post(url, json={"text": "hello"}, headers=headers, timeout=WAIT))
+
+    waiting = threading.Thread(target=json_message)
+    waiting.start()
+    eventually(lambda: replies_or_runs(app, convo), "the JSON message's run, queued")
+    with streamed_post(queue_only.base, theirs, other, "hello") as response:
+        seen = events_of(response.iter_lines())
+    assert seen[-1][2]["state"] == "done"
+    assert waiting.is_alive()  # Bob's whole turn ran while Alice's answer still waited for hers
+    waiting.join(WAIT)
+    assert waited[0].status_code == 202, waited[0].text
+    assert waited[0].headers["content-type"].startswith("application/json")
+
+
+def replies_or_runs(app: Any, convo: int) -> int:
+    with app.app_context():
+        return db.session.scalar(sa.select(sa.func.count(Run.id)).where(Run.conversation_id == convo)) or 0
+
+
+@pytest.mark.parametrize("accept", ["TEXT/EVENT-STREAM", "text/*"])
+def test_a_stream_asked_in_other_words_streams_as_the_words_come(app, server, accept):
+    bearer = token(app)
+    convo = conversation(app, bearer)
+    with streamed_post(server.base, convo, bearer, "hello", Accept=accept) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        lines = response.iter_lines()
+        for line in lines:
+            if line.startswith("event: text"):
+                break  # the first words, while the reply is still being written: not buffered to its end
+        with app.app_context():
+            assert db.session.scalar(sa.select(Run.status).where(Run.conversation_id == convo)) == "running"
+        assert events_of(lines)[-1][2]["state"] == "done"
+
+
+def test_a_chunked_message_body_is_read_on_the_asgi_process(app, server):
+    bearer = token(app)
+    convo = conversation(app, bearer)
+
+    def body():
+        yield b'{"text": '
+        yield b'"hello"}'
+
+    headers = {**api_headers(bearer), **SSE, "Content-Type": "application/json"}
+    url = f"{server.base}/api/conversations/{convo}/messages"
+    with httpx2.stream("POST", url, content=body(), headers=headers, timeout=WAIT) as response:
+        assert response.status_code == 200
+        assert events_of(response.iter_lines())[-1][2]["state"] == "done"
+
+
+def test_with_every_stream_place_taken_a_streamed_message_is_refused_before_it_is_kept(app, server):
+    from app import sse
+
+    bearer = token(app)
+    convo = conversation(app, bearer)
+    with app.test_request_context():
+        alice = db.session.scalar(sa.select(User.id).where(User.email == "alice@example.com"))
+        for _ in range(app.config["EVENTS_MAX_STREAMS_PER_PERSON"]):
+            sse.hold(alice)  # (as her open tabs would)
+    for base, post in ((server.base, httpx2.post), (None, None)):
+        if base is None:  # the WSGI app, in process
+            answer = app.test_client().post(
+                f"/api/conversations/{convo}/messages", json={"text": "hi"}, headers={**api_headers(bearer), **SSE}
+            )
+            status, kind = answer.status_code, answer.mimetype
+        else:
+            answer = post(
+                f"{base}/api/conversations/{convo}/messages", json={"text": "hi"}, headers={**api_headers(bearer), **SSE}
+            )
+            status, kind = answer.status_code, answer.headers["content-type"]
+        assert status == 429 and "json" in kind
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(Message.id)).where(Message.conversation_id == convo)) == 0
+        assert db.session.scalar(sa.select(sa.func.count(Run.id)).where(Run.conversation_id == convo)) == 0

@@ -15,6 +15,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from flask import Response, request
+from werkzeug.datastructures import MIMEAccept
+from werkzeug.http import parse_accept_header
 
 from app import copilot, sse
 from app.api.events import event_json
@@ -31,27 +33,40 @@ SERVER = "countersign.turn_server"  # the WSGI environ's key for the ASGI proces
 
 
 def wanted() -> bool:
-    """The client asks for the turn's events as the answer: `text/event-stream` before JSON in its
-    Accept (`*/*` or no Accept is JSON, as before)."""
-    best = request.accept_mimetypes.best_match(["application/json", "text/event-stream"])
+    """The client asks for the turn's events as the answer (wants_stream)."""
+    return wants_stream(request.headers.get("Accept"))
+
+
+def wants_stream(accept: str | None) -> bool:
+    """`text/event-stream` is preferred to JSON by this Accept (`*/*`, none, or JSON first: JSON,
+    as before). The ASGI server decides with this very function which requests it may run on its
+    loop: a JSON answer waits for the turn, which must never happen there."""
+    best = parse_accept_header(accept, MIMEAccept).best_match(["application/json", "text/event-stream"])
     return best == "text/event-stream"
 
 
 def turn(conversation: Conversation, actor: Actor, text: str) -> Any:
-    """Keep the message, queue or run its pass, and answer with its events (module docstring)."""
+    """Keep the message, queue or run its pass, and answer with its events (module docstring).
+    The answer is a stream like any other: it takes one of the person's places first (429 with
+    nothing kept when they hold EVENTS_MAX_STREAMS_PER_PERSON)."""
     render = partial(event_json, actor=actor, conversation_id=conversation.id)
-    after = events.last_id(conversation.id)  # (before the message: its title and turn events follow)
-    server: Exchange | None = request.environ.get(SERVER)
-    if server is None:
-        _, run = copilot.send_message(conversation, actor, text)
-        return sse.stream(conversation.id, actor.user.id, render, after=after, until_run=run.id)
-    handoff = server.handoff(conversation.id)  # (open before the message: its title event is handed over too)
+    held = sse.hold(actor.user.id)
     try:
-        _, run = copilot.send_message(conversation, actor, text, submit=False)
+        after = events.last_id(conversation.id)  # (before the message: its title and turn events follow)
+        server: Exchange | None = request.environ.get(SERVER)
+        if server is None:
+            _, run = copilot.send_message(conversation, actor, text)
+            return sse.stream(conversation.id, actor.user.id, render, start=(held, after), until_run=run.id)
+        handoff = server.handoff(conversation.id)  # (open before the message: its title event is handed over too)
+        try:
+            _, run = copilot.send_message(conversation, actor, text, submit=False)
+        except BaseException:
+            handoff.cancel()
+            raise
     except BaseException:
-        handoff.cancel()
+        sse.let_go(actor.user.id, held)
         raise
-    handoff.ready(run.id, after, render, credential_check())
+    handoff.ready(run.id, after, render, credential_check(), partial(sse.let_go, actor.user.id, held))
     if not handoff.local:  # no room for another pass here: a worker runs it, the stream follows Redis
         copilot.submit(run.id)
     db.session.expunge_all()  # (what the stream renders with stays readable once the request ends)

@@ -26,7 +26,7 @@ from flask import Flask
 from starlette.types import Receive, Scope, Send
 
 from app import copilot
-from app.api.streamed import SERVER
+from app.api.streamed import SERVER, wants_stream
 from app.copilot import events, taps
 from app.copilot.events import Event
 from app.extensions import db
@@ -47,9 +47,12 @@ class Handoff:
         self.tap = taps.tap(conversation_id, asyncio.get_running_loop())
         self.run_id: int | None = None
 
-    def ready(self, run_id: int, after: str, render: Callable[[Event], Any], live: Callable[[], bool]) -> None:
-        """The message and its run are committed: the stream starts after `after`."""
-        self.run_id, self.after, self.render, self.live = run_id, after, render, live
+    def ready(
+        self, run_id: int, after: str, render: Callable[[Event], Any], live: Callable[[], bool], let_go: Callable[[], None]
+    ) -> None:
+        """The message and its run are committed: the stream starts after `after`; `live` says
+        whether its credential still is, `let_go` gives back its place among the person's streams."""
+        self.run_id, self.after, self.render, self.live, self.let_go = run_id, after, render, live, let_go
 
     def cancel(self) -> None:
         self.tap.close()
@@ -86,7 +89,7 @@ class TurnServer:
             return
         environ = _environ(scope, body)
         exchange = Exchange(self)
-        if "text/event-stream" in environ.get("HTTP_ACCEPT", ""):
+        if wants_stream(environ.get("HTTP_ACCEPT")):
             environ[SERVER] = exchange
             status, headers, content = self._dispatch(environ)
         else:  # a message waited for as Prefer says (up to TURN_WAIT): in a thread, never on the loop
@@ -179,6 +182,7 @@ class TurnServer:
                     if event.ends_turn() and event.run == handoff.run_id:
                         return
         finally:
+            handoff.let_go()
             in_app.pop()
             handoff.tap.close()
             gone.cancel()
@@ -289,7 +293,7 @@ def _environ(scope: Scope, body: bytes) -> dict[str, Any]:
     }
     for raw_name, raw_value in scope.get("headers", []):
         name, value = raw_name.decode("latin-1").upper().replace("-", "_"), raw_value.decode("latin-1")
-        if name == "CONTENT_LENGTH":
+        if name in ("CONTENT_LENGTH", "TRANSFER_ENCODING"):  # (the body is read whole: its length is known)
             continue
         key = name if name == "CONTENT_TYPE" else f"HTTP_{name}"
         environ[key] = f"{environ[key]},{value}" if key in environ else value

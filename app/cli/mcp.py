@@ -23,5 +23,6 @@ def mcp_command(host: str, port: int) -> None:
 
     served = create_asgi_app(current_app._get_current_object())  # type: ignore[attr-defined]
     # Served outside this command's app context, as `uvicorn asgi:app` is: every request and pass
-    # pushes its own (one left current here would be every request's, and its `g` with it).
-    contextvars.Context().run(uvicorn.run, served, host=host, port=port)
+    # pushes its own (one left current here would be every request's, and its `g` with it). The
+    # client's address is the app's to take from X-Forwarded-For (TRUSTED_PROXIES), not uvicorn's.
+    contextvars.Context().run(uvicorn.run, served, host=host, port=port, proxy_headers=False)
