@@ -157,6 +157,34 @@ def test_a_first_message_costs_its_statements_one_commit_and_its_round_trips(app
     assert c.redis == ["XREVRANGE", "EVALSHA", "EVALSHA"], c
 
 
+def test_a_streamed_message_handed_to_the_asgi_server_costs_a_message_and_its_stream_place_and_no_job(app, api, counting):
+    from app.api.streamed import SERVER
+    from app.api.turn_server import Exchange, TurnServer
+
+    convo = warmed(api)
+    client, headers = api
+
+    async def post() -> Any:  # (the view runs on the server's loop, as the ASGI process runs it)
+        exchange = Exchange(TurnServer(app))
+        answer = client.post(
+            f"/api/conversations/{convo}/messages",
+            json={"text": "hello there"},
+            headers={**headers, "Accept": "text/event-stream"},
+            environ_base={SERVER: exchange},
+        )
+        assert exchange.taken is not None and exchange.taken.run_id is not None and exchange.taken.local
+        exchange.taken.cancel()
+        return answer
+
+    with counting() as c:
+        assert asyncio.run(post()).status_code == 200
+    # as a plain message: the token, the conversation, its lock; the message and its run; the title
+    assert c.sql == {"SELECT": 3, "INSERT": 2, "UPDATE": 1}, c
+    assert c.commits == 1, c
+    # the stream's place among the person's, the event cursor, the title's event; no job: the pass is the server's
+    assert c.redis == ["MULTI+ZREMRANGEBYSCORE+ZADD+ZCARD+EXPIRE+EXEC", "XREVRANGE", "EVALSHA"], c
+
+
 def test_a_pass_that_answers_in_words_costs_its_statements_three_commits_and_four_round_trips(app, api, counting, streamed):
     run_pass(app, send(api, new_conversation(api), "warm up")["run"])
     convo = new_conversation(api)
