@@ -165,7 +165,7 @@ def test_a_streamed_message_handed_to_the_asgi_server_costs_a_message_and_its_st
     client, headers = api
 
     async def post() -> Any:  # (the view runs on the server's loop, as the ASGI process runs it)
-        exchange = Exchange(TurnServer(app))
+        exchange = Exchange(TurnServer(app), asyncio.get_running_loop())
         answer = client.post(
             f"/api/conversations/{convo}/messages",
             json={"text": "hello there"},

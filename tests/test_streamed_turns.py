@@ -364,6 +364,7 @@ def test_openapi_says_a_message_may_be_answered_with_its_turns_events(app):
         ("text/event-stream", True),
         ("TEXT/EVENT-STREAM", True),
         ("text/*", True),
+        ("text/event-stream; charset=utf-8", True),
         ("text/event-stream;q=0.9, application/json;q=0.5", True),
         ("application/json, text/event-stream", False),  # (what MCP clients send: JSON first)
         ("text/event-stream;q=0, application/json", False),
@@ -466,3 +467,41 @@ def test_with_every_stream_place_taken_a_streamed_message_is_refused_before_it_i
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count(Message.id)).where(Message.conversation_id == convo)) == 0
         assert db.session.scalar(sa.select(sa.func.count(Run.id)).where(Run.conversation_id == convo)) == 0
+
+
+def test_a_message_waiting_on_a_locked_database_holds_up_no_other_request_of_the_asgi_process(app, server):
+    # Another process holds the conversation's write lock (SQLite: the database's; PostgreSQL: the
+    # row's). A streamed message waits for it as under gunicorn, in a thread: the process's loop
+    # goes on serving everyone else (run on the loop, the view froze them all until the lock went).
+    from app.models import Conversation
+
+    bearer = token(app)
+    convo = conversation(app, bearer)
+    with app.app_context():
+        alice = db.session.scalar(sa.select(User.id).where(User.email == "alice@example.com"))
+        lock = db.engine.connect()
+    answered: list[Any] = []
+    try:
+        if lock.dialect.name == "sqlite":
+            lock.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            lock.execute(sa.select(Conversation.id).where(Conversation.id == convo).with_for_update())
+
+        def message() -> None:
+            with streamed_post(server.base, convo, bearer, "hello") as response:
+                answered.append(events_of(response.iter_lines()))
+
+        waiting = threading.Thread(target=message)
+        waiting.start()
+        # Past its stream place (taken before the message is written): it waits on the lock now.
+        with app.app_context():
+            from app.extensions import redis_client
+
+            eventually(lambda: redis_client.client.zcard(f"streams:{alice}"), "the message's stream place")
+        probe = httpx2.get(f"{server.base}/mcp", timeout=WAIT)  # (no token: 401 at once, on the loop)
+        assert probe.status_code == 401 and not answered  # answered while the message still waits
+    finally:
+        lock.rollback()
+        lock.close()
+    waiting.join(WAIT)
+    assert answered and answered[0][-1][2]["state"] == "done"

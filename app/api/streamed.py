@@ -39,10 +39,10 @@ def wanted() -> bool:
 
 def wants_stream(accept: str | None) -> bool:
     """`text/event-stream` is preferred to JSON by this Accept (`*/*`, none, or JSON first: JSON,
-    as before). The ASGI server decides with this very function which requests it may run on its
-    loop: a JSON answer waits for the turn, which must never happen there."""
-    best = parse_accept_header(accept, MIMEAccept).best_match(["application/json", "text/event-stream"])
-    return best == "text/event-stream"
+    as before). The ASGI server decides with this very function which requests get its handoff."""
+    # (Parameters do not change what a type is: `text/event-stream; charset=utf-8` asks for it.)
+    bare = MIMEAccept([(value.split(";", 1)[0].strip(), q) for value, q in parse_accept_header(accept, MIMEAccept)])
+    return bare.best_match(["application/json", "text/event-stream"]) == "text/event-stream"
 
 
 def turn(conversation: Conversation, actor: Actor, text: str) -> Any:

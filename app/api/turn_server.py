@@ -35,6 +35,7 @@ from app.sse import lines
 log = logging.getLogger(__name__)
 
 
+DISPATCHERS = 64  # threads for the requests (each through the Flask app; a JSON answer may wait up to TURN_WAIT)
 READERS = 64  # threads for the streams that read Redis (a pass that is not here): each blocks in an XREAD
 FOLLOW_REDIS = object()  # on a tap: the pass is not (or no longer) here, read the rest from Redis
 
@@ -42,10 +43,11 @@ FOLLOW_REDIS = object()  # on a tap: the pass is not (or no longer) here, read t
 class Handoff:
     """One streamed turn, from the Flask view to this server: its tap, its run, how to render."""
 
-    def __init__(self, conversation_id: int, local: bool) -> None:
+    def __init__(self, conversation_id: int, local: bool, loop: asyncio.AbstractEventLoop) -> None:
         self.conversation_id, self.local = conversation_id, local
-        self.tap = taps.tap(conversation_id, asyncio.get_running_loop())
+        self.tap = taps.tap(conversation_id, loop)
         self.run_id: int | None = None
+        self.reading: asyncio.Future[list[Event]] | None = None  # a Redis read under way, when following Redis
 
     def ready(
         self, run_id: int, after: str, render: Callable[[Event], Any], live: Callable[[], bool], let_go: Callable[[], None]
@@ -61,13 +63,13 @@ class Handoff:
 class Exchange:
     """What the Flask view finds in its environ (streamed.SERVER) when this server serves it."""
 
-    def __init__(self, server: TurnServer) -> None:
-        self.server = server
+    def __init__(self, server: TurnServer, loop: asyncio.AbstractEventLoop) -> None:
+        self.server, self.loop = server, loop
         self.taken: Handoff | None = None
 
     def handoff(self, conversation_id: int) -> Handoff:
         """A Handoff whose pass runs here when there is room (`local`), else on a worker."""
-        self.taken = Handoff(conversation_id, local=len(self.server.passes) < self.server.limit)
+        self.taken = Handoff(conversation_id, len(self.server.passes) < self.server.limit, self.loop)
         return self.taken
 
 
@@ -79,7 +81,11 @@ class TurnServer:
         config = flask_app.config
         self.limit, self.timeout = config["WORKER_THREADS"], config["TURN_TIMEOUT"]
         self.passes: set[asyncio.Task[None]] = set()
-        # Streams whose pass runs elsewhere read Redis in threads of their own (a blocking XREAD each).
+        # Every request goes through the Flask app in a thread (its SQL and Redis calls may wait: a
+        # locked SQLite, a JSON answer waiting for its turn) and never on the loop; streams whose
+        # pass runs elsewhere read Redis in threads of another pool (a blocking XREAD each), so
+        # neither can starve the other.
+        self.dispatchers = ThreadPoolExecutor(max_workers=DISPATCHERS, thread_name_prefix="countersign-request")
         self.readers = ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="countersign-follow")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -88,17 +94,16 @@ class TurnServer:
             await _plain(send, 413, b"Request body too large.")
             return
         environ = _environ(scope, body)
-        exchange = Exchange(self)
-        if wants_stream(environ.get("HTTP_ACCEPT")):
+        loop = asyncio.get_running_loop()
+        exchange = Exchange(self, loop)
+        if wants_stream(environ.get("HTTP_ACCEPT")):  # (else a message waited for as Prefer says, up to TURN_WAIT)
             environ[SERVER] = exchange
-            status, headers, content = self._dispatch(environ)
-        else:  # a message waited for as Prefer says (up to TURN_WAIT): in a thread, never on the loop
-            status, headers, content = await asyncio.get_running_loop().run_in_executor(self.readers, self._dispatch, environ)
+        status, headers, content = await loop.run_in_executor(self.dispatchers, self._dispatch, environ)
         handoff = exchange.taken
         if handoff is not None and (handoff.run_id is None or status != 200):
             handoff.cancel()  # (the view failed after opening it)
             handoff = None
-        if handoff is not None and handoff.local:  # (started before any await: the room it counted on is still there)
+        if handoff is not None and handoff.local:
             task = asyncio.create_task(self._pass(handoff))
             self.passes.add(task)
             task.add_done_callback(self.passes.discard)
@@ -111,7 +116,7 @@ class TurnServer:
         await self._stream(handoff, receive, send)
 
     def _dispatch(self, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-        """The request through the Flask app, here on the loop (its work is short: no model call)."""
+        """The request through the Flask app (in a thread of `dispatchers`)."""
         started: dict[str, Any] = {}
 
         def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], object]:
@@ -199,11 +204,17 @@ class TurnServer:
             except TimeoutError:
                 return []
             return event if event is FOLLOW_REDIS else [event]
-        loop = asyncio.get_running_loop()
-        reading = loop.run_in_executor(self.readers, self._read, handoff.conversation_id, after, int(wait * 1000))
+        if handoff.reading is None:
+            loop = asyncio.get_running_loop()
+            handoff.reading = loop.run_in_executor(self.readers, self._read, handoff.conversation_id, after, int(wait * 1000))
+        reading: asyncio.Future[Any] = handoff.reading
         waiting: set[asyncio.Future[Any]] = {reading, gone}
-        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-        return reading.result() if reading in done else []
+        # (Not past `wait` plus a second: a read still waiting for a thread leaves a keep-alive.)
+        done, _ = await asyncio.wait(waiting, timeout=wait + 1, return_when=asyncio.FIRST_COMPLETED)
+        if reading not in done:
+            return []
+        handoff.reading = None
+        return reading.result()
 
     def _read(self, conversation_id: int, after: str, block_ms: int) -> list[Event]:
         return self._in_app(lambda: events.read(conversation_id, after, max(1, block_ms)))
@@ -226,6 +237,7 @@ class TurnServer:
         for task in list(self.passes):
             task.cancel()
         self.readers.shutdown(wait=False, cancel_futures=True)
+        self.dispatchers.shutdown(wait=False, cancel_futures=True)
 
 
 def _rolled_back(work: Callable[[], Any]) -> Any:
