@@ -1,6 +1,6 @@
 """The ASGI side of a message answered with its own turn (app/api/streamed.py): the request goes
-through the Flask app as any other (the same authentication, limits, checks and errors, run on
-this loop), and when the view hands the turn over, this server runs its pass as a task on its own
+through the Flask app as any other (the same authentication, limits, checks and errors, in a
+thread), and when the view hands the turn over, this server runs its pass as a task on its own
 event loop — a worker that takes its jobs from the people it answers — and writes the pass's events
 to the response as the pass appends them (app.copilot.taps), with no Redis read between them.
 
@@ -101,7 +101,7 @@ class TurnServer:
         status, headers, content = await loop.run_in_executor(self.dispatchers, self._dispatch, environ)
         handoff = exchange.taken
         if handoff is not None and (handoff.run_id is None or status != 200):
-            handoff.cancel()  # (the view failed after opening it)
+            self._give_up(handoff)  # (the view failed after opening it)
             handoff = None
         if handoff is not None and handoff.local:
             task = asyncio.create_task(self._pass(handoff))
@@ -133,6 +133,15 @@ class TurnServer:
             getattr(result, "close", lambda: None)()
         headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in started["headers"]]
         return started["status"], headers, content
+
+    def _give_up(self, handoff: Handoff) -> None:
+        """A handoff whose answer will not be its stream: its tap closed; once its run was kept,
+        the run goes to the workers (nothing else would run it) and its stream place back."""
+        handoff.cancel()
+        if handoff.run_id is not None:
+            with self.flask_app.app_context():
+                copilot.submit(handoff.run_id)
+                handoff.let_go()
 
     async def _pass(self, handoff: Handoff) -> None:
         """The turn's pass on this loop; when it was not this server's to run (or broke before its
