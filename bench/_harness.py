@@ -267,25 +267,24 @@ class Asgi:
 
 
 @contextmanager
-def asgi(env: dict[str, str], workers: int) -> Iterator[Asgi]:
-    """`uvicorn asgi:app --workers N` (MCP and the streamed turns) on a free port; stopped on exit."""
+def uvicorn(
+    app: str, env: dict[str, str], workers: int, cwd: Path, name: str, extra: tuple[str, ...] = ()
+) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """`uvicorn APP --workers N` on a free port of 127.0.0.1, every worker started (each imports
+    pydantic-ai before it serves); its port and process; stopped on exit, its workers killed."""
     port = free_port()
-    log = log_file("asgi")
-    args = ["--workers", str(workers), "--backlog", "4096", "--log-level", "warning", "--no-access-log", "--no-proxy-headers"]
+    log = log_file(name)
+    args = ["--workers", str(workers), "--backlog", "4096", "--log-level", "warning", "--no-access-log", *extra]
     with log.open("wb") as errors:
         proc = subprocess.Popen(
-            [str(BIN / "uvicorn"), "asgi:app", "--port", str(port), *args],
-            cwd=ROOT,
-            env=env,
-            stderr=errors,
-            preexec_fn=die_with_parent,
+            [str(BIN / "uvicorn"), app, "--port", str(port), *args], cwd=cwd, env=env, stderr=errors, preexec_fn=die_with_parent
         )
     try:
         wait_for_port(port, 60)
         deadline = time.monotonic() + 60
         while len(children(proc.pid)) < workers and time.monotonic() < deadline:
             time.sleep(0.2)
-        yield Asgi(port, proc)
+        yield port, proc
     finally:
         stop(proc, seconds=5)
         for pid in children(proc.pid):
@@ -293,6 +292,14 @@ def asgi(env: dict[str, str], workers: int) -> Iterator[Asgi]:
                 os.kill(pid, 9)
             except OSError:
                 pass
+
+
+@contextmanager
+def asgi(env: dict[str, str], workers: int) -> Iterator[Asgi]:
+    """`uvicorn asgi:app --workers N` (MCP and the streamed turns) on a free port; stopped on exit.
+    The client's address is the app's to take (TRUSTED_PROXIES), as production runs it."""
+    with uvicorn("asgi:app", env, workers, ROOT, "asgi", ("--no-proxy-headers",)) as (port, proc):
+        yield Asgi(port, proc)
 
 
 @contextmanager

@@ -40,18 +40,13 @@ from typing import Any
 
 from _aio import EventStream, raise_open_files
 from _harness import (
-    BIN,
     LoginProbe,
     children,
     cpu_seconds,
-    die_with_parent,
-    free_port,
     load_average,
-    log_file,
     memory_of,
     percentiles,
-    stop,
-    wait_for_port,
+    uvicorn,
 )
 from slow_model import REPLY, fake_model, fake_stats, first_words_figures, model_figures
 
@@ -107,30 +102,9 @@ class Server:
 @contextmanager
 def serve(base_url: str, workers: int) -> Iterator[Server]:
     """`uvicorn --factory peer_agui:make_app --workers N` on a free port of 127.0.0.1; stopped on exit."""
-    port = free_port()
-    log = log_file("peer-uvicorn")
-    args = ["--workers", str(workers), "--backlog", "4096", "--log-level", "warning", "--no-access-log"]
-    with log.open("wb") as errors:
-        proc = subprocess.Popen(
-            [str(BIN / "uvicorn"), "--factory", "peer_agui:make_app", "--app-dir", str(HERE), "--port", str(port), *args],
-            cwd=HERE,
-            env={**os.environ, "PEER_MODEL_BASE_URL": f"{base_url}/v1"},
-            stderr=errors,
-            preexec_fn=die_with_parent,
-        )
-    try:
-        wait_for_port(port, 60)
-        deadline = time.monotonic() + 60
-        while len(Server(port, proc, "").pids()) < workers + 1 and time.monotonic() < deadline:
-            time.sleep(0.2)  # every worker started (each imports pydantic-ai before it serves)
+    env = {**os.environ, "PEER_MODEL_BASE_URL": f"{base_url}/v1"}
+    with uvicorn("peer_agui:make_app", env, workers, HERE, "peer-uvicorn", ("--factory", "--app-dir", str(HERE))) as (port, proc):
         yield Server(port, proc, f"uvicorn --workers {workers} (pydantic-ai AGUIAdapter)")
-    finally:
-        stop(proc, seconds=5)
-        for pid in children(proc.pid):
-            try:
-                os.kill(pid, 9)
-            except OSError:
-                pass
 
 
 def run_input(text: str) -> dict[str, Any]:

@@ -116,6 +116,34 @@ def peer_figures(label: str, people: str) -> list[Figure]:
     ]
 
 
+def l1_goals(label: str, people: str) -> list[Figure]:
+    """L1's own goals, in either shape: the turn's end, failures, first words, `/login` meanwhile."""
+    return [
+        Figure(
+            f"L1 turn end p99, {people} at once ({label})",
+            "≤ 3.5 s",
+            "s",
+            lambda r: r["turn"]["p99_ms"] / 1000,
+            lambda v: v <= 3.5,
+        ),
+        Figure(f"L1 failed turns ({label})", "0", "", lambda r: r["failures"]["total"], lambda v: v == 0),
+        Figure(
+            f"L1 first words p95, fake sent → stream read ({label})",
+            "≤ 100 ms",
+            "ms",
+            lambda r: r["first_words"].get("p95_ms", float("inf")),
+            lambda v: v <= 100,
+        ),
+        Figure(
+            f"L1 GET /login p99 during ÷ idle ({label})",
+            "≤ 3×",
+            "×",
+            lambda r: r["login"]["ratio_p99"] or float("inf"),
+            lambda v: v <= 3,
+        ),
+    ]
+
+
 # A benchmark: its script, its arguments, its figures; a fourth element, when there is one, is the
 # peer's script and arguments, run after each of its runs (their figures read r["peer"]).
 Row = tuple[str, list[str], list[Figure]] | tuple[str, list[str], list[Figure], tuple[str, list[str]]]
@@ -276,28 +304,7 @@ def plan(smoke: bool, pg: str | None, redis: str) -> list[Row]:
                 [*(["--smoke"] if small else []), "--worker-class", WEB, "--redis", f"{redis}/13", *db],
                 [
                     *(peer_figures(label, people) if paired else []),
-                    Figure(
-                        f"L1 turn end p99, {people} at once ({label})",
-                        "≤ 3.5 s",
-                        "s",
-                        lambda r: r["turn"]["p99_ms"] / 1000,
-                        lambda v: v <= 3.5,
-                    ),
-                    Figure(f"L1 failed turns ({label})", "0", "", lambda r: r["failures"]["total"], lambda v: v == 0),
-                    Figure(
-                        f"L1 first words p95, fake sent → stream read ({label})",
-                        "≤ 100 ms",
-                        "ms",
-                        lambda r: r["first_words"].get("p95_ms", float("inf")),
-                        lambda v: v <= 100,
-                    ),
-                    Figure(
-                        f"L1 GET /login p99 during ÷ idle ({label})",
-                        "≤ 3×",
-                        "×",
-                        lambda r: r["login"]["ratio_p99"] or float("inf"),
-                        lambda v: v <= 3,
-                    ),
+                    *l1_goals(label, people),
                     Figure(
                         f"L1 model requests in flight at once ({label})",
                         "",
@@ -346,28 +353,7 @@ def plan(smoke: bool, pg: str | None, redis: str) -> list[Row]:
                 [*(["--smoke"] if small else []), "--streamed", cores, "--redis", f"{redis}/13", *db],
                 [
                     *peer_figures(label, people),
-                    Figure(
-                        f"L1 turn end p99, {people} at once ({label})",
-                        "≤ 3.5 s",
-                        "s",
-                        lambda r: r["turn"]["p99_ms"] / 1000,
-                        lambda v: v <= 3.5,
-                    ),
-                    Figure(f"L1 failed turns ({label})", "0", "", lambda r: r["failures"]["total"], lambda v: v == 0),
-                    Figure(
-                        f"L1 first words p95, fake sent → stream read ({label})",
-                        "≤ 100 ms",
-                        "ms",
-                        lambda r: r["first_words"].get("p95_ms", float("inf")),
-                        lambda v: v <= 100,
-                    ),
-                    Figure(
-                        f"L1 GET /login p99 during ÷ idle ({label})",
-                        "≤ 3×",
-                        "×",
-                        lambda r: r["login"]["ratio_p99"] or float("inf"),
-                        lambda v: v <= 3,
-                    ),
+                    *l1_goals(label, people),
                 ],
                 peer,
             )
