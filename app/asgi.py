@@ -5,7 +5,6 @@ whose pass runs on this process's event loop. Stopping, its passes get TURN_TIME
 from __future__ import annotations
 
 import asyncio
-import gc
 import re
 
 from flask import Flask
@@ -47,9 +46,7 @@ def _lifespan(flask_app: Flask, turns: TurnServer, receive: Receive) -> Receive:
         message = await receive()
         if message["type"] == "lifespan.startup":
             await asyncio.to_thread(copilot.preload, flask_app)
-            # What start-up made (the app, the agent, the modules) lives as long as the process:
-            # out of the collector's way, so its full collections walk only what requests make.
-            gc.freeze()
+            copilot.tune_collector()
         elif message["type"] == "lifespan.shutdown":
             await turns.close(float(flask_app.config["TURN_TIMEOUT"]))
         return message

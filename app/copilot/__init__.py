@@ -37,6 +37,7 @@ from app.copilot.turns import (
     stop,
     submit,
     sweep_dead,
+    tune_collector,
     wait,
     worker,
 )
@@ -76,6 +77,7 @@ __all__ = [
     "supersede",
     "sweep_dead",
     "sweep_interrupted",
+    "tune_collector",
     "wait",
     "worker",
 ]

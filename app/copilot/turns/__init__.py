@@ -71,6 +71,7 @@ __all__ = [
     "stop",
     "submit",
     "sweep_dead",
+    "tune_collector",
     "wait",
     "worker",
 ]
@@ -123,6 +124,13 @@ def preload(app: Flask) -> None:
     from app.copilot.turns._serve import preload as load
 
     load(app)
+
+
+def tune_collector() -> None:
+    """Set the garbage collector for a process that runs passes, once it has started (_serve)."""
+    from app.copilot.turns._serve import tune_collector as tune
+
+    tune()
 
 
 def worker(app: Flask, threads: int) -> None:

@@ -24,6 +24,18 @@ def preload(app: Flask) -> None:
         loop.preload(engine())
 
 
+def tune_collector() -> None:
+    """For a process that runs many passes at once, once it has started: what start-up made (the
+    app, the agent, the modules) is frozen out of the collector's way, so a full collection walks
+    only what passes make; and the youngest generation is collected every 10,000 allocations, not
+    700 (a pass allocates thousands of short-lived objects: the model's chunks, their events).
+    Measured under L1 (issue 25, 2026-12-06), old and new alternating: the freeze, 3 pairs in the
+    ASGI process, 32.9 / 28.9 / 29.9 -> 26.7 / 27.4 / 26.4 ms a turn; the threshold beside it, 6
+    pairs, median about 34 -> 28.6 ms (4 pairs lower, 2 within 2 ms higher), peak RSS unchanged."""
+    gc.freeze()
+    gc.set_threshold(10_000, 20, 20)
+
+
 def serve(app: Flask, threads: int) -> None:
     """Run passes from Redis until SIGTERM/SIGINT: `threads` passes at once on the worker's one
     event loop while their models think, and WORKER_TASK_THREADS tasks (connector deliveries) in
@@ -35,11 +47,9 @@ def serve(app: Flask, threads: int) -> None:
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
-    # The turn executor, pydantic-ai and the model's SDK, loaded before the first job (not on it);
-    # then all start-up made is frozen out of the collector's way (its full collections walk only
-    # what passes make: issue 25, measured in the ASGI process that runs passes the same way).
+    # The turn executor, pydantic-ai and the model's SDK, loaded before the first job (not on it).
     preload(app)
-    gc.freeze()
+    tune_collector()
     turns = jobs.passes(app, threads)
     tasks = jobs._worker(runner.broker, app.config["WORKER_TASK_THREADS"])
     turns.start()
