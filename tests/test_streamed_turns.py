@@ -62,30 +62,8 @@ class QueueOnly(TurnServer):
 
 
 mcp_process, server = module_server(TurnServer)
-
-
-@pytest.fixture(scope="module")
-def full_process(database_url):
-    process = NoRoom(database_url)
-    yield process
-    process.kill()
-
-
-@pytest.fixture
-def full(full_process, app):
-    return full_process.running()
-
-
-@pytest.fixture(scope="module")
-def queue_only_process(database_url):
-    process = QueueOnly(database_url)
-    yield process
-    process.kill()
-
-
-@pytest.fixture
-def queue_only(queue_only_process, app):
-    return queue_only_process.running()
+full_process, full = module_server(NoRoom, "full")
+queue_only_process, queue_only = module_server(QueueOnly, "queue_only")
 
 
 def token(app: Any, email: str = "alice@example.com", scope: str = "client") -> str:

@@ -7,7 +7,10 @@ stream closes. Everything before the stream is the JSON route's: the same checks
 Under gunicorn the pass is queued to a worker, as for any message, and the stream follows the
 conversation's Redis stream. Served by the ASGI process (`uvicorn asgi:app`, app/api/turn_server.py)
 the pass runs on that process's own event loop and its events reach the stream in process: no
-worker, no Redis read between the model's words and the person (issue 25)."""
+worker, no Redis read between the model's words and the person (issue 25). Such a stream carries
+what that process appends (the turn's own events); what another process appends meanwhile (a card
+decided elsewhere, a rename) reaches `GET …/events`, and the end's pending prompts are read as
+they stand then."""
 
 from __future__ import annotations
 

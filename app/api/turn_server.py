@@ -146,11 +146,10 @@ class TurnServer:
     async def _pass(self, handoff: Handoff) -> None:
         """The turn's pass on this loop; when it was not this server's to run (or broke before its
         end), the stream reads the rest from Redis."""
-        ran = False
         try:
             async with asyncio.timeout(self.timeout):
                 assert handoff.run_id is not None
-                ran = await copilot.execute(self.flask_app, handoff.run_id)
+                await copilot.execute(self.flask_app, handoff.run_id)
         except TimeoutError:
             log.error("the pass of run %s ran over %s s: cancelled (its run ends interrupted)", handoff.run_id, self.timeout)
         except Exception:
@@ -159,8 +158,6 @@ class TurnServer:
             # (After a pass that ended here its end was handed over first, and the stream is done;
             # else the rest, if any, comes from Redis: a pass of another process, or the sweep's.)
             handoff.tap.put(FOLLOW_REDIS)
-            if not ran:
-                log.debug("run %s was not this server's to run: its stream follows Redis", handoff.run_id)
 
     async def _stream(self, handoff: Handoff, receive: Receive, send: Send) -> None:
         """The turn's events until its pass ends, the person goes away, or EVENTS_STREAM_SECONDS."""

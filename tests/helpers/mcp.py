@@ -73,22 +73,23 @@ class McpServer:
         return self
 
 
-def module_server(kind=McpServer):
-    """The fixtures `mcp_process` and `server` (a test module imports both): one `kind` process
-    per test module, shared by its tests. Each test still starts from fresh data (the `app`
-    fixture empties the tables and Redis before it, and every test makes its own tokens), and
-    the process keeps nothing between requests but its MCP sessions, each bound to a token no
-    later test holds."""
+def module_server(kind=McpServer, name="server"):
+    """The fixtures `mcp_process` and `server` (a test module imports both; with another `name`,
+    `<name>_process` and `<name>`): one `kind` process per test module, shared by its tests. Each
+    test still starts from fresh data (the `app` fixture empties the tables and Redis before it,
+    and every test makes its own tokens), and the process keeps nothing between requests but its
+    MCP sessions, each bound to a token no later test holds."""
+    process_name = "mcp_process" if name == "server" else f"{name}_process"
 
-    @pytest.fixture(scope="module")
+    @pytest.fixture(scope="module", name=process_name)
     def mcp_process(database_url) -> Iterator[McpServer]:
         server = kind(database_url)
         yield server
         server.kill()
 
-    @pytest.fixture
-    def server(mcp_process, app) -> McpServer:
-        return mcp_process.running()
+    @pytest.fixture(name=name)
+    def server(request, app) -> McpServer:
+        return request.getfixturevalue(process_name).running()
 
     return mcp_process, server
 

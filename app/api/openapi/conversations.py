@@ -129,7 +129,8 @@ STREAMED_DESCRIPTION = (
     "conversation's events from this message on (as `GET …/events` sends them, with the same ids), "
     "ending after the end of the pass this message started (`done`, `paused` on its cards, "
     "`failed`, `stopped`); errors before it are JSON as always. Reconnect to `…/events` with "
-    "`Last-Event-ID` to resume. Served by the ASGI process (`uvicorn asgi:app`), the pass runs there."
+    "`Last-Event-ID` to resume. Served by the ASGI process (`uvicorn asgi:app`), the pass runs there "
+    "and the answer carries the events that process appends (what others do meanwhile: `…/events`)."
 )
 
 

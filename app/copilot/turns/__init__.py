@@ -109,13 +109,13 @@ def listen(app: Flask, listener: Listener) -> None:
     app.extensions.setdefault("turns.listeners", []).append(listener)
 
 
-async def execute(app: Flask, run_id: int) -> bool:
-    """One pass of the run, as the runners call it; False when it was not the caller's to run
-    (claimed already, or behind another pass of its conversation, which queues it when it ends).
+async def execute(app: Flask, run_id: int) -> None:
+    """One pass of the run, as the runners call it (nothing, when it was not the caller's to run:
+    claimed already, or behind another pass of its conversation, which queues it when it ends).
     (The import is here so that the app starts without pydantic-ai: the first pass loads it.)"""
     from app.copilot.turns._pass import execute as run_pass
 
-    return await run_pass(app, run_id)
+    await run_pass(app, run_id)
 
 
 def preload(app: Flask) -> None:

@@ -20,7 +20,7 @@ from flask import Flask
 
 log = logging.getLogger(__name__)
 
-Execute = Callable[[Flask, int], Coroutine[Any, Any, object]]
+Execute = Callable[[Flask, int], Coroutine[Any, Any, None]]
 
 SETTLE_AFTER_STOP_S = 10.0  # a stopped loop's last acknowledgements: how long Redis may take to answer them
 UNWIND_S = 10.0  # how long a cancelled pass may take to unwind before stop() leaves it

@@ -28,10 +28,10 @@ def call(target: str, *args: Any) -> None:
     runner.call(target, *args)
 
 
-def _execute(app: Flask) -> Callable[[Flask, int], Coroutine[Any, Any, object]]:
+def _execute(app: Flask) -> Callable[[Flask, int], Coroutine[Any, Any, None]]:
     """The pass the runners run, as turns.init_app registered it: jobs know how to queue and run
     a pass, not what a pass is (so nothing here imports the turn executor)."""
-    found: Callable[[Flask, int], Coroutine[Any, Any, object]] = app.extensions["turns.execute"]
+    found: Callable[[Flask, int], Coroutine[Any, Any, None]] = app.extensions["turns.execute"]
     return found
 
 

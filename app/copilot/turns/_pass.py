@@ -46,9 +46,8 @@ class Stopped(Exception):
     """The person asked this pass to stop."""
 
 
-async def execute(app: Flask, run_id: int) -> bool:
-    """The job: claim the run's pass, run it, end it; then queue the conversation's next pass.
-    False when the pass was not this caller's to run (not queued, or not first in its line)."""
+async def execute(app: Flask, run_id: int) -> None:
+    """The job: claim the run's pass, run it, end it; then queue the conversation's next pass."""
     with app.app_context():
         # Loaded values stay readable after each commit: reading an expired one would open a
         # transaction that holds a pooled connection across the model's await (and with many turns
@@ -57,7 +56,7 @@ async def execute(app: Flask, run_id: int) -> bool:
         try:
             run = runs.claim(run_id)
             if run is None:
-                return False
+                return
             conversation_id = run.conversation_id
             beat = asyncio.create_task(_heartbeat(run.id, app.config["TURN_HEARTBEAT"]))
             forgotten = False
@@ -68,7 +67,6 @@ async def execute(app: Flask, run_id: int) -> bool:
                 if not forgotten:  # (a pass's published end forgets its heartbeat in the same step)
                     _forget_alive(run.id)
             runs.queue_next(conversation_id)
-            return True
         finally:
             db.session.remove()
 
