@@ -137,9 +137,14 @@
   // copy of the same decision (the page's may hold the focus on its outcome). A turn's copy takes
   // the page's card in its place; a moved element loses the focus, so the element that had it (a
   // Confirm button, a field with its caret, an outcome) gets it back once the turn is swapped in.
+  // (htmx's own classes are left out: for 20 ms after a swap the page's card still carries
+  // htmx-added and htmx-settling, and a copy of the same decision can arrive then.)
   function saysNothingNew(card, copy) {
     var words = function (element) { return element.textContent.replace(/\s+/g, " ").trim(); };
-    return copy.matches(".card--pending") || (copy.className === card.className && words(copy) === words(card));
+    var own = function (element) {
+      return Array.prototype.filter.call(element.classList, function (name) { return name.indexOf("htmx-") !== 0; }).join(" ");
+    };
+    return copy.matches(".card--pending") || (own(copy) === own(card) && words(copy) === words(card));
   }
   var focusInMovedCard = null;
   document.addEventListener("htmx:oobBeforeSwap", function (event) {

@@ -17,7 +17,7 @@ from app.copilot.turns import _jobs as jobs
 from app.extensions import db
 from app.models import Approval, Run, User
 from app.status import RunStatus
-from tests.helpers.browser import LONG, HeldStreams, ask, settled, sign_in, sign_in_and_open_chat
+from tests.helpers.browser import LONG, HeldStreams, ask, second_copy, settled, sign_in, sign_in_and_open_chat, swap_in
 from tests.services import eventually
 
 pytestmark = pytest.mark.browser
@@ -187,6 +187,30 @@ def test_a_stream_later_than_the_answer_leaves_the_focus_on_the_outcome(app, pag
     page.wait_for_function("newest => window.lastSeen === newest", arg=newest)
     expect(page.locator(".card--pending")).to_have_count(0)
     expect(outcome.locator(".card__label")).to_have_text("Removed")
+    expect(outcome).to_be_focused()
+
+
+@pytest.mark.parametrize("delivered", ["the card", "its turn"])
+def test_a_copy_of_the_decision_during_the_answers_settle_leaves_the_focus_on_the_outcome(page, server, posts, delivered):
+    # The event stream's copy of the decided card can come within the 20 ms after the answer's
+    # swap, while htmx's own classes (htmx-added, htmx-settling) are still on the page's card: it
+    # says nothing new, so the card and its focused outcome stay (CI once saw the focus lost).
+    sign_in_and_open_chat(page, server)
+    ask(page, f"/delete_post post={posts['Spring meetup']}")
+    card = page.locator(".card").last
+    expect(card.get_by_role("button", name="Confirm")).to_be_visible()
+    settled(page)
+    card.get_by_role("button", name="Confirm").focus()
+    page.keyboard.press("Enter")
+    outcome = page.locator(".card__outcome")
+    expect(outcome).to_be_focused()
+    settled(page)
+    card_id = card.get_attribute("id")
+    turn_id = page.locator(".turn", has=page.locator(".card")).last.get_attribute("id")
+    copy = second_copy(page, card_id if delivered == "the card" else turn_id)
+    card.evaluate("card => { card.classList.add('htmx-added', 'htmx-settling'); card.dataset.before = 'settling'; }")
+    swap_in(page, copy)
+    expect(page.locator(".card[data-before]")).to_have_count(1)
     expect(outcome).to_be_focused()
 
 
