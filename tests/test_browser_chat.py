@@ -328,3 +328,21 @@ def test_on_a_phone_admin_tables_and_the_top_bar_break_no_word(app, admin_phone,
         assert brand is not None and link is not None
         apart = link["x"] >= brand["x"] + brand["width"] + 8 or link["y"] >= brand["y"] + brand["height"]
         assert apart, (path, brand, link)  # "Countersign" and "Admin" never run together
+
+
+def test_a_confirm_pressed_before_the_messages_own_answer_comes_still_confirms(page, server, posts):
+    # The event stream brings the turn and its card; the POST's own answer comes later (held here)
+    # and swaps the same turn in again while the person's Confirm is on its way: that press is
+    # not lost, and the card shows its outcome.
+    held = []
+    page.route(re.compile(r"/c/\d+/messages$"), lambda route: held.append((route, route.fetch())))
+    sign_in_and_open_chat(page, server)
+    ask(page, f"/delete_post post={posts['Spring meetup']}")
+    card = page.locator(".card").last
+    expect(card.get_by_role("button", name="Confirm")).to_be_visible()
+    settled(page)
+    card.get_by_role("button", name="Confirm").click()
+    for route, answer in held:
+        route.fulfill(response=answer)
+    expect(page.locator(".card__outcome .card__label")).to_have_text("Removed")
+    expect(page.locator(".card--pending")).to_have_count(0)

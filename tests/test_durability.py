@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.models import Post
-from tests.test_round_trips import api, app_config, new_conversation, run_pass, send, status_of  # noqa: F401 (fixtures)
+from tests.helpers.turns import api, app_config, new_conversation, run_pass, send, status_of  # noqa: F401 (fixtures)
 
 FULL, NORMAL = 2, 1  # PRAGMA synchronous
 
@@ -116,7 +116,7 @@ def test_a_confirm_waits_for_the_disk_at_every_commit(app, api, commits, posts):
     assert [synchronous for _, synchronous in seen] == [FULL, FULL, FULL], seen
 
 
-def test_a_transaction_already_writing_stays_synced(app):
+def test_a_transaction_already_writing_stays_synced(app, commits):
     from app.extensions import unsynced
 
     with app.app_context():

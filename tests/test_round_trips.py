@@ -20,15 +20,9 @@ import sqlalchemy as sa
 from redis.connection import AbstractConnection
 
 from app.extensions import db
-from app.models import Run, User
+from app.models import User
 from tests.conftest import api_headers
-
-
-@pytest.fixture
-def app_config() -> dict[str, Any]:
-    # A long text window: a reply's first words go out at once and the rest with its step's end,
-    # whatever the machine's speed (the count of text events does not depend on timing).
-    return {"TURNS_RUNNER": "dramatiq", "EVENTS_TEXT_EVERY_MS": 600_000}
+from tests.helpers.turns import api, app_config, new_conversation, run_pass, send, status_of  # noqa: F401 (fixtures)
 
 
 @dataclass
@@ -103,46 +97,10 @@ def _names(command: Any) -> str:
     return "+".join(names)
 
 
-@pytest.fixture
-def api(app: Any) -> Any:
-    from app.auth import create_token
-
-    with app.app_context():
-        alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
-        headers = api_headers(create_token(alice, scope="client"))
-    return app.test_client(), headers
-
-
 def warmed(api: Any) -> int:
     """A conversation, after one message in another (first connections are made then, not counted)."""
     send(api, new_conversation(api), "warm up")
     return new_conversation(api)
-
-
-def new_conversation(api: Any) -> int:
-    client, headers = api
-    return int(client.post("/api/conversations", json={}, headers=headers).get_json()["id"])
-
-
-def send(api: Any, convo: int, text: str) -> Any:
-    client, headers = api
-    answer = client.post(
-        f"/api/conversations/{convo}/messages", json={"text": text}, headers={**headers, "Prefer": "respond-async"}
-    )
-    assert answer.status_code == 202, answer.get_data(as_text=True)
-    return answer.get_json()
-
-
-def run_pass(app: Any, run_id: int) -> None:
-    """The job, as the worker runs it."""
-    from app.copilot.turns import execute
-
-    asyncio.run(execute(app, run_id))
-
-
-def status_of(app: Any, run_id: int) -> str:
-    with app.app_context():
-        return str(db.session.get(Run, run_id).status)  # type: ignore[union-attr]
 
 
 def test_a_first_message_costs_its_statements_one_commit_and_its_round_trips(app, api, counting):

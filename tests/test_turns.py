@@ -19,6 +19,7 @@ from app.extensions import db
 from app.models import Approval, Message, Run, User
 from tests.conftest import api_headers
 from tests.helpers.prompts import prompt_of, shown_in_json
+from tests.helpers.turns import api, new_conversation  # noqa: F401 (api: a fixture)
 
 WAIT = 60  # seconds a test waits for something that must happen (a broken app, not a slow one)
 
@@ -26,22 +27,6 @@ WAIT = 60  # seconds a test waits for something that must happen (a broken app, 
 @pytest.fixture
 def app_config() -> dict[str, Any]:
     return {"TURNS_RUNNER": "pool"}
-
-
-@pytest.fixture
-def api(app: Any) -> Any:
-    """alice's client credential: (test client, headers)."""
-    from app.auth import create_token
-
-    with app.app_context():
-        alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
-        headers = api_headers(create_token(alice, scope="client"))
-    return app.test_client(), headers
-
-
-def new_conversation(api: Any) -> int:
-    client, headers = api
-    return int(client.post("/api/conversations", json={}, headers=headers).get_json()["id"])
 
 
 def say(api: Any, convo: int, text: str, prefer: str | None = None) -> Any:

@@ -1,0 +1,59 @@
+"""A client's turns, the pass run by the test itself as a worker runs it: the turns go to
+Dramatiq over the test Redis, and nothing takes them (tests/test_round_trips.py,
+tests/test_durability.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from app.extensions import db
+from app.models import Run, User
+from tests.conftest import api_headers
+
+
+@pytest.fixture
+def app_config() -> dict[str, Any]:
+    # A long text window: a reply's first words go out at once and the rest with its step's end,
+    # whatever the machine's speed (the count of text events does not depend on timing).
+    return {"TURNS_RUNNER": "dramatiq", "EVENTS_TEXT_EVERY_MS": 600_000}
+
+
+@pytest.fixture
+def api(app: Any) -> Any:
+    """alice's client credential: (test client, headers)."""
+    from app.auth import create_token
+
+    with app.app_context():
+        alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+        headers = api_headers(create_token(alice, scope="client"))
+    return app.test_client(), headers
+
+
+def new_conversation(api: Any) -> int:
+    client, headers = api
+    return int(client.post("/api/conversations", json={}, headers=headers).get_json()["id"])
+
+
+def send(api: Any, convo: int, text: str) -> Any:
+    client, headers = api
+    answer = client.post(
+        f"/api/conversations/{convo}/messages", json={"text": text}, headers={**headers, "Prefer": "respond-async"}
+    )
+    assert answer.status_code == 202, answer.get_data(as_text=True)
+    return answer.get_json()
+
+
+def run_pass(app: Any, run_id: int) -> None:
+    """The job, as the worker runs it."""
+    from app.copilot.turns import execute
+
+    asyncio.run(execute(app, run_id))
+
+
+def status_of(app: Any, run_id: int) -> str:
+    with app.app_context():
+        return str(db.session.get(Run, run_id).status)  # type: ignore[union-attr]
