@@ -125,3 +125,39 @@ def test_a_transaction_already_writing_stays_synced(app, commits):
         raw = db.session.connection().connection.dbapi_connection
         assert raw.execute("PRAGMA synchronous").fetchone()[0] == FULL
         db.session.rollback()
+
+
+KILLED_AFTER_COMMIT = """
+import os, sys
+import sqlalchemy as sa
+from app import create_app
+from app.extensions import db, unsynced
+from app.models import Post
+from tests.conftest import base_config
+app = create_app(base_config(sys.argv[1]))
+with app.app_context():
+    unsynced()
+    db.session.execute(sa.update(Post).where(Post.id == int(sys.argv[2])).values(title="Kept by the OS"))
+    synchronous = db.session.connection().connection.dbapi_connection.execute("PRAGMA synchronous").fetchone()[0]
+    db.session.commit()
+    print(synchronous, flush=True)
+    os._exit(0)  # as a killed process: no close, no checkpoint, nothing flushed by Python
+"""
+
+
+def test_a_commit_that_did_not_wait_survives_its_process_being_killed(app, database_url, commits, posts):
+    # Not waiting for the disk trades only a power cut's last commits: a crashed or killed process
+    # loses nothing it committed (the operating system still writes what it was handed).
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_AFTER_COMMIT, database_url, str(posts["Spring meetup"])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == str(NORMAL), done.stderr[-2000:]
+    with app.app_context():
+        db.session.remove()
+        assert db.session.get(Post, posts["Spring meetup"]).title == "Kept by the OS"  # type: ignore[union-attr]

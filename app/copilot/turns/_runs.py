@@ -292,7 +292,7 @@ def claim(run_id: int) -> Run | None:
         db.session.rollback()
         return None
     now = utcnow()
-    unsynced()  # (a claim a power cut takes leaves the run queued: nothing ran that anyone saw kept)
+    unsynced()  # (a power cut that takes the claim takes all after it too: the run reads queued again)
     if not won(_CLAIM, {"run_id": run.id, "its_conversation": run.conversation_id, "now": now}):
         db.session.rollback()
         return None
