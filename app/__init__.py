@@ -21,7 +21,7 @@ from app import config as settings
 from app import json_body, no_nul, static_gzip
 from app.copilot.text import seconds
 from app.errors import CountersignError, CrossSite, ServiceUnavailable, TooManyAttempts
-from app.extensions import csrf, db, htmx, init_migrate, limiter, login, redis_client, synced_again
+from app.extensions import csrf, db, htmx, init_migrate, limiter, login, redis_client
 
 log = logging.getLogger(__name__)
 startup.imported()
@@ -88,14 +88,11 @@ def _sqlite_pragmas() -> None:
 
     if not sa.event.contains(db.engine, "connect", _on_connect):
         sa.event.listen(db.engine, "connect", _on_connect)
-        sa.event.listen(db.engine, "checkin", synced_again)  # (after extensions.unsynced)
 
 
-def _on_connect(dbapi_connection: Any, record: Any) -> None:
+def _on_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
-    # (WAL is what lets extensions.unsynced commit without the disk and never corrupt: an
-    # in-memory database, or a file system without shared memory, stays synced)
-    record.info["wal"] = cursor.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+    cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
 

@@ -54,34 +54,6 @@ def won(statement: sa.Update, params: dict[str, Any] | None = None) -> bool:
 UNSYNCHRONIZED = {"synchronize_session": False}  # a Core UPDATE leaves the session's objects alone
 
 
-def unsynced() -> None:
-    """Let the session's transaction commit without waiting for the disk, on SQLite: for the
-    engine's own bookkeeping that nobody outside the database has been told of yet (a pass's claim,
-    its progress, its end). Called before the transaction's first write. In WAL mode the database
-    keeps its commits in order, so a power cut (not a crash of the process: the OS still writes
-    what it was handed) may lose the last such commits whole, never part of one, and the next
-    commit that waits makes them durable too. What someone outside relies on (the person's message
-    before its 202, a card's claim before handle(), an action's work) still waits
-    (docs/production.md, "What a power cut may take"). SQLite's synchronous NORMAL until the
-    connection goes back to the pool; a transaction already writing stays synced (SQLite cannot
-    change it there). PostgreSQL always waits: its flush cost about what one more statement would
-    (0.1 ms a commit on a 2-core machine)."""
-    connection = db.session.connection()
-    if connection.dialect.name != "sqlite":
-        return
-    pooled = connection.connection
-    raw: Any = pooled.dbapi_connection
-    if pooled.info.get("wal") and not raw.in_transaction:
-        raw.execute("PRAGMA synchronous = NORMAL")  # (in process: no round trip)
-        pooled.info["unsynced"] = True
-
-
-def synced_again(dbapi_connection: Any, record: Any) -> None:
-    """A SQLite connection back in the pool waits for the disk again (the pool's checkin event)."""
-    if record.info.pop("unsynced", False) and dbapi_connection is not None:
-        dbapi_connection.execute("PRAGMA synchronous = FULL")
-
-
 def commit_kept(written: object | None = None, **values: Any) -> None:
     """Commit, leaving what the session holds readable as it was written: a request that answers
     with the rows it just wrote reads them without one SELECT per object. `written`, a row just

@@ -721,3 +721,31 @@ def test_words_held_when_the_model_breaks_never_follow_the_turns_end(app, api, s
     assert seen[-1] == ("turn", "failed") and seen.count(("turn", "failed")) == 1
     assert ("text", "one ") in seen and not any(kind == "text" and "two" in str(v) for kind, v in seen)
     assert run_status(app, posted["run"]) == "failed"
+
+
+def test_a_turn_end_naming_another_conversations_message_shows_none_of_it(app, api):
+    # An event outlives what it names (Redis keeps a conversation's stream for a day; a database
+    # restored to before it, or a power cut's lost commits, can give a row id again): a turn's
+    # end is read only within its own conversation, whatever ids it names.
+    from app.copilot import conversations, events
+    from app.models import Conversation
+
+    convo = new_conversation(api)
+    with app.app_context():
+        carol = db.session.scalar(sa.select(User).where(User.email == "carol@example.com"))
+        theirs = Conversation(tenant_id=carol.tenant_id, user_id=carol.id, title="Globex plans")
+        db.session.add(theirs)
+        db.session.flush()
+        secret = Message(conversation_id=theirs.id, role="user", text="globex only")
+        ours = Message(conversation_id=convo, role="user", text="alice's own")
+        db.session.add_all([secret, ours])
+        db.session.commit()
+        ids = [secret.id, ours.id]
+        assert [m.text for m in conversations.messages(theirs.id, ids)] == ["globex only"]
+        assert [m.text for m in conversations.messages(convo, ids)] == ["alice's own"]
+        cursor = events.last_id(convo)
+        events.publish(convo, "turn", run=1, step=1, state="done", messages=ids)
+    stream = Events(api, f"/api/conversations/{convo}/events?after={cursor}")
+    _, _, end = stream.next()
+    stream.close()
+    assert [m["text"] for m in end["messages"]] == ["alice's own"], end

@@ -37,6 +37,6 @@ def event_json(event: Event, actor: Actor, conversation_id: int) -> tuple[str, s
         conversation = db.session.get(Conversation, conversation_id)
         data["title"] = conversation.title if conversation is not None else None
     if event.type == EventType.TURN and "messages" in data:
-        data["messages"] = [message_json(m) for m in conversations.messages(data["messages"])]
+        data["messages"] = [message_json(m) for m in conversations.messages(conversation_id, data["messages"])]
         data["pending"] = pending_in(conversation_id, actor)
     return event.type, json.dumps(data)

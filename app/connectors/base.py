@@ -191,7 +191,7 @@ def post_messages(connector: Connector, thread: ConnectorThread, message_ids: li
     """Post a turn's messages into the thread: text as text, cards as cards (or links). The words
     of a turn an agent's credential started say who asked first, as its cards do: the person's thread
     is hers, and what an agent made the model say there must not pass for an answer to her."""
-    messages = conversations.messages(message_ids)
+    messages = conversations.messages(thread.conversation_id, message_ids)
     run_ids = {m.run_id for m in messages if m.run_id is not None}
     try:
         keep = any(redis_client.client.exists(keep_wait_key(r)) for r in run_ids)

@@ -41,13 +41,19 @@ def own(conversation_id: int, user: User) -> Conversation:
     return conversation
 
 
-def messages(ids: list[int]) -> list[Message]:
-    """These messages, oldest first (a turn's end names the ones it wrote; every open view reads
-    them): one statement, built once."""
-    return list(db.session.scalars(_MESSAGES, {"ids": [int(i) for i in ids]}))
+def messages(conversation_id: int, ids: list[int]) -> list[Message]:
+    """These messages of the conversation, oldest first (a turn's end names the ones it wrote;
+    every open view reads them): one statement, built once. An id of another conversation's is
+    left out, whatever the event that named it (an event outlives a database restored to before
+    it, and row ids can be given again)."""
+    return list(db.session.scalars(_MESSAGES, {"conversation_id": conversation_id, "ids": [int(i) for i in ids]}))
 
 
-_MESSAGES = sa.select(Message).where(Message.id.in_(sa.bindparam("ids", expanding=True))).order_by(Message.id)
+_MESSAGES = (
+    sa.select(Message)
+    .where(Message.conversation_id == sa.bindparam("conversation_id"), Message.id.in_(sa.bindparam("ids", expanding=True)))
+    .order_by(Message.id)
+)
 
 
 def like_pattern(text: str) -> str:

@@ -87,7 +87,7 @@ def render_event(event: Event, actor: Actor, live: LiveText) -> str | None:
         return _asked(answers, live.conversation_id, actor) + reply
     if event.type == EventType.TURN:
         live.ended(run, step)
-        messages = conversations.messages(event.data.get("messages", []))
+        messages = conversations.messages(live.conversation_id, event.data.get("messages", []))
         return render_template(
             "partials/_turn.html",
             key=f"turn-{run}-{step}",

@@ -19,7 +19,7 @@ from pydantic_ai.tools import DeferredToolRequests
 from app.copilot.turns import _runs as runs
 from app.copilot.turns._agent import Turn, cards_asked
 from app.copilot.turns._history import NOT_RUN, Pass, answer_open_calls, dump, ran_in_pass, unanswered
-from app.extensions import UNSYNCHRONIZED, db, unsynced, won
+from app.extensions import UNSYNCHRONIZED, db, won
 from app.models import Conversation, Message, Run
 from app.status import Role, RunNext, RunStatus
 
@@ -43,7 +43,6 @@ def save_progress(work: Pass, messages: list[ModelMessage]) -> None:
     if not still_running(work.run.id):
         db.session.commit()  # (ends the read: nothing is held while the model thinks)
         return
-    unsynced()  # (the tools' own work committed, and waited, as each ran)
     db.session.execute(_SET_HISTORY, {"conversation_id": work.run.conversation_id, "new_history": dump(messages)})
     db.session.execute(_CONTINUES, {"run_id": work.run.id})
     db.session.commit()
@@ -81,7 +80,6 @@ def end(work: Pass, status: str, added: list[Message], conversation_history: str
     UPDATE decides, first); then publish the turn's end. True when the end was published."""
     run = work.run
     ending = {"run_id": run.id, "new_status": status, **{f"new_{name}": value for name, value in values.items()}}
-    unsynced()  # (an end a power cut takes leaves the run running: the sweep ends it interrupted)
     if not won(_end_statement(tuple(sorted(values))), ending):
         db.session.rollback()
         log.warning("run %s ended elsewhere (interrupted?); its pass's end is dropped", run.id)

@@ -18,7 +18,7 @@ from app.copilot.approvals import Actor
 from app.copilot.text import first_title
 from app.copilot.turns import _jobs as jobs
 from app.errors import AgentNotItsTurn, NotFound
-from app.extensions import commit_kept, db, redis_client, unsynced, won
+from app.extensions import commit_kept, db, redis_client, won
 from app.models import Approval, Conversation, Message, Run, utcnow
 from app.status import FINAL, GOING, RETRYABLE, EventType, Role, RunNext, RunStatus
 
@@ -292,7 +292,6 @@ def claim(run_id: int) -> Run | None:
         db.session.rollback()
         return None
     now = utcnow()
-    unsynced()  # (a power cut that takes the claim takes all after it too: the run reads queued again)
     if not won(_CLAIM, {"run_id": run.id, "its_conversation": run.conversation_id, "now": now}):
         db.session.rollback()
         return None
