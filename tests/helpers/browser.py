@@ -145,6 +145,13 @@ document.addEventListener("htmx:sseBeforeMessage", (e) => {
 document.addEventListener("htmx:beforeSwap", (e) => {
   note("answer " + (e.detail.pathInfo || {}).requestPath + " " + e.detail.xhr.status);
 });
+// (a press, and the request htmx sends for it or not: CI once saw a Confirm click with no request)
+document.addEventListener("click", (e) => {
+  const b = e.target && e.target.closest && e.target.closest("button");
+  if (b) note("click " + (b.textContent || "").trim().slice(0, 20) + (b.isConnected ? "" : " (detached)"));
+}, true);
+document.addEventListener("htmx:beforeRequest", (e) => { note("request " + (e.detail.pathInfo || {}).requestPath); });
+document.addEventListener("submit", (e) => { note("submit " + (e.target.getAttribute("action") || "")); }, true);
 document.addEventListener("htmx:oobBeforeSwap", (e) => {
   const d = e.detail, box = document.createElement("div");
   box.appendChild(d.fragment.cloneNode(true));
