@@ -93,6 +93,7 @@ def _sqlite_pragmas() -> None:
 def _on_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")  # every commit waits for the disk, whatever the build's WAL default
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
 

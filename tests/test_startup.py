@@ -283,3 +283,19 @@ def test_a_card_token_signed_with_the_previous_key_works_during_rotation(app, al
     app.config.update(SECRET_KEY_FALLBACKS=[])  # the old key is retired
     refused = alice.answer(*second)
     assert refused.status_code in (302, 400, 401) and handle_calls["n"] == 1
+
+
+def test_every_sqlite_connection_waits_for_the_disk_at_each_commit_whatever_the_builds_default(tmp_path):
+    # docs/production.md, "What a power cut may take": nothing committed. Some SQLite builds make
+    # WAL mode's default `synchronous = NORMAL` (a power cut may take the last commits): the app
+    # sets FULL on every connection it opens.
+    import sqlite3
+
+    from app import _on_connect
+
+    raw = sqlite3.connect(tmp_path / "built-normal.sqlite3")
+    raw.execute("PRAGMA synchronous = NORMAL")  # as such a build starts it
+    _on_connect(raw, None)  # (as the pool's connect event calls it; the record is not read)
+    assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert raw.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    raw.close()

@@ -725,8 +725,8 @@ def test_words_held_when_the_model_breaks_never_follow_the_turns_end(app, api, s
 
 def test_a_turn_end_naming_another_conversations_message_shows_none_of_it(app, api):
     # An event outlives what it names (Redis keeps a conversation's stream for a day; a database
-    # restored to before it, or a power cut's lost commits, can give a row id again): a turn's
-    # end is read only within its own conversation, whatever ids it names.
+    # restored to before it can give a row id again): a turn's end is read only within its own
+    # conversation, whatever ids it names.
     from app.copilot import conversations, events
     from app.models import Conversation
 

@@ -1,6 +1,6 @@
-"""A client's turns, the pass run by the test itself as a worker runs it: the turns go to
-Dramatiq over the test Redis, and nothing takes them (tests/test_round_trips.py,
-tests/test_turns.py)."""
+"""alice's API client, and her turns with each pass run by the test itself as a worker runs it:
+with `app_config` here, the turns go to Dramatiq over the test Redis and nothing takes them
+(tests/test_round_trips.py; tests/test_turns.py takes the client only)."""
 
 from __future__ import annotations
 
