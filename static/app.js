@@ -154,6 +154,7 @@
     var cards = Array.prototype.slice.call(target.querySelectorAll(".card[data-approval]"));
     cards.forEach(function (card) {
       var again = fragment.querySelector("#" + CSS.escape(card.id));
+      if (again && !saysNothingNew(card, again)) noteDecidedUnderFocus(card);
       if (!again || !saysNothingNew(card, again)) return;
       var active = document.activeElement;
       if (active && card.contains(active)) {
@@ -211,7 +212,30 @@
     var incoming = copy.querySelector("#" + CSS.escape(target.id));
     if (target.querySelector(".htmx-request") || (incoming && saysNothingNew(target, incoming))) {
       event.detail.shouldSwap = false;
+    } else {
+      noteDecidedUnderFocus(target);
     }
+  });
+
+  // A card decided elsewhere (another tab, an admin, a chat) while the person's focus is on it:
+  // the buttons it was on are gone, so the focus goes to its outcome and the page's live region
+  // says what happened, as after an answer given here.
+  var decidedUnderFocus = null;
+  function noteDecidedUnderFocus(card) {
+    var active = document.activeElement;
+    if (active && active !== document.body && card.contains(active)) decidedUnderFocus = card.id;
+  }
+  document.addEventListener("htmx:oobAfterSwap", function () {
+    var id = decidedUnderFocus;
+    decidedUnderFocus = null;
+    var card = id && document.getElementById(id);
+    var outcome = card && card.querySelector(".card__outcome, .card__error");
+    var lost = !document.activeElement || document.activeElement === document.body;
+    if (!outcome || !lost) return;
+    outcome.setAttribute("tabindex", "-1");
+    outcome.focus({ preventScroll: true });
+    var said = document.getElementById("card-said");
+    if (said) said.textContent = spoken(card, outcome);
   });
 
   // The console's poll waits while the admin writes in its queue (a decline's reason): its answer
