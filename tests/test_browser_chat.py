@@ -348,10 +348,9 @@ def test_a_confirm_pressed_before_the_messages_own_answer_comes_still_confirms(p
     expect(page.locator(".card--pending")).to_have_count(0)
 
 
-def test_a_card_decided_in_another_tab_while_focused_here_moves_the_focus_to_its_outcome(page, server, posts):
-    # The person's focus is on Confirm here when the card is decided elsewhere (another tab, an
-    # admin, a chat): the buttons it was on are gone, so the focus goes to the outcome and the
-    # page's live region says what happened, as after an answer given here.
+def confirmed_in_another_tab_while_focused_here(page, server, posts):
+    """A card waiting in two tabs of the person's; the focus on its Confirm in `page`, and Confirm
+    pressed in the other tab: (this page's Confirm, the other tab)."""
     sign_in_and_open_chat(page, server)
     ask(page, f"/delete_post post={posts['Spring meetup']}")
     here = page.locator(".card").last.get_by_role("button", name="Confirm")
@@ -364,6 +363,14 @@ def test_a_card_decided_in_another_tab_while_focused_here_moves_the_focus_to_its
     expect(here).to_be_focused()
     settled(other)
     there.click()
+    return here, other
+
+
+def test_a_card_decided_in_another_tab_while_focused_here_moves_the_focus_to_its_outcome(page, server, posts):
+    # The person's focus is on Confirm here when the card is decided elsewhere (another tab, an
+    # admin, a chat): the buttons it was on are gone, so the focus goes to the outcome and the
+    # page's live region says what happened, as after an answer given here.
+    confirmed_in_another_tab_while_focused_here(page, server, posts)
     outcome = page.locator(".card__outcome")
     expect(outcome.locator(".card__label")).to_have_text("Removed")
     expect(outcome).to_be_focused()
@@ -375,17 +382,7 @@ def test_a_late_stream_bringing_the_turn_with_its_card_decided_elsewhere_moves_t
     # tab; released, it brings the turn again with the card decided: the focus, on Confirm here,
     # goes to the outcome.
     streams = HeldStreams(page)
-    sign_in_and_open_chat(page, server)
-    ask(page, f"/delete_post post={posts['Spring meetup']}")
-    here = page.locator(".card").last.get_by_role("button", name="Confirm")
-    expect(here).to_be_visible()
-    other = second_tab(page)
-    there = other.locator(".card").last.get_by_role("button", name="Confirm")
-    expect(there).to_be_visible()
-    settled(page)
-    here.focus()
-    settled(other)
-    there.click()
+    here, other = confirmed_in_another_tab_while_focused_here(page, server, posts)
     expect(other.locator(".card__outcome .card__label")).to_have_text("Removed")
     expect(here).to_be_focused()  # (nothing has reached this page yet)
     streams.release()

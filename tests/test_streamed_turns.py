@@ -108,6 +108,11 @@ def streamed_post(base: str, convo: int, bearer: str, text: str, **headers: str)
     )
 
 
+def posted(base: str, convo: int, text: str, headers: dict[str, str]) -> Any:
+    """A message POSTed whole (the answer read at once)."""
+    return httpx2.post(f"{base}/api/conversations/{convo}/messages", json={"text": text}, headers=headers, timeout=WAIT)
+
+
 def replies(app: Any, convo: int) -> list[str]:
     with app.app_context():
         return list(
@@ -234,9 +239,7 @@ def test_a_streamed_message_to_a_conversation_not_ones_own_is_refused_and_nothin
     bearer = token(app)
     convo = conversation(app, bearer)
     headers = {} if who == "nobody" else api_headers(token(app, f"{who}@example.com"))
-    response = httpx2.post(
-        f"{server.base}/api/conversations/{convo}/messages", json={"text": "hi"}, headers={**SSE, **headers}, timeout=WAIT
-    )
+    response = posted(server.base, convo, "hi", {**SSE, **headers})
     assert response.status_code == (401 if who == "nobody" else 404)
     assert response.headers["content-type"].startswith("application/json")
     with app.app_context():
@@ -280,24 +283,14 @@ def test_one_requests_person_never_carries_over_to_the_next_on_the_asgi_process(
 def test_an_empty_streamed_message_is_a_json_400(app, server):
     bearer = token(app)
     convo = conversation(app, bearer)
-    response = httpx2.post(
-        f"{server.base}/api/conversations/{convo}/messages",
-        json={"text": " "},
-        headers={**SSE, **api_headers(bearer)},
-        timeout=WAIT,
-    )
+    response = posted(server.base, convo, " ", {**SSE, **api_headers(bearer)})
     assert response.status_code == 400 and response.json()["error"]
 
 
 def test_a_message_not_asked_as_a_stream_gets_the_json_answer_from_the_asgi_process_too(app, server):
     bearer = token(app)
     convo = conversation(app, bearer)
-    response = httpx2.post(
-        f"{server.base}/api/conversations/{convo}/messages",
-        json={"text": "hello"},
-        headers={**api_headers(bearer), "Prefer": "respond-async"},
-        timeout=WAIT,
-    )
+    response = posted(server.base, convo, "hello", {**api_headers(bearer), "Prefer": "respond-async"})
     assert response.status_code == 202 and set(response.json()) == {"run", "events"}
 
 

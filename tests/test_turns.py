@@ -729,6 +729,7 @@ def test_a_turn_end_naming_another_conversations_message_shows_none_of_it(app, a
     # conversation, whatever ids it names.
     from app.copilot import conversations, events
     from app.models import Conversation
+    from app.status import EventType, Role, RunStatus
 
     convo = new_conversation(api)
     with app.app_context():
@@ -736,15 +737,15 @@ def test_a_turn_end_naming_another_conversations_message_shows_none_of_it(app, a
         theirs = Conversation(tenant_id=carol.tenant_id, user_id=carol.id, title="Globex plans")
         db.session.add(theirs)
         db.session.flush()
-        secret = Message(conversation_id=theirs.id, role="user", text="globex only")
-        ours = Message(conversation_id=convo, role="user", text="alice's own")
+        secret = Message(conversation_id=theirs.id, role=Role.USER, text="globex only")
+        ours = Message(conversation_id=convo, role=Role.USER, text="alice's own")
         db.session.add_all([secret, ours])
         db.session.commit()
         ids = [secret.id, ours.id]
         assert [m.text for m in conversations.messages(theirs.id, ids)] == ["globex only"]
         assert [m.text for m in conversations.messages(convo, ids)] == ["alice's own"]
         cursor = events.last_id(convo)
-        events.publish(convo, "turn", run=1, step=1, state="done", messages=ids)
+        events.publish(convo, EventType.TURN, run=1, step=1, state=RunStatus.DONE, messages=ids)
     stream = Events(api, f"/api/conversations/{convo}/events?after={cursor}")
     _, _, end = stream.next()
     stream.close()
