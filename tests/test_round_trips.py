@@ -22,7 +22,15 @@ from redis.connection import AbstractConnection
 from app.extensions import db
 from app.models import User
 from tests.conftest import api_headers
-from tests.helpers.turns import api, app_config, new_conversation, run_pass, send, status_of  # noqa: F401 (fixtures)
+from tests.helpers.turns import (  # noqa: F401 (fixtures)
+    api,
+    app_config,
+    handed_over,
+    new_conversation,
+    run_pass,
+    send,
+    status_of,
+)
 
 
 @dataclass
@@ -115,32 +123,37 @@ def test_a_first_message_costs_its_statements_one_commit_and_its_round_trips(app
     assert c.redis == ["XREVRANGE", "EVALSHA", "EVALSHA"], c
 
 
-def test_a_streamed_message_handed_to_the_asgi_server_costs_a_message_and_its_stream_place_and_no_job(app, api, counting):
-    from app.api.streamed import SERVER
-    from app.api.turn_server import Exchange, TurnServer
-
+def test_a_streamed_message_handed_to_the_asgi_server_costs_a_message_its_claim_and_its_stream_place_and_no_job(
+    app, api, counting
+):
     convo = warmed(api)
-    client, headers = api
-
-    async def post() -> Any:  # (the view runs on the server's loop, as the ASGI process runs it)
-        exchange = Exchange(TurnServer(app), asyncio.get_running_loop())
-        answer = client.post(
-            f"/api/conversations/{convo}/messages",
-            json={"text": "hello there"},
-            headers={**headers, "Accept": "text/event-stream"},
-            environ_base={SERVER: exchange},
-        )
-        assert exchange.taken is not None and exchange.taken.run_id is not None and exchange.taken.local
-        exchange.taken.cancel()
-        return answer
-
     with counting() as c:
-        assert asyncio.run(post()).status_code == 200
-    # as a plain message: the token, the conversation, its lock; the message and its run; the title
-    assert c.sql == {"SELECT": 3, "INSERT": 2, "UPDATE": 1}, c
+        handoff = handed_over(app, api, convo)
+    assert handoff.claimed is not None and status_of(app, handoff.run_id) == "running"
+    # as a plain message: the token, the conversation, its lock; the message and its run; the
+    # title; and the run's claim for this server (the conditional UPDATE), in the same commit
+    assert c.sql == {"SELECT": 3, "INSERT": 2, "UPDATE": 2}, c
     assert c.commits == 1, c
     # the stream's place among the person's, the event cursor, the title's event; no job: the pass is the server's
     assert c.redis == ["MULTI+ZREMRANGEBYSCORE+ZADD+ZCARD+EXPIRE+EXEC", "XREVRANGE", "EVALSHA"], c
+
+
+def test_the_asgi_servers_pass_of_a_run_claimed_with_its_message_reads_no_run_and_claims_nothing(app, api, counting, streamed):
+    from app.copilot import execute
+
+    warm = handed_over(app, api, warmed(api))
+    asyncio.run(execute(app, warm.run_id, warm.claimed))
+    handoff = handed_over(app, api, new_conversation(api))
+    streamed.enqueue("Hello, how can I help?")
+    with counting() as c:
+        asyncio.run(execute(app, handoff.run_id, handoff.claimed))
+    assert status_of(app, handoff.run_id) == "done"
+    # a queued pass's (below) less its claim: read (the conversation with its person; the news
+    # before the message), end (the run, the history, the reply), the turn listeners' look-up,
+    # the conversation's next pass
+    assert c.sql == {"SELECT": 4, "UPDATE": 2, "INSERT": 1}, c
+    assert c.commits == 2, c  # the read, the end
+    assert c.redis == ["EVALSHA"] * 4, c
 
 
 def test_a_pass_that_answers_in_words_costs_its_statements_three_commits_and_four_round_trips(app, api, counting, streamed):

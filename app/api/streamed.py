@@ -62,14 +62,15 @@ def turn(conversation: Conversation, actor: Actor, text: str) -> Any:
             return sse.stream(conversation.id, actor.user.id, render, start=(held, after), until_run=run.id)
         handoff = server.handoff(conversation.id)  # (open before the message: its title event is handed over too)
         try:
-            _, run = copilot.send_message(conversation, actor, text, submit=False)
+            # (A pass this server runs is claimed in the message's own commit, when it is first in line.)
+            _, run = copilot.send_message(conversation, actor, text, submit=False, claim=handoff.local)
         except BaseException:
             handoff.cancel()
             raise
     except BaseException:
         sse.let_go(actor.user.id, held)
         raise
-    handoff.ready(run.id, after, render, credential_check(), partial(sse.let_go, actor.user.id, held))
+    handoff.ready(run, after, render, credential_check(), partial(sse.let_go, actor.user.id, held))
     if not handoff.local:  # no room for another pass here: a worker runs it, the stream follows Redis
         copilot.submit(run.id)
     db.session.expunge_all()  # (what the stream renders with stays readable once the request ends)

@@ -30,7 +30,9 @@ from app.api.streamed import SERVER, wants_stream
 from app.copilot import events, taps
 from app.copilot.events import Event
 from app.extensions import db
+from app.models import Run
 from app.sse import lines
+from app.status import RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +49,17 @@ class Handoff:
         self.conversation_id, self.local = conversation_id, local
         self.tap = taps.tap(conversation_id, loop)
         self.run_id: int | None = None
+        self.claimed: Run | None = None  # the run, when its message's commit claimed it for this server
         self.reading: asyncio.Future[list[Event]] | None = None  # a Redis read under way, when following Redis
 
     def ready(
-        self, run_id: int, after: str, render: Callable[[Event], Any], live: Callable[[], bool], let_go: Callable[[], None]
+        self, run: Run, after: str, render: Callable[[Event], Any], live: Callable[[], bool], let_go: Callable[[], None]
     ) -> None:
-        """The message and its run are committed: the stream starts after `after`; `live` says
-        whether its credential still is, `let_go` gives back its place among the person's streams."""
-        self.run_id, self.after, self.render, self.live, self.let_go = run_id, after, render, live, let_go
+        """The message and its run are committed (the run claimed for this server when it is
+        `running`): the stream starts after `after`; `live` says whether its credential still is,
+        `let_go` gives back its place among the person's streams."""
+        self.run_id, self.after, self.render, self.live, self.let_go = run.id, after, render, live, let_go
+        self.claimed = run if run.status == RunStatus.RUNNING else None
 
     def cancel(self) -> None:
         self.tap.close()
@@ -104,9 +109,7 @@ class TurnServer:
             self._give_up(handoff)  # (the view failed after opening it)
             handoff = None
         if handoff is not None and handoff.local:
-            task = asyncio.create_task(self._pass(handoff))
-            self.passes.add(task)
-            task.add_done_callback(self.passes.discard)
+            self._start_pass(handoff)
         if handoff is not None:  # (the view's empty body said Content-Length: 0; the stream is not empty)
             headers = [(k, v) for k, v in headers if k != b"content-length"]
         await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -136,12 +139,23 @@ class TurnServer:
 
     def _give_up(self, handoff: Handoff) -> None:
         """A handoff whose answer will not be its stream: its tap closed; once its run was kept,
-        the run goes to the workers (nothing else would run it) and its stream place back."""
+        its pass still runs — here when it was claimed for this server, else on the workers
+        (nothing else would run it) — and its stream place is given back."""
         handoff.cancel()
-        if handoff.run_id is not None:
+        if handoff.run_id is None:
+            return
+        if handoff.claimed is not None:
+            self._start_pass(handoff)
+        else:
             with self.flask_app.app_context():
                 copilot.submit(handoff.run_id)
-                handoff.let_go()
+        with self.flask_app.app_context():
+            handoff.let_go()
+
+    def _start_pass(self, handoff: Handoff) -> None:
+        task = asyncio.create_task(self._pass(handoff))
+        self.passes.add(task)
+        task.add_done_callback(self.passes.discard)
 
     async def _pass(self, handoff: Handoff) -> None:
         """The turn's pass on this loop; when it was not this server's to run (or broke before its
@@ -149,7 +163,7 @@ class TurnServer:
         try:
             async with asyncio.timeout(self.timeout):
                 assert handoff.run_id is not None
-                await copilot.execute(self.flask_app, handoff.run_id)
+                await copilot.execute(self.flask_app, handoff.run_id, handoff.claimed)
         except TimeoutError:
             log.error("the pass of run %s ran over %s s: cancelled (its run ends interrupted)", handoff.run_id, self.timeout)
         except Exception:

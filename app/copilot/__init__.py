@@ -96,10 +96,13 @@ def person(user: User, channel: str) -> Actor:
     return Actor(user=user, binding=channel, channel=channel)
 
 
-def send_message(conversation: Conversation, actor: Actor, text: str, submit: bool = True) -> tuple[Message, Run]:
+def send_message(
+    conversation: Conversation, actor: Actor, text: str, submit: bool = True, claim: bool = False
+) -> tuple[Message, Run]:
     """The person says something through `actor` (its scope and toolsets bind the run): the
-    message is kept and its turn queued; the turn runs in a worker (turns.start)."""
-    return turns.start(conversation, actor, text, submit)
+    message is kept and its turn queued; the turn runs in a worker (turns.start; `claim`: the
+    caller runs it itself, see there)."""
+    return turns.start(conversation, actor, text, submit, claim)
 
 
 def answer(

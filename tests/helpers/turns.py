@@ -57,3 +57,27 @@ def run_pass(app: Any, run_id: int) -> None:
 def status_of(app: Any, run_id: int) -> str:
     with app.app_context():
         return str(db.session.get(Run, run_id).status)  # type: ignore[union-attr]
+
+
+def handed_over(app: Any, api: Any, convo: int, text: str = "hello there") -> Any:
+    """POST a streamed message as the ASGI server serves it (the view on the server's loop): its
+    Handoff, which the test ends itself (no stream, and no pass unless the test runs it)."""
+    from app.api.streamed import SERVER
+    from app.api.turn_server import Exchange, TurnServer
+
+    client, headers = api
+
+    async def post() -> Any:
+        exchange = Exchange(TurnServer(app), asyncio.get_running_loop())
+        answer = client.post(
+            f"/api/conversations/{convo}/messages",
+            json={"text": text},
+            headers={**headers, "Accept": "text/event-stream"},
+            environ_base={SERVER: exchange},
+        )
+        assert answer.status_code == 200, answer.get_data(as_text=True)
+        assert exchange.taken is not None and exchange.taken.run_id is not None and exchange.taken.local
+        exchange.taken.cancel()
+        return exchange.taken
+
+    return asyncio.run(post())

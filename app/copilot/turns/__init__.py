@@ -30,7 +30,7 @@ from app.copilot.turns._runs import (
     wait,
 )
 from app.copilot.turns._sweep import sweep_dead
-from app.models import Message
+from app.models import Message, Run
 
 # Called with (conversation_id, the messages a pass added) after each pass ends: the chat
 # connectors post them into their threads.
@@ -109,13 +109,14 @@ def listen(app: Flask, listener: Listener) -> None:
     app.extensions.setdefault("turns.listeners", []).append(listener)
 
 
-async def execute(app: Flask, run_id: int) -> None:
+async def execute(app: Flask, run_id: int, claimed: Run | None = None) -> None:
     """One pass of the run, as the runners call it (nothing, when it was not the caller's to run:
-    claimed already, or behind another pass of its conversation, which queues it when it ends).
+    claimed already, or behind another pass of its conversation, which queues it when it ends);
+    `claimed`: the run as `start(…, claim=True)` wrote it, claimed, for its caller to run.
     (The import is here so that the app starts without pydantic-ai: the first pass loads it.)"""
     from app.copilot.turns._pass import execute as run_pass
 
-    await run_pass(app, run_id)
+    await run_pass(app, run_id, claimed)
 
 
 def preload(app: Flask) -> None:

@@ -46,15 +46,16 @@ class Stopped(Exception):
     """The person asked this pass to stop."""
 
 
-async def execute(app: Flask, run_id: int) -> None:
-    """The job: claim the run's pass, run it, end it; then queue the conversation's next pass."""
+async def execute(app: Flask, run_id: int, claimed: Run | None = None) -> None:
+    """The job: claim the run's pass (or take the run `claimed` as it was written: runs.start's
+    `claim`), run it, end it; then queue the conversation's next pass."""
     with app.app_context():
         # Loaded values stay readable after each commit: reading an expired one would open a
         # transaction that holds a pooled connection across the model's await (and with many turns
         # on one loop, stalls them all waiting for the pool).
         db.session().expire_on_commit = False
         try:
-            run = runs.claim(run_id)
+            run = runs.claim(run_id) if claimed is None else runs.adopt(claimed)
             if run is None:
                 return
             conversation_id = run.conversation_id

@@ -83,11 +83,17 @@ def hold_live(conversation_id: int) -> Held:
 AGENT_TITLE = "From an agent: "
 
 
-def start(conversation: Conversation, actor: Actor, text: str, submit: bool = True) -> tuple[Message, Run]:
+def start(conversation: Conversation, actor: Actor, text: str, submit: bool = True, claim: bool = False) -> tuple[Message, Run]:
     """The person says something: their message and its queued run are committed together (the
     words are kept whatever happens next), then the pass is handed to a worker. The run reaches
     what both the credential and the conversation's last run reach: a conversation an agent token
-    started stays within that token's toolsets, also when the person writes in it."""
+    started stays within that token's toolsets, also when the person writes in it.
+
+    `claim`: the caller runs the pass itself at once (the ASGI server's own pass): when the run
+    would win its claim now (first in its conversation's line, no pass running), it is claimed in
+    the message's own transaction — the same conditional UPDATE, no commit of its own — and comes
+    back `running`; the caller must then run it (execute's `claimed`), or the sweep ends it
+    interrupted. Else it stays queued, and is submitted (or not) as `submit` says."""
     held = hold_live(conversation.id)
     said = Message(conversation_id=conversation.id, role=Role.USER, text=text)
     db.session.add(said)
@@ -113,12 +119,24 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
         queued_at=utcnow(),
     )
     db.session.add(run)
+    claimed = claim and _claim_now(run)
     commit_kept()  # (the reply reads the message and the run as written)
     if titled:
         events.retitled(conversation.id)
-    if submit:  # (a caller that must note something first submits it itself)
+    if submit and not claimed:  # (a caller that must note something first submits it itself)
         jobs.submit(run.id)
     return said, run
+
+
+def _claim_now(run: Run) -> bool:
+    """Claim a run being written, in its own transaction (start's `claim`)."""
+    db.session.flush()
+    now = utcnow()
+    if not won(_CLAIM, {"run_id": run.id, "its_conversation": run.conversation_id, "now": now}):
+        return False
+    set_committed_value(run, "status", RunStatus.RUNNING)
+    set_committed_value(run, "updated_at", now)
+    return True
 
 
 def publish_end(run: Run, step: int, state: str, message_ids: list[int]) -> bool:
@@ -281,6 +299,15 @@ _CLAIM = (
     )
     .values(status=RunStatus.RUNNING, updated_at=sa.bindparam("now"))
 )
+
+
+def adopt(run: Run) -> Run:
+    """A run claimed as it was written (start's `claim`), taken into this session as written,
+    with its message: nothing is read again. (Its pass starts as the request that wrote it
+    ends; were it ended meanwhile — the sweep, after TURN_DEAD_AFTER — the end's conditional
+    UPDATE would drop the pass's end, as for any pass that is no longer its worker's.)"""
+    db.session.add(run)
+    return run
 
 
 def claim(run_id: int) -> Run | None:
