@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import sqlalchemy as sa
+
 from app import sse
 from app.api.blueprint import bp, own_conversation
 from app.api.shapes import message_json, pending_in
@@ -29,13 +31,15 @@ def conversation_events(conversation_id: int) -> Any:
     return sse.stream(conversation.id, actor.user.id, lambda event: event_json(event, actor, conversation.id))
 
 
+_TITLE = sa.select(Conversation.title).where(Conversation.id == sa.bindparam("conversation_id"))  # (its title alone)
+
+
 def event_json(event: Event, actor: Actor, conversation_id: int) -> tuple[str, str] | None:
     """An event as the API sends it: a turn's end carries its messages and the pending prompts, a
     title event the title."""
     data = dict(event.data)
     if event.type == EventType.TITLE:
-        conversation = db.session.get(Conversation, conversation_id)
-        data["title"] = conversation.title if conversation is not None else None
+        data["title"] = db.session.scalar(_TITLE, {"conversation_id": conversation_id})
     if event.type == EventType.TURN and "messages" in data:
         data["messages"] = [message_json(m) for m in conversations.messages(conversation_id, data["messages"])]
         data["pending"] = pending_in(conversation_id, actor)

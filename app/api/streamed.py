@@ -70,7 +70,8 @@ def turn(conversation: Conversation, actor: Actor, text: str) -> Any:
     except BaseException:
         sse.let_go(actor.user.id, held)
         raise
-    handoff.ready(run, after, render, credential_check(), partial(sse.let_go, actor.user.id, held))
+    # (The conversation's person is the one the request read: its own, with their tenant.)
+    handoff.ready(run, conversation.user, after, render, credential_check(), partial(sse.let_go, actor.user.id, held))
     if not handoff.local:  # no room for another pass here: a worker runs it, the stream follows Redis
         copilot.submit(run.id)
     db.session.expunge_all()  # (what the stream renders with stays readable once the request ends)

@@ -30,7 +30,7 @@ from app.api.streamed import SERVER, wants_stream
 from app.copilot import events, taps
 from app.copilot.events import Event
 from app.extensions import db
-from app.models import Run
+from app.models import Run, User
 from app.sse import lines
 from app.status import RunStatus
 
@@ -49,17 +49,24 @@ class Handoff:
         self.conversation_id, self.local = conversation_id, local
         self.tap = taps.tap(conversation_id, loop)
         self.run_id: int | None = None
-        self.claimed: Run | None = None  # the run, when its message's commit claimed it for this server
+        self.claimed: copilot.Claimed | None = None  # the run, when its message's commit claimed it for this server
         self.reading: asyncio.Future[list[Event]] | None = None  # a Redis read under way, when following Redis
 
     def ready(
-        self, run: Run, after: str, render: Callable[[Event], Any], live: Callable[[], bool], let_go: Callable[[], None]
+        self,
+        run: Run,
+        person: User,
+        after: str,
+        render: Callable[[Event], Any],
+        live: Callable[[], bool],
+        let_go: Callable[[], None],
     ) -> None:
         """The message and its run are committed (the run claimed for this server when it is
-        `running`): the stream starts after `after`; `live` says whether its credential still is,
-        `let_go` gives back its place among the person's streams."""
+        `running`; `person`, the conversation's, goes to its pass with it): the stream starts after
+        `after`; `live` says whether its credential still is, `let_go` gives back its place among
+        the person's streams."""
         self.run_id, self.after, self.render, self.live, self.let_go = run.id, after, render, live, let_go
-        self.claimed = run if run.status == RunStatus.RUNNING else None
+        self.claimed = copilot.Claimed(run, person) if run.status == RunStatus.RUNNING else None
 
     def cancel(self) -> None:
         self.tap.close()

@@ -16,6 +16,7 @@ from app.copilot import approvals, turns
 from app.copilot.actions import registry
 from app.copilot.approvals import Actor, ChannelProof
 from app.copilot.turns import (
+    Claimed,
     Engine,
     active,
     answers,
@@ -47,6 +48,7 @@ from app.models import Approval, Conversation, Message, Run, User
 from app.status import Decision, Status
 
 __all__ = [
+    "Claimed",
     "Engine",
     "active",
     "answer",

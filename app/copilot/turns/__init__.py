@@ -16,6 +16,7 @@ from app.copilot.turns._agent import Engine, call_direct, context_for, engine, t
 from app.copilot.turns._jobs import call, drain, submit
 from app.copilot.turns._notices import queue_countersign_notice
 from app.copilot.turns._runs import (
+    Claimed,
     active,
     answers,
     card_message_id,
@@ -30,7 +31,7 @@ from app.copilot.turns._runs import (
     wait,
 )
 from app.copilot.turns._sweep import sweep_dead
-from app.models import Message, Run
+from app.models import Message
 
 # Called with (conversation_id, the messages a pass added) after each pass ends: the chat
 # connectors post them into their threads.
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from pydantic_ai.models.function import AgentInfo
 
 __all__ = [
+    "Claimed",
     "Engine",
     "active",
     "answers",
@@ -109,10 +111,11 @@ def listen(app: Flask, listener: Listener) -> None:
     app.extensions.setdefault("turns.listeners", []).append(listener)
 
 
-async def execute(app: Flask, run_id: int, claimed: Run | None = None) -> None:
+async def execute(app: Flask, run_id: int, claimed: Claimed | None = None) -> None:
     """One pass of the run, as the runners call it (nothing, when it was not the caller's to run:
     claimed already, or behind another pass of its conversation, which queues it when it ends);
-    `claimed`: the run as `start(…, claim=True)` wrote it, claimed, for its caller to run.
+    `claimed`: the run as `start(…, claim=True)` wrote it, claimed, for its caller to run, with
+    its person.
     (The import is here so that the app starts without pydantic-ai: the first pass loads it.)"""
     from app.copilot.turns._pass import execute as run_pass
 

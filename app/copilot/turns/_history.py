@@ -83,13 +83,18 @@ def answer_open_calls(history: list[ModelMessage], parts: list[ToolReturnPart]) 
 _WITH_PERSON = (joinedload(Conversation.user).joinedload(User.tenant), undefer(Conversation.history))
 
 
-def prepare(run: Run) -> Pass:
+_HISTORY = sa.select(Conversation.history).where(Conversation.id == sa.bindparam("conversation_id"))
+
+
+def prepare(run: Run, person: User | None = None) -> Pass:
     """Read what the pass needs, in one short transaction, and end it (the person and their tenant
-    come with the conversation: the actions' context reads both later)."""
-    conversation = db.session.get(Conversation, run.conversation_id, options=_WITH_PERSON)
-    assert conversation is not None
-    user = conversation.user
-    history = load(conversation.history)
+    come with the conversation, unless the caller has them: the actions' context reads both later)."""
+    if person is None:
+        conversation = db.session.get(Conversation, run.conversation_id, options=_WITH_PERSON)
+        assert conversation is not None
+        user, history = conversation.user, load(conversation.history)
+    else:
+        user, history = person, load(db.session.scalar(_HISTORY, {"conversation_id": run.conversation_id}) or "[]")
     work = Pass(run=run, user=user, history=history, step=run.step + 1)
     calls = unanswered(history)
     said: Message | None = None

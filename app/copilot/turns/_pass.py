@@ -36,7 +36,7 @@ from app.copilot.turns._agent import Engine, Turn, context_for, engine
 from app.copilot.turns._endings import end_failed, end_finished, end_stopped, save_progress
 from app.copilot.turns._history import Pass, prepare
 from app.extensions import db, redis_client
-from app.models import Run
+from app.models import Run, User
 from app.status import EventType, TurnState
 
 log = logging.getLogger(__name__)
@@ -46,8 +46,8 @@ class Stopped(Exception):
     """The person asked this pass to stop."""
 
 
-async def execute(app: Flask, run_id: int, claimed: Run | None = None) -> None:
-    """The job: claim the run's pass (or take the run `claimed` as it was written: runs.start's
+async def execute(app: Flask, run_id: int, claimed: runs.Claimed | None = None) -> None:
+    """The job: claim the run's pass (or take it `claimed` as it was written: runs.start's
     `claim`), run it, end it; then queue the conversation's next pass."""
     with app.app_context():
         # Loaded values stay readable after each commit: reading an expired one would open a
@@ -55,14 +55,18 @@ async def execute(app: Flask, run_id: int, claimed: Run | None = None) -> None:
         # on one loop, stalls them all waiting for the pool).
         db.session().expire_on_commit = False
         try:
-            run = runs.claim(run_id) if claimed is None else runs.adopt(claimed)
+            person: User | None = None
+            if claimed is None:
+                run = runs.claim(run_id)
+            else:
+                run, person = runs.adopt(claimed)
             if run is None:
                 return
             conversation_id = run.conversation_id
             beat = asyncio.create_task(_heartbeat(run.id, app.config["TURN_HEARTBEAT"]))
             forgotten = False
             try:
-                forgotten = await _run(run)
+                forgotten = await _run(run, person)
             finally:
                 beat.cancel()
                 if not forgotten:  # (a pass's published end forgets its heartbeat in the same step)
@@ -72,11 +76,12 @@ async def execute(app: Flask, run_id: int, claimed: Run | None = None) -> None:
             db.session.remove()
 
 
-async def _run(run: Run) -> bool:
+async def _run(run: Run, person: User | None) -> bool:
     """One pass: stream the model's words, run its tool calls, end it done, paused, stopped or
-    failed. True when its end was published (which also forgot its heartbeat and stop request)."""
+    failed. True when its end was published (which also forgot its heartbeat and stop request).
+    `person`: the conversation's, when the caller has them (else read with the conversation)."""
     eng = engine()
-    work = prepare(run)
+    work = prepare(run, person)
     turn = Turn(
         ctx=context_for(work.user, run.channel or "web"),
         run=run,

@@ -19,7 +19,7 @@ from app.copilot.text import first_title
 from app.copilot.turns import _jobs as jobs
 from app.errors import AgentNotItsTurn, NotFound
 from app.extensions import commit_kept, db, redis_client, won
-from app.models import Approval, Conversation, Message, Run, utcnow
+from app.models import Approval, Conversation, Message, Run, User, utcnow
 from app.status import FINAL, GOING, RETRYABLE, EventType, Role, RunNext, RunStatus
 
 log = logging.getLogger(__name__)
@@ -301,13 +301,20 @@ _CLAIM = (
 )
 
 
-def adopt(run: Run) -> Run:
-    """A run claimed as it was written (start's `claim`), taken into this session as written,
-    with its message: nothing is read again. (Its pass starts as the request that wrote it
-    ends; were it ended meanwhile — the sweep, after TURN_DEAD_AFTER — the end's conditional
-    UPDATE would drop the pass's end, as for any pass that is no longer its worker's.)"""
-    db.session.add(run)
-    return run
+class Claimed(NamedTuple):
+    """A run claimed as it was written (start's `claim`), with its message, and its conversation's
+    person with their tenant, as the request that wrote it read them: what its pass would read."""
+
+    run: Run
+    person: User
+
+
+def adopt(claimed: Claimed) -> tuple[Run, User]:
+    """A claimed run and its person, copied into this session as they were read: nothing is read
+    again, and the request's own objects are left as they are. (Its pass starts as the request
+    that wrote it ends; were it ended meanwhile — the sweep, after TURN_DEAD_AFTER — the end's
+    conditional UPDATE would drop the pass's end, as for any pass no longer its worker's.)"""
+    return db.session.merge(claimed.run, load=False), db.session.merge(claimed.person, load=False)
 
 
 def claim(run_id: int) -> Run | None:

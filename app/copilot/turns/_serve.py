@@ -13,15 +13,19 @@ from flask import Flask
 from app.copilot.turns import _jobs as jobs
 from app.copilot.turns import _loop as loop
 from app.copilot.turns._agent import engine
+from app.copilot.turns._history import dump, load
 from app.copilot.turns._pass import keep_alive
 
 log = logging.getLogger(__name__)
 
 
 def preload(app: Flask) -> None:
-    """What a worker's passes import and make once: the agent and its model's modules."""
+    """What a worker's passes import and make once: the agent and its model's modules, and the
+    history's validator and serializer (pydantic builds them on first use: 80 ms on a 2-core
+    machine, which a first pass would hold every pass on the loop up for)."""
     with app.app_context():
         loop.preload(engine())
+    dump(load("[]"))
 
 
 def tune_collector() -> None:
