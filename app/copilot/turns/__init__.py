@@ -14,9 +14,9 @@ from flask import Flask
 from app.copilot.turns import _jobs
 from app.copilot.turns._agent import Engine, call_direct, context_for, engine, tell
 from app.copilot.turns._jobs import call, drain, submit
+from app.copilot.turns._line import Claimed
 from app.copilot.turns._notices import queue_countersign_notice
 from app.copilot.turns._runs import (
-    Claimed,
     active,
     answers,
     card_message_id,

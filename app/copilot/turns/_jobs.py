@@ -28,10 +28,10 @@ def call(target: str, *args: Any) -> None:
     runner.call(target, *args)
 
 
-def _execute(app: Flask) -> Callable[[Flask, int], Coroutine[Any, Any, None]]:
+def _execute(app: Flask) -> Callable[..., Coroutine[Any, Any, None]]:
     """The pass the runners run, as turns.init_app registered it: jobs know how to queue and run
     a pass, not what a pass is (so nothing here imports the turn executor)."""
-    found: Callable[[Flask, int], Coroutine[Any, Any, None]] = app.extensions["turns.execute"]
+    found: Callable[..., Coroutine[Any, Any, None]] = app.extensions["turns.execute"]
     return found
 
 
@@ -60,6 +60,20 @@ def submit(run_id: int) -> None:
         log.exception("could not queue the pass of run %s", run_id)
 
 
+def runs_now() -> bool:
+    """Whether the app's runner runs a pass at once, in its caller (`inline`): a run it is
+    handed may be claimed as it is written (turns.start) and given with run_claimed()."""
+    runner: Runner = current_app.extensions["turns"]
+    return isinstance(runner, Inline)
+
+
+def run_claimed(claimed: Any) -> None:
+    """Run now the pass of a run claimed as it was written (turns._line.Claimed), with the `inline` runner."""
+    runner: Runner = current_app.extensions["turns"]
+    assert isinstance(runner, Inline), "only the inline runner runs a claimed pass in its caller"
+    runner.submit(claimed.run.id, claimed)
+
+
 CONSUMER_WAKE_MS = 100  # an idle consumer asks Redis for new jobs this often: a turn waits no longer
 THREAD_WAKE_MS = 1000  # an idle job thread looks up this often (a job handed to it wakes it at once)
 DRAIN_WAKE_MS = 10  # a burst (`drain`) looks this often: it runs until idle, then stops
@@ -83,8 +97,8 @@ class Runner:
 class Inline(Runner):
     """The pass runs now, in the caller's thread, on an event loop of its own; tasks too."""
 
-    def submit(self, run_id: int) -> None:
-        asyncio.run(_execute(self.app)(self.app, run_id))
+    def submit(self, run_id: int, claimed: Any = None) -> None:
+        asyncio.run(_execute(self.app)(self.app, run_id, claimed))
 
     def call(self, target: str, *args: Any) -> None:
         run_task(self.app, target, list(args))

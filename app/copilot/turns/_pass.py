@@ -29,6 +29,7 @@ from pydantic_ai.usage import UsageLimits
 from redis.exceptions import RedisError
 
 from app.copilot import events
+from app.copilot.turns import _line as line
 from app.copilot.turns import _loop as loop
 from app.copilot.turns import _runs as runs
 from app.copilot.turns import _sweep as sweep
@@ -46,7 +47,7 @@ class Stopped(Exception):
     """The person asked this pass to stop."""
 
 
-async def execute(app: Flask, run_id: int, claimed: runs.Claimed | None = None) -> None:
+async def execute(app: Flask, run_id: int, claimed: line.Claimed | None = None) -> None:
     """The job: claim the run's pass (or take it `claimed` as it was written: runs.start's
     `claim`), run it, end it; then queue the conversation's next pass."""
     with app.app_context():
@@ -57,9 +58,9 @@ async def execute(app: Flask, run_id: int, claimed: runs.Claimed | None = None) 
         try:
             person: User | None = None
             if claimed is None:
-                run = runs.claim(run_id)
+                run = line.claim(run_id)
             else:
-                run, person = runs.adopt(claimed)
+                run, person = line.adopt(claimed)
             if run is None:
                 return
             conversation_id = run.conversation_id
@@ -71,7 +72,7 @@ async def execute(app: Flask, run_id: int, claimed: runs.Claimed | None = None) 
                 beat.cancel()
                 if not forgotten:  # (a pass's published end forgets its heartbeat in the same step)
                     _forget_alive(run.id)
-            runs.queue_next(conversation_id)
+            line.queue_next(conversation_id)
         finally:
             db.session.remove()
 

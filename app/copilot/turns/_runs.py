@@ -10,16 +10,16 @@ from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from redis.exceptions import RedisError
-from sqlalchemy.orm import aliased, joinedload
 from sqlalchemy.orm.attributes import set_committed_value
 
 from app.copilot import events
 from app.copilot.approvals import Actor
 from app.copilot.text import first_title
 from app.copilot.turns import _jobs as jobs
+from app.copilot.turns._line import Claimed, claim_now, queue_next
 from app.errors import AgentNotItsTurn, NotFound
 from app.extensions import commit_kept, db, redis_client, won
-from app.models import Approval, Conversation, Message, Run, User, utcnow
+from app.models import Approval, Conversation, Message, Run, utcnow
 from app.status import FINAL, GOING, RETRYABLE, EventType, Role, RunNext, RunStatus
 
 log = logging.getLogger(__name__)
@@ -89,11 +89,12 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     what both the credential and the conversation's last run reach: a conversation an agent token
     started stays within that token's toolsets, also when the person writes in it.
 
-    `claim`: the caller runs the pass itself at once (the ASGI server's own pass): when the run
-    would win its claim now (first in its conversation's line, no pass running), it is claimed in
-    the message's own transaction — the same conditional UPDATE, no commit of its own — and comes
-    back `running`; the caller must then run it (execute's `claimed`), or the sweep ends it
-    interrupted. Else it stays queued, and is submitted (or not) as `submit` says."""
+    `claim`: the caller runs the pass itself at once (the ASGI server's own pass; the `inline`
+    runner, which `submit` then runs): when the run would win its claim now (first in its
+    conversation's line, no pass running), it is claimed in the message's own transaction — the
+    same conditional UPDATE, no commit of its own — and comes back `running`; the caller must
+    then run it (execute's `claimed`), or the sweep ends it interrupted. Else it stays queued,
+    and is submitted (or not) as `submit` says."""
     held = hold_live(conversation.id)
     said = Message(conversation_id=conversation.id, role=Role.USER, text=text)
     db.session.add(said)
@@ -119,24 +120,16 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
         queued_at=utcnow(),
     )
     db.session.add(run)
-    claimed = claim and _claim_now(run)
+    inline = submit and jobs.runs_now()
+    claimed = (claim or inline) and claim_now(run)
     commit_kept()  # (the reply reads the message and the run as written)
     if titled:
         events.retitled(conversation.id)
-    if submit and not claimed:  # (a caller that must note something first submits it itself)
+    if inline and claimed:
+        jobs.run_claimed(Claimed(run, conversation.user))
+    elif submit and not claimed:  # (a caller that must note something first submits it itself)
         jobs.submit(run.id)
     return said, run
-
-
-def _claim_now(run: Run) -> bool:
-    """Claim a run being written, in its own transaction (start's `claim`)."""
-    db.session.flush()
-    now = utcnow()
-    if not won(_CLAIM, {"run_id": run.id, "its_conversation": run.conversation_id, "now": now}):
-        return False
-    set_committed_value(run, "status", RunStatus.RUNNING)
-    set_committed_value(run, "updated_at", now)
-    return True
 
 
 def publish_end(run: Run, step: int, state: str, message_ids: list[int]) -> bool:
@@ -277,76 +270,6 @@ def stop_requested(run_id: int) -> bool:
         return bool(redis_client.client.exists(stop_key(run_id)))
     except RedisError:
         return False
-
-
-_WITH_MESSAGE = (joinedload(Run.message),)
-_line = aliased(Run)
-_conversation: sa.BindParameter[int] = sa.bindparam("its_conversation")  # (not a column's name)
-_CLAIM = (
-    sa.update(Run)
-    .where(
-        Run.id == sa.bindparam("run_id"),
-        Run.status == RunStatus.QUEUED,
-        # first in its conversation's line
-        Run.id
-        == sa.select(_line.id)
-        .where(_line.conversation_id == _conversation, _line.status == RunStatus.QUEUED)
-        .order_by(_line.queued_at, _line.id)
-        .limit(1)
-        .scalar_subquery(),
-        # and no pass of the conversation running
-        ~sa.select(_line.id).where(_line.conversation_id == _conversation, _line.status == RunStatus.RUNNING).exists(),
-    )
-    .values(status=RunStatus.RUNNING, updated_at=sa.bindparam("now"))
-)
-
-
-class Claimed(NamedTuple):
-    """A run claimed as it was written (start's `claim`), with its message, and its conversation's
-    person with their tenant, as the request that wrote it read them: what its pass would read."""
-
-    run: Run
-    person: User
-
-
-def adopt(claimed: Claimed) -> tuple[Run, User]:
-    """A claimed run and its person, copied into this session as they were read: nothing is read
-    again, and the request's own objects are left as they are. (Its pass starts as the request
-    that wrote it ends; were it ended meanwhile — the sweep, after TURN_DEAD_AFTER — the end's
-    conditional UPDATE would drop the pass's end, as for any pass no longer its worker's.)"""
-    return db.session.merge(claimed.run, load=False), db.session.merge(claimed.person, load=False)
-
-
-def claim(run_id: int) -> Run | None:
-    """Take the run's pass for this worker: only if it is queued, first in its conversation's line,
-    and no other pass of the conversation is running (the running pass queues the next one when it
-    ends). One conditional UPDATE decides; one worker wins. (The run is read with its message.)"""
-    run = db.session.get(Run, run_id, options=_WITH_MESSAGE)
-    if run is None or run.status != RunStatus.QUEUED:
-        db.session.rollback()
-        return None
-    now = utcnow()
-    if not won(_CLAIM, {"run_id": run.id, "its_conversation": run.conversation_id, "now": now}):
-        db.session.rollback()
-        return None
-    commit_kept(run, status=RunStatus.RUNNING, updated_at=now)  # (what the UPDATE wrote, not read again)
-    return run
-
-
-_NEXT_QUEUED = (
-    sa.select(Run.id)
-    .where(Run.conversation_id == sa.bindparam("conversation_id"), Run.status == RunStatus.QUEUED)
-    .order_by(Run.queued_at, Run.id)
-    .limit(1)
-)
-
-
-def queue_next(conversation_id: int) -> None:
-    """Hand the conversation's next queued pass to a worker (after one ended)."""
-    following = db.session.scalar(_NEXT_QUEUED, {"conversation_id": conversation_id})
-    db.session.rollback()
-    if following is not None:
-        jobs.submit(following)
 
 
 def alive_key(run_id: int) -> str:

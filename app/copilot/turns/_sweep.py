@@ -8,7 +8,8 @@ from datetime import timedelta
 import sqlalchemy as sa
 from redis.exceptions import RedisError
 
-from app.copilot.turns._runs import alive_key, publish_end, queue_next
+from app.copilot.turns._line import queue_next
+from app.copilot.turns._runs import alive_key, publish_end
 from app.extensions import db, redis_client, won
 from app.models import Message, Run, utcnow
 from app.status import Role, RunStatus

@@ -1,0 +1,97 @@
+"""A conversation's line: its passes run one at a time, in the order they were queued. A pass is
+claimed by one conditional UPDATE (at most once, first in line, none of the conversation's
+running), by the worker that takes its job or, for a run its caller runs at once, as the run
+is written (runs.start's `claim`); a pass that ends hands the line's next one to a worker."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import sqlalchemy as sa
+from sqlalchemy.orm import aliased, joinedload
+from sqlalchemy.orm.attributes import set_committed_value
+
+from app.copilot.turns import _jobs as jobs
+from app.extensions import commit_kept, db, won
+from app.models import Run, User, utcnow
+from app.status import RunStatus
+
+_WITH_MESSAGE = (joinedload(Run.message),)
+_line = aliased(Run)
+_conversation: sa.BindParameter[int] = sa.bindparam("its_conversation")  # (not a column's name)
+_CLAIM = (
+    sa.update(Run)
+    .where(
+        Run.id == sa.bindparam("run_id"),
+        Run.status == RunStatus.QUEUED,
+        # first in its conversation's line
+        Run.id
+        == sa.select(_line.id)
+        .where(_line.conversation_id == _conversation, _line.status == RunStatus.QUEUED)
+        .order_by(_line.queued_at, _line.id)
+        .limit(1)
+        .scalar_subquery(),
+        # and no pass of the conversation running
+        ~sa.select(_line.id).where(_line.conversation_id == _conversation, _line.status == RunStatus.RUNNING).exists(),
+    )
+    .values(status=RunStatus.RUNNING, updated_at=sa.bindparam("now"))
+)
+
+
+class Claimed(NamedTuple):
+    """A run claimed as it was written (start's `claim`), with its message, and its conversation's
+    person with their tenant, as the request that wrote it read them: what its pass would read."""
+
+    run: Run
+    person: User
+
+
+def adopt(claimed: Claimed) -> tuple[Run, User]:
+    """A claimed run and its person, copied into this session as they were read: nothing is read
+    again, and the request's own objects are left as they are. (Its pass starts as the request
+    that wrote it ends; were it ended meanwhile — the sweep, after TURN_DEAD_AFTER — the end's
+    conditional UPDATE would drop the pass's end, as for any pass no longer its worker's.)"""
+    return db.session.merge(claimed.run, load=False), db.session.merge(claimed.person, load=False)
+
+
+def claim(run_id: int) -> Run | None:
+    """Take the run's pass for this worker: only if it is queued, first in its conversation's line,
+    and no other pass of the conversation is running (the running pass queues the next one when it
+    ends). One conditional UPDATE decides; one worker wins. (The run is read with its message.)"""
+    run = db.session.get(Run, run_id, options=_WITH_MESSAGE)
+    if run is None or run.status != RunStatus.QUEUED:
+        db.session.rollback()
+        return None
+    now = utcnow()
+    if not won(_CLAIM, {"run_id": run.id, "its_conversation": run.conversation_id, "now": now}):
+        db.session.rollback()
+        return None
+    commit_kept(run, status=RunStatus.RUNNING, updated_at=now)  # (what the UPDATE wrote, not read again)
+    return run
+
+
+_NEXT_QUEUED = (
+    sa.select(Run.id)
+    .where(Run.conversation_id == sa.bindparam("conversation_id"), Run.status == RunStatus.QUEUED)
+    .order_by(Run.queued_at, Run.id)
+    .limit(1)
+)
+
+
+def queue_next(conversation_id: int) -> None:
+    """Hand the conversation's next queued pass to a worker (after one ended)."""
+    following = db.session.scalar(_NEXT_QUEUED, {"conversation_id": conversation_id})
+    db.session.rollback()
+    if following is not None:
+        jobs.submit(following)
+
+
+def claim_now(run: Run) -> bool:
+    """Claim a run being written, in its own transaction (start's `claim`)."""
+    db.session.flush()
+    now = utcnow()
+    if not won(_CLAIM, {"run_id": run.id, "its_conversation": run.conversation_id, "now": now}):
+        return False
+    set_committed_value(run, "status", RunStatus.RUNNING)
+    set_committed_value(run, "updated_at", now)
+    return True
