@@ -1,18 +1,23 @@
 """A streamed message whose pass the ASGI server runs itself is claimed in the message's own
-commit (turns.start's `claim`): what holds when that pass never starts, when the conversation is
-busy, and when the request fails after its commit. The turns go to Dramatiq over the test Redis
-and nothing takes them: the test runs each pass itself (tests/helpers/turns.py)."""
+commit (turns.start's `claim`): what holds when that pass never starts or starts too late, when
+the conversation is busy (also with a card's continuation claimed by a worker while the message
+is being written), when a Stop comes before the pass, and when the request fails after its
+commit. The turns go to Dramatiq over the test Redis and nothing takes them: the test runs each
+pass itself (tests/helpers/turns.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
 
 from app.copilot import execute, sweep_dead
 from app.extensions import db
-from app.models import Message, Run
+from app.models import Message, Run, utcnow
+from app.status import RunNext, RunStatus
 from tests.helpers.turns import (  # noqa: F401 (fixtures)
     api,
     app_config,
@@ -87,3 +92,74 @@ def test_a_claimed_run_whose_request_failed_after_its_commit_still_runs_on_the_s
     with app.app_context():
         assert db.session.scalar(sa.select(Run.status).where(Run.conversation_id == convo)) == "done"
     assert roles_and_texts(app, convo)[-1] == ("assistant", "Hello.")
+
+
+def test_a_pass_that_begins_after_the_sweep_ended_its_run_and_a_retry_queued_it_runs_nothing(app, api, streamed):
+    convo = new_conversation(api)
+    handoff = handed_over(app, api, convo, "what is on my list?")
+    with app.app_context():
+        assert [r.id for r in sweep_dead(0)] == [handoff.run_id]  # its server looked dead
+    client, headers = api
+    retried = client.post(f"/api/conversations/{convo}/retry", json={}, headers={**headers, "Prefer": "respond-async"})
+    assert retried.status_code == 202, retried.get_json()
+    streamed.enqueue("Two posts.")
+    asyncio.run(execute(app, handoff.run_id, handoff.claimed))  # the server's pass, begun too late
+    assert len(streamed.requests) == 0 and status_of(app, handoff.run_id) == "queued"  # the claim no longer stood
+    run_pass(app, handoff.run_id)  # the worker the retry queued it to
+    assert len(streamed.requests) == 1 and status_of(app, handoff.run_id) == "done"
+    assert roles_and_texts(app, convo)[-1] == ("assistant", "Two posts.")
+
+
+def test_a_stop_between_the_messages_commit_and_its_pass_stops_it_before_the_model_is_asked(app, api, streamed):
+    convo = new_conversation(api)
+    handoff = handed_over(app, api, convo, "hello")
+    client, headers = api
+    assert client.post(f"/api/conversations/{convo}/stop", json={}, headers=headers).status_code in (200, 204)
+    streamed.enqueue("Never said.")
+    asyncio.run(execute(app, handoff.run_id, handoff.claimed))
+    assert status_of(app, handoff.run_id) == "stopped" and len(streamed.requests) == 0
+    assert roles_and_texts(app, convo)[-1] == ("notice", "Stopped. Nothing ran.")
+
+
+def test_a_continuation_claimed_by_a_worker_while_a_message_claims_its_own_run_waits_for_it(app, api, monkeypatch):
+    """A run paused on its card is resumed and a worker claims it while another message of the
+    conversation is being written and has claimed its own run, not yet committed: the worker's
+    claim waits for that transaction and then sees its run running (PostgreSQL lets two UPDATEs
+    of different rows pass each other: the claim locks the conversation first). One pass at a time."""
+    from app.copilot.turns import _line, _runs
+
+    convo = new_conversation(api)
+    with app.app_context():
+        paused = Run(
+            conversation_id=convo,
+            status=RunStatus.PAUSED,
+            step=1,
+            next=RunNext.RESULTS,
+            queued_at=utcnow() - timedelta(minutes=1),
+        )
+        db.session.add(paused)
+        db.session.commit()
+        paused_id = paused.id
+    commit = _runs.commit_kept
+    other: dict[str, Any] = {}
+
+    def card_answered_and_worker_claims() -> None:
+        with app.app_context():
+            other["resumed"] = _runs.resume_if_ready(paused_id) is not None
+            other["claimed"] = _line.claim(paused_id) is not None
+            db.session.remove()
+
+    def commit_once_the_other_went(*args: Any, **kwargs: Any) -> None:
+        if threading.current_thread() is threading.main_thread() and "thread" not in other:
+            other["thread"] = threading.Thread(target=card_answered_and_worker_claims)
+            other["thread"].start()
+            other["thread"].join(timeout=2)  # (it waits for this transaction: then this commit lets it go on)
+        commit(*args, **kwargs)
+
+    monkeypatch.setattr(_runs, "commit_kept", commit_once_the_other_went)
+    handoff = handed_over(app, api, convo, "hello")
+    other["thread"].join()
+    assert handoff.claimed is not None and other == {**other, "resumed": True, "claimed": False}
+    with app.app_context():
+        statuses = dict(db.session.execute(sa.select(Run.id, Run.status).where(Run.conversation_id == convo)).all())
+    assert statuses == {paused_id: "queued", handoff.run_id: "running"}  # behind the message's pass

@@ -62,7 +62,9 @@ def turn(conversation: Conversation, actor: Actor, text: str) -> Any:
             return sse.stream(conversation.id, actor.user.id, render, start=(held, after), until_run=run.id)
         handoff = server.handoff(conversation.id)  # (open before the message: its title event is handed over too)
         try:
-            # (A pass this server runs is claimed in the message's own commit, when it is first in line.)
+            # A pass this server runs is claimed in the message's own commit, when it is first in
+            # line; from that commit to ready() nothing may fail (the person is read before it).
+            person = conversation.user
             _, run = copilot.send_message(conversation, actor, text, submit=False, claim=handoff.local)
         except BaseException:
             handoff.cancel()
@@ -70,8 +72,7 @@ def turn(conversation: Conversation, actor: Actor, text: str) -> Any:
     except BaseException:
         sse.let_go(actor.user.id, held)
         raise
-    # (The conversation's person is the one the request read: its own, with their tenant.)
-    handoff.ready(run, conversation.user, after, render, credential_check(), partial(sse.let_go, actor.user.id, held))
+    handoff.ready(run, person, after, render, credential_check(), partial(sse.let_go, actor.user.id, held))
     if not handoff.local:  # no room for another pass here: a worker runs it, the stream follows Redis
         copilot.submit(run.id)
     db.session.expunge_all()  # (what the stream renders with stays readable once the request ends)

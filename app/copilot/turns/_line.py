@@ -13,10 +13,9 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from app.copilot.turns import _jobs as jobs
 from app.extensions import commit_kept, db, won
-from app.models import Run, User, utcnow
+from app.models import Conversation, Run, User, utcnow
 from app.status import RunStatus
 
-_WITH_MESSAGE = (joinedload(Run.message),)
 _line = aliased(Run)
 _conversation: sa.BindParameter[int] = sa.bindparam("its_conversation")  # (not a column's name)
 _CLAIM = (
@@ -46,19 +45,43 @@ class Claimed(NamedTuple):
     person: User
 
 
-def adopt(claimed: Claimed) -> tuple[Run, User]:
-    """A claimed run and its person, copied into this session as they were read: nothing is read
-    again, and the request's own objects are left as they are. (Its pass starts as the request
-    that wrote it ends; were it ended meanwhile — the sweep, after TURN_DEAD_AFTER — the end's
-    conditional UPDATE would drop the pass's end, as for any pass no longer its worker's.)"""
-    return db.session.merge(claimed.run, load=False), db.session.merge(claimed.person, load=False)
+_STILL_OURS = sa.select(Run.id).where(
+    Run.id == sa.bindparam("run_id"), Run.status == RunStatus.RUNNING, Run.updated_at == sa.bindparam("claimed_at")
+)
+
+
+def adopt(claimed: Claimed) -> tuple[Run, User] | None:
+    """A claimed run and its person, copied into this session as they were read (the request's own
+    objects are left as they are), if the claim still stands: None when the run was ended or
+    claimed again since (a pass that began later than TURN_DEAD_AFTER, after the sweep ended it
+    interrupted and a Retry queued it again: that pass is the worker's). One read, which begins
+    the pass's reading transaction (turns._history.prepare ends it)."""
+    run = claimed.run
+    if db.session.scalar(_STILL_OURS, {"run_id": run.id, "claimed_at": run.updated_at}) is None:
+        db.session.rollback()
+        return None
+    return db.session.merge(run, load=False), db.session.merge(claimed.person, load=False)
+
+
+# The run with its message, and its conversation locked: a claim waits for any transaction that
+# holds the conversation (a message being written, which may claim its own run as it is: see
+# claim_now), so that its UPDATE, a new statement, sees that transaction's runs (PostgreSQL's
+# READ COMMITTED; SQLite's writers take turns anyway).
+_LOCKED_RUN = (
+    sa.select(Run)
+    .join(Conversation, Conversation.id == Run.conversation_id)
+    .options(joinedload(Run.message))
+    .where(Run.id == sa.bindparam("run_id"))
+    .with_for_update(of=Conversation)
+)
 
 
 def claim(run_id: int) -> Run | None:
     """Take the run's pass for this worker: only if it is queued, first in its conversation's line,
     and no other pass of the conversation is running (the running pass queues the next one when it
-    ends). One conditional UPDATE decides; one worker wins. (The run is read with its message.)"""
-    run = db.session.get(Run, run_id, options=_WITH_MESSAGE)
+    ends). One conditional UPDATE decides; one worker wins. (The run is read with its message,
+    its conversation locked: _LOCKED_RUN.)"""
+    run = db.session.scalars(_LOCKED_RUN, {"run_id": run_id}).unique().first()
     if run is None or run.status != RunStatus.QUEUED:
         db.session.rollback()
         return None

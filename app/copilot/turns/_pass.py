@@ -60,7 +60,8 @@ async def execute(app: Flask, run_id: int, claimed: line.Claimed | None = None) 
             if claimed is None:
                 run = line.claim(run_id)
             else:
-                run, person = line.adopt(claimed)
+                adopted = line.adopt(claimed)
+                run, person = adopted if adopted is not None else (None, None)
             if run is None:
                 return
             conversation_id = run.conversation_id
