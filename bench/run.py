@@ -227,6 +227,13 @@ def plan(smoke: bool, pg: str | None, redis: str) -> list[Row]:
                     Figure(
                         f"P3 our own time per turn, p95 ({label})", "≤ 2 ms", "ms", lambda r: r["own_ms"]["p95"], lambda v: v <= 2
                     ),
+                    Figure(
+                        f"P3 floor: a turn's two durable writes alone, p95 ({label})",
+                        "",
+                        "ms",
+                        lambda r: r["durable_writes_ms"]["p95"],
+                        lambda v: True,
+                    ),
                 ],
             )
         )

@@ -83,18 +83,16 @@ def answer_open_calls(history: list[ModelMessage], parts: list[ToolReturnPart]) 
 _WITH_PERSON = (joinedload(Conversation.user).joinedload(User.tenant), undefer(Conversation.history))
 
 
-_HISTORY = sa.select(Conversation.history).where(Conversation.id == sa.bindparam("conversation_id"))
-
-
-def prepare(run: Run, person: User | None = None) -> Pass:
+def prepare(run: Run, known: tuple[User, str] | None = None) -> Pass:
     """Read what the pass needs, in one short transaction, and end it (the person and their tenant
-    come with the conversation, unless the caller has them: the actions' context reads both later)."""
-    if person is None:
+    come with the conversation: the actions' context reads both later). `known`: the person and
+    the conversation's history, when the caller read them in this transaction (turns._line.adopt)."""
+    if known is None:
         conversation = db.session.get(Conversation, run.conversation_id, options=_WITH_PERSON)
         assert conversation is not None
         user, history = conversation.user, load(conversation.history)
     else:
-        user, history = person, load(db.session.scalar(_HISTORY, {"conversation_id": run.conversation_id}) or "[]")
+        user, history = known[0], load(known[1])
     work = Pass(run=run, user=user, history=history, step=run.step + 1)
     calls = unanswered(history)
     said: Message | None = None

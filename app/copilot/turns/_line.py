@@ -45,22 +45,36 @@ class Claimed(NamedTuple):
     person: User
 
 
-_STILL_OURS = sa.select(Run.id).where(
-    Run.id == sa.bindparam("run_id"), Run.status == RunStatus.RUNNING, Run.updated_at == sa.bindparam("claimed_at")
+class Adopted(NamedTuple):
+    """A claimed run, its person and its conversation's history, as its pass takes them."""
+
+    run: Run
+    person: User
+    history: str
+
+
+# The conversation's history, read only while the claim stands: the run still running, and
+# claimed when its message was written (a claim since, a worker's, wrote another updated_at).
+_HISTORY_IF_STILL_OURS = (
+    sa.select(Conversation.history)
+    .join(Run, Run.conversation_id == Conversation.id)
+    .where(Run.id == sa.bindparam("run_id"), Run.status == RunStatus.RUNNING, Run.updated_at == sa.bindparam("claimed_at"))
 )
 
 
-def adopt(claimed: Claimed) -> tuple[Run, User] | None:
+def adopt(claimed: Claimed) -> Adopted | None:
     """A claimed run and its person, copied into this session as they were read (the request's own
-    objects are left as they are), if the claim still stands: None when the run was ended or
-    claimed again since (a pass that began later than TURN_DEAD_AFTER, after the sweep ended it
-    interrupted and a Retry queued it again: that pass is the worker's). One read, which begins
-    the pass's reading transaction (turns._history.prepare ends it)."""
+    objects are left as they are), with the conversation's history, if the claim still stands:
+    None when the run was ended or claimed again since (a pass that began later than
+    TURN_DEAD_AFTER, after the sweep ended it interrupted and a Retry queued it again: that pass
+    is the worker's). One read, which begins the pass's reading transaction (turns._history.prepare
+    ends it)."""
     run = claimed.run
-    if db.session.scalar(_STILL_OURS, {"run_id": run.id, "claimed_at": run.updated_at}) is None:
+    history = db.session.scalar(_HISTORY_IF_STILL_OURS, {"run_id": run.id, "claimed_at": run.updated_at})
+    if history is None:
         db.session.rollback()
         return None
-    return db.session.merge(run, load=False), db.session.merge(claimed.person, load=False)
+    return Adopted(db.session.merge(run, load=False), db.session.merge(claimed.person, load=False), history)
 
 
 # The run with its message, and its conversation locked: a claim waits for any transaction that

@@ -37,7 +37,7 @@ from app.copilot.turns._agent import Engine, Turn, context_for, engine
 from app.copilot.turns._endings import end_failed, end_finished, end_stopped, save_progress
 from app.copilot.turns._history import Pass, prepare
 from app.extensions import db, redis_client
-from app.models import Run, User
+from app.models import Run
 from app.status import EventType, TurnState
 
 log = logging.getLogger(__name__)
@@ -56,19 +56,15 @@ async def execute(app: Flask, run_id: int, claimed: line.Claimed | None = None) 
         # on one loop, stalls them all waiting for the pool).
         db.session().expire_on_commit = False
         try:
-            person: User | None = None
-            if claimed is None:
-                run = line.claim(run_id)
-            else:
-                adopted = line.adopt(claimed)
-                run, person = adopted if adopted is not None else (None, None)
+            adopted = None if claimed is None else line.adopt(claimed)
+            run = line.claim(run_id) if claimed is None else adopted.run if adopted is not None else None
             if run is None:
                 return
             conversation_id = run.conversation_id
             beat = asyncio.create_task(_heartbeat(run.id, app.config["TURN_HEARTBEAT"]))
             forgotten = False
             try:
-                forgotten = await _run(run, person)
+                forgotten = await _run(run, adopted)
             finally:
                 beat.cancel()
                 if not forgotten:  # (a pass's published end forgets its heartbeat in the same step)
@@ -78,12 +74,12 @@ async def execute(app: Flask, run_id: int, claimed: line.Claimed | None = None) 
             db.session.remove()
 
 
-async def _run(run: Run, person: User | None) -> bool:
+async def _run(run: Run, adopted: line.Adopted | None) -> bool:
     """One pass: stream the model's words, run its tool calls, end it done, paused, stopped or
     failed. True when its end was published (which also forgot its heartbeat and stop request).
-    `person`: the conversation's, when the caller has them (else read with the conversation)."""
+    `adopted`: the person and the history, when its claim brought them (else read now)."""
     eng = engine()
-    work = prepare(run, person)
+    work = prepare(run, (adopted.person, adopted.history) if adopted is not None else None)
     turn = Turn(
         ctx=context_for(work.user, run.channel or "web"),
         run=run,

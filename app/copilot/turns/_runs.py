@@ -121,12 +121,14 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     )
     db.session.add(run)
     inline = submit and jobs.runs_now()
+    person = conversation.user if inline else None  # (before the commit: from a claim to its pass, nothing may fail)
     claimed = (claim or inline) and claim_now(run)
     commit_kept()  # (the reply reads the message and the run as written)
     if titled:
         events.retitled(conversation.id)
     if inline and claimed:
-        jobs.run_claimed(Claimed(run, conversation.user))
+        assert person is not None
+        jobs.run_claimed(Claimed(run, person))
     elif submit and not claimed:  # (a caller that must note something first submits it itself)
         jobs.submit(run.id)
     return said, run
