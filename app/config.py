@@ -131,7 +131,8 @@ SETTINGS: tuple[Setting, ...] = (
     # A POST that starts a turn waits this long for it by default (RFC 7240 Prefer: wait=N asks less).
     Setting("TURN_WAIT", "int", 25),
     # Each conversation's live events: a Redis Stream of at most EVENTS_MAXLEN entries, gone
-    # EVENTS_TTL seconds after its last; an open stream says it is alive every EVENTS_HEARTBEAT s.
+    # EVENTS_TTL seconds after its last; an open stream with nothing to send says it is alive (an
+    # SSE comment) every EVENTS_HEARTBEAT s, or every EVENTS_RECHECK s when that is shorter.
     Setting("EVENTS_MAXLEN", "int", 2000),
     Setting("EVENTS_TTL", "int", 86400),
     Setting("EVENTS_HEARTBEAT", "int", 15),

@@ -113,9 +113,12 @@ def _manage_conversation() -> dict[str, Any]:
 
 
 EVENTS_DESCRIPTION = (
-    "Each event has an `id`; reconnect with `Last-Event-ID` (or `?after=`) to resume "
-    "with no gap and no repeat. `event: text` — `{run, step, text}`, the model's words as "
-    "they are written; `event: turn` — `{run, step, state}` with state `started`, then "
+    "Each event has an `id` (`<milliseconds>-<sequence>`, as Redis Streams number them); reconnect "
+    "with `Last-Event-ID` (or `?after=`) to resume with no gap and no repeat (`0-0`: from the "
+    "oldest event kept; a cursor that is not such an id is ignored, and the stream starts from "
+    "now). `event: text` — `{run, step, text}`, the model's words as "
+    "they are written; `event: turn` — `{run, step, state, answers}` (`answers`: the id of the "
+    "person's message the run's first pass answers, else null) with state `started`, then "
     "one of `done`, `paused`, `failed`, `stopped`, `interrupted` with the pass's "
     "`messages` and the `pending` prompts; `event: approval` — `{id, status}`, a card's "
     "new status, whoever decided it, on any channel; `event: title` — `{title}`, the conversation's "
