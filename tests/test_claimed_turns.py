@@ -51,11 +51,9 @@ def test_a_run_claimed_with_its_message_whose_server_died_before_its_pass_ends_i
     streamed.enqueue("Two posts.")
     run_pass(app, handoff.run_id)
     assert status_of(app, handoff.run_id) == "done"
-    assert roles_and_texts(app, convo) == [
-        ("user", "what is on my list?"),
-        ("notice", roles_and_texts(app, convo)[1][1]),  # (the interruption's note stays, without Retry)
-        ("assistant", "Two posts."),
-    ]
+    said = roles_and_texts(app, convo)
+    assert [role for role, _ in said] == ["user", "notice", "assistant"]  # (the interruption's note stays, without Retry)
+    assert said[0][1] == "what is on my list?" and "interrupted" in said[1][1] and said[2][1] == "Two posts."
 
 
 def test_a_message_while_a_pass_of_its_conversation_runs_is_not_claimed_and_runs_after_it(app, api, streamed):
