@@ -14,7 +14,7 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolRetu
 from app.copilot.kit import QueuedModel
 from app.extensions import db
 from app.models import Post
-from tests.helpers.browser import ask, sign_in_and_open_chat
+from tests.helpers.browser import ask, composer_done, settled, sign_in_and_open_chat
 from tests.helpers.browser import held as held_request
 
 pytestmark = pytest.mark.browser
@@ -57,6 +57,8 @@ def model(app):
 def test_decline_with_a_reason_and_the_model_answers_with_it(app, page, server, model, shots):
     sign_in_and_open_chat(page, server)
     ask(page, '/send_email to=dana@example.org subject="Team lunch" body="Friday at noon?"')
+    composer_done(page, 1)
+    settled(page)
     card = page.locator(".card").last
     card.get_by_text("Send this email as alice@example.com?").wait_for()
     card.get_by_label("Tell the assistant why").fill(REASON)
@@ -70,6 +72,11 @@ def test_edit_the_subject_then_confirm_the_fresh_card_sends_the_edit(app, page, 
     smtp.inbox.messages.clear()
     sign_in_and_open_chat(page, server)
     ask(page, '/send_email to=dana@example.org subject="Numbers" body="Attached are the numbers."')
+    # The message's own answer, then htmx's settle, before the card is touched, as in the folder
+    # test (a CI rehearsal once saw the press of "Make a fresh card" make no request at all, while
+    # the turn's copy came in over the stream just after the answer; the cause is not known).
+    composer_done(page, 1)
+    settled(page)
     card = page.locator(".card").last
     card.get_by_text("Send this email as alice@example.com?").wait_for()
     card.get_by_text("Edit", exact=True).click()
