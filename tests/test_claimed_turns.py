@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from app.copilot import execute, sweep_dead
 from app.extensions import db
 from app.models import Message, Run, utcnow
-from app.status import RunNext, RunStatus
+from app.status import Role, RunNext, RunStatus
 from tests.helpers.turns import (  # noqa: F401 (fixtures)
     api,
     app_config,
@@ -26,6 +26,7 @@ from tests.helpers.turns import (  # noqa: F401 (fixtures)
     run_pass,
     status_of,
 )
+from tests.services import eventually
 
 
 def roles_and_texts(app: Any, convo: int) -> list[tuple[str, str]]:
@@ -39,20 +40,24 @@ def roles_and_texts(app: Any, convo: int) -> list[tuple[str, str]]:
 def test_a_run_claimed_with_its_message_whose_server_died_before_its_pass_ends_interrupted_and_retry_runs_it(app, api, streamed):
     convo = new_conversation(api)
     handoff = handed_over(app, api, convo, "what is on my list?")  # claimed; the server dies: no pass
-    assert handoff.claimed is not None and status_of(app, handoff.run_id) == "running"
+    assert handoff.claimed is not None and status_of(app, handoff.run_id) == RunStatus.RUNNING
     with app.app_context():
         assert [r.id for r in sweep_dead(3600)] == []  # not yet silent for the grace period: left alone
         assert [r.id for r in sweep_dead(0)] == [handoff.run_id]
-    assert status_of(app, handoff.run_id) == "interrupted"
-    assert roles_and_texts(app, convo)[-1][0] == "error"  # with Retry; the person's message kept
+    assert status_of(app, handoff.run_id) == RunStatus.INTERRUPTED
+    assert roles_and_texts(app, convo)[-1][0] == Role.ERROR  # with Retry; the person's message kept
     client, headers = api
     retried = client.post(f"/api/conversations/{convo}/retry", json={}, headers={**headers, "Prefer": "respond-async"})
     assert retried.status_code == 202, retried.get_json()
     streamed.enqueue("Two posts.")
     run_pass(app, handoff.run_id)
-    assert status_of(app, handoff.run_id) == "done"
+    assert status_of(app, handoff.run_id) == RunStatus.DONE
     said = roles_and_texts(app, convo)
-    assert [role for role, _ in said] == ["user", "notice", "assistant"]  # (the interruption's note stays, without Retry)
+    assert [role for role, _ in said] == [
+        Role.USER,
+        Role.NOTICE,
+        Role.ASSISTANT,
+    ]  # (the interruption's note stays, without Retry)
     assert said[0][1] == "what is on my list?" and "interrupted" in said[1][1] and said[2][1] == "Two posts."
 
 
@@ -61,14 +66,14 @@ def test_a_message_while_a_pass_of_its_conversation_runs_is_not_claimed_and_runs
     first = handed_over(app, api, convo, "first")
     second = handed_over(app, api, convo, "second")
     assert first.claimed is not None
-    assert second.claimed is None and status_of(app, second.run_id) == "queued"  # behind the running pass
+    assert second.claimed is None and status_of(app, second.run_id) == RunStatus.QUEUED  # behind the running pass
     asyncio.run(execute(app, second.run_id, second.claimed))  # the server's pass of it: claims nothing
-    assert status_of(app, second.run_id) == "queued"
+    assert status_of(app, second.run_id) == RunStatus.QUEUED
     streamed.enqueue("One.")
     streamed.enqueue("Two.")
     asyncio.run(execute(app, first.run_id, first.claimed))  # ends, and queues the second (to the workers)
     run_pass(app, second.run_id)  # as the worker that takes it
-    assert [status_of(app, h.run_id) for h in (first, second)] == ["done", "done"]
+    assert [status_of(app, h.run_id) for h in (first, second)] == [RunStatus.DONE, RunStatus.DONE]
     assert [text for role, text in roles_and_texts(app, convo)] == ["first", "second", "One.", "Two."]
 
 
@@ -86,10 +91,10 @@ def test_a_claimed_run_whose_request_failed_after_its_commit_still_runs_on_the_s
         await asyncio.gather(*server.passes)
 
     asyncio.run(give_up())
-    assert status_of(app, handoff.run_id) == "done"
+    assert status_of(app, handoff.run_id) == RunStatus.DONE
     with app.app_context():
-        assert db.session.scalar(sa.select(Run.status).where(Run.conversation_id == convo)) == "done"
-    assert roles_and_texts(app, convo)[-1] == ("assistant", "Hello.")
+        assert db.session.scalar(sa.select(Run.status).where(Run.conversation_id == convo)) == RunStatus.DONE
+    assert roles_and_texts(app, convo)[-1] == (Role.ASSISTANT, "Hello.")
 
 
 def test_a_pass_that_begins_after_the_sweep_ended_its_run_and_a_retry_queued_it_runs_nothing(app, api, streamed):
@@ -102,21 +107,25 @@ def test_a_pass_that_begins_after_the_sweep_ended_its_run_and_a_retry_queued_it_
     assert retried.status_code == 202, retried.get_json()
     streamed.enqueue("Two posts.")
     asyncio.run(execute(app, handoff.run_id, handoff.claimed))  # the server's pass, begun too late
-    assert len(streamed.requests) == 0 and status_of(app, handoff.run_id) == "queued"  # the claim no longer stood
+    assert len(streamed.requests) == 0 and status_of(app, handoff.run_id) == RunStatus.QUEUED  # the claim no longer stood
     run_pass(app, handoff.run_id)  # the worker the retry queued it to
-    assert len(streamed.requests) == 1 and status_of(app, handoff.run_id) == "done"
-    assert roles_and_texts(app, convo)[-1] == ("assistant", "Two posts.")
+    assert len(streamed.requests) == 1 and status_of(app, handoff.run_id) == RunStatus.DONE
+    assert roles_and_texts(app, convo)[-1] == (Role.ASSISTANT, "Two posts.")
 
 
 def test_a_stop_between_the_messages_commit_and_its_pass_stops_it_before_the_model_is_asked(app, api, streamed):
     convo = new_conversation(api)
     handoff = handed_over(app, api, convo, "hello")
     client, headers = api
-    assert client.post(f"/api/conversations/{convo}/stop", json={}, headers=headers).status_code in (200, 204)
+    stopping = client.post(f"/api/conversations/{convo}/stop", json={}, headers=headers)
+    assert stopping.status_code == 200 and stopping.get_json() == {"run": handoff.run_id, "stopping": True}
     streamed.enqueue("Never said.")
     asyncio.run(execute(app, handoff.run_id, handoff.claimed))
-    assert status_of(app, handoff.run_id) == "stopped" and len(streamed.requests) == 0
-    assert roles_and_texts(app, convo)[-1] == ("notice", "Stopped. Nothing ran.")
+    assert status_of(app, handoff.run_id) == RunStatus.STOPPED and len(streamed.requests) == 0
+    assert roles_and_texts(app, convo)[-1] == (Role.NOTICE, "Stopped. Nothing ran.")
+
+
+_LOCK_WAITERS = sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")
 
 
 def test_a_continuation_claimed_by_a_worker_while_a_message_claims_its_own_run_waits_for_it(app, api, monkeypatch):
@@ -147,11 +156,19 @@ def test_a_continuation_claimed_by_a_worker_while_a_message_claims_its_own_run_w
             other["claimed"] = _line.claim(paused_id) is not None
             db.session.remove()
 
+    def waits_on_a_lock() -> bool:
+        with db.engine.connect() as watcher:  # (a connection of its own, beside the message's transaction)
+            return bool(watcher.scalar(_LOCK_WAITERS))
+
     def commit_once_the_other_went(*args: Any, **kwargs: Any) -> None:
         if threading.current_thread() is threading.main_thread() and "thread" not in other:
             other["thread"] = threading.Thread(target=card_answered_and_worker_claims)
             other["thread"].start()
-            other["thread"].join(timeout=2)  # (it waits for this transaction: then this commit lets it go on)
+            # PostgreSQL: this commit waits until the other has either ended (its claim won: two
+            # passes) or waits on a lock (on this transaction's). SQLite's writers take turns: its
+            # resume waits on this transaction, whatever the order, and nothing is waited for here.
+            if db.engine.dialect.name == "postgresql":
+                eventually(lambda: not other["thread"].is_alive() or waits_on_a_lock(), "the worker's claim done or waiting")
         commit(*args, **kwargs)
 
     monkeypatch.setattr(_runs, "commit_kept", commit_once_the_other_went)
@@ -160,4 +177,4 @@ def test_a_continuation_claimed_by_a_worker_while_a_message_claims_its_own_run_w
     assert handoff.claimed is not None and other == {**other, "resumed": True, "claimed": False}
     with app.app_context():
         statuses = dict(db.session.execute(sa.select(Run.id, Run.status).where(Run.conversation_id == convo)).all())
-    assert statuses == {paused_id: "queued", handoff.run_id: "running"}  # behind the message's pass
+    assert statuses == {paused_id: RunStatus.QUEUED, handoff.run_id: RunStatus.RUNNING}  # behind the message's pass

@@ -151,6 +151,24 @@ def test_a_fresh_processs_first_turn_imports_the_agent_loop_and_answers():
     assert "Spring meetup (draft)" in out["reply"]
 
 
+PRELOADED = """
+from app import copilot, create_app
+app = create_app({"SQLALCHEMY_DATABASE_URI": "sqlite://", "SECRET_KEY": "x", "SWEEP_ON_START": False})
+copilot.preload(app)
+from pydantic_ai.messages import ModelMessagesTypeAdapter as history
+print(type(history.validator).__name__, type(history.serializer).__name__)
+"""
+
+
+def test_a_process_that_runs_passes_builds_the_historys_validator_and_serializer_as_it_starts():
+    """pydantic builds them on first use (80 ms): not on the first pass, which would hold up every
+    pass on the loop (turns._serve.preload)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "COUNTERSIGN_ENV": "testing"}
+    done = subprocess.run([sys.executable, "-c", PRELOADED], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.split() == ["SchemaValidator", "SchemaSerializer"]  # (MockValSer until built)
+
+
 def test_demo_actions_are_discovered_with_their_kinds():
     registry = discover("app.actions")
     kinds = {name: a.kind for name, a in registry.actions.items()}

@@ -5,6 +5,7 @@ is written (runs.start's `claim`); a pass that ends hands the line's next one to
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import NamedTuple
 
 import sqlalchemy as sa
@@ -100,11 +101,16 @@ def claim(run_id: int) -> Run | None:
         db.session.rollback()
         return None
     now = utcnow()
-    if not won(_CLAIM, {"run_id": run.id, "its_conversation": run.conversation_id, "now": now}):
+    if not _won_claim(run, now):
         db.session.rollback()
         return None
     commit_kept(run, status=RunStatus.RUNNING, updated_at=now)  # (what the UPDATE wrote, not read again)
     return run
+
+
+def _won_claim(run: Run, now: datetime) -> bool:
+    """The claim's conditional UPDATE (_CLAIM) for this run: True when it won."""
+    return won(_CLAIM, {"run_id": run.id, "its_conversation": run.conversation_id, "now": now})
 
 
 _NEXT_QUEUED = (
@@ -127,7 +133,7 @@ def claim_now(run: Run) -> bool:
     """Claim a run being written, in its own transaction (start's `claim`)."""
     db.session.flush()
     now = utcnow()
-    if not won(_CLAIM, {"run_id": run.id, "its_conversation": run.conversation_id, "now": now}):
+    if not _won_claim(run, now):
         return False
     set_committed_value(run, "status", RunStatus.RUNNING)
     set_committed_value(run, "updated_at", now)

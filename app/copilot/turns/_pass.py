@@ -56,8 +56,11 @@ async def execute(app: Flask, run_id: int, claimed: line.Claimed | None = None) 
         # on one loop, stalls them all waiting for the pool).
         db.session().expire_on_commit = False
         try:
-            adopted = None if claimed is None else line.adopt(claimed)
-            run = line.claim(run_id) if claimed is None else adopted.run if adopted is not None else None
+            if claimed is None:
+                adopted, run = None, line.claim(run_id)
+            else:
+                adopted = line.adopt(claimed)
+                run = adopted.run if adopted is not None else None
             if run is None:
                 return
             conversation_id = run.conversation_id
