@@ -81,6 +81,13 @@ class ServiceUnavailable(CountersignError):
     message = "The service is briefly unavailable. Nothing was changed; please try again."
 
 
+class WouldWait(CountersignError):
+    """A request that may not wait for a lock (on the ASGI process's loop) found one held; nothing was kept."""
+
+    status = 503
+    message = "The conversation is busy. Nothing was kept; please try again."
+
+
 class FormInvalid(BadValues):
     """Submitted form values failed validation; the errors are per field."""
 

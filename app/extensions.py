@@ -8,12 +8,13 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
 import click
 import redis
 import sqlalchemy as sa
-from flask import Flask, current_app, g
+from flask import Flask, current_app, g, request
 from flask.cli import with_appcontext
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
@@ -52,6 +53,20 @@ def won(statement: sa.Update, params: dict[str, Any] | None = None) -> bool:
 
 
 UNSYNCHRONIZED = {"synchronize_session": False}  # a Core UPDATE leaves the session's objects alone
+
+# A request served on the ASGI process's event loop may not wait there for a lock: every stream of
+# the process would wait with it. While `on_loop` holds a list, a row lock another transaction
+# holds is noted in it and raises WouldWait at once (nothing kept); the server then runs the
+# request again in a thread, where it waits (app/api/turn_server.py), its environ marked AGAIN:
+# its rate limits counted it the first time. (AGAIN is no header's name: no client can set it.)
+on_loop: ContextVar[list[str] | None] = ContextVar("countersign_on_loop", default=None)
+AGAIN = "countersign.again"
+
+
+def lock_busy(error: BaseException) -> bool:
+    """Whether a database error says that a lock another transaction holds was not waited for
+    (PostgreSQL's `FOR UPDATE NOWAIT`: lock_not_available)."""
+    return getattr(getattr(error, "orig", None), "sqlstate", None) == "55P03"
 
 
 def commit_kept(written: object | None = None, **values: Any) -> None:
@@ -92,16 +107,24 @@ def limit_per_person_and_address(kind: str) -> Callable[[View], View]:
     """Two limits on one kind of request (MESSAGES, ANSWERS), each shared by the web and the API
     routes of that kind: RATELIMIT_<KIND>_PER_PERSON and RATELIMIT_<KIND>_PER_ADDRESS."""
     per_person = limiter.shared_limit(
-        lambda: current_app.config[f"RATELIMIT_{kind}_PER_PERSON"], scope=f"{kind.lower()}:person", key_func=person_key
+        lambda: current_app.config[f"RATELIMIT_{kind}_PER_PERSON"],
+        scope=f"{kind.lower()}:person",
+        key_func=person_key,
+        exempt_when=_counted_already,
     )
     per_address = limiter.shared_limit(
-        lambda: current_app.config[f"RATELIMIT_{kind}_PER_ADDRESS"], scope=f"{kind.lower()}:address"
+        lambda: current_app.config[f"RATELIMIT_{kind}_PER_ADDRESS"], scope=f"{kind.lower()}:address", exempt_when=_counted_already
     )
 
     def decorate(view: View) -> View:
         return cast(View, per_address(per_person(view)))
 
     return decorate
+
+
+def _counted_already() -> bool:
+    """A request run again in a thread after it would have waited on the loop (on_loop)."""
+    return bool(request.environ.get(AGAIN))
 
 
 def seconds_over_limit(setting: str, key: str) -> int:

@@ -178,3 +178,48 @@ def test_a_continuation_claimed_by_a_worker_while_a_message_claims_its_own_run_w
     with app.app_context():
         statuses = dict(db.session.execute(sa.select(Run.id, Run.status).where(Run.conversation_id == convo)).all())
     assert statuses == {paused_id: RunStatus.QUEUED, handoff.run_id: RunStatus.RUNNING}  # behind the message's pass
+
+
+def test_a_streamed_message_is_served_on_the_servers_loop_on_postgresql_and_in_a_thread_on_sqlite(app, api):
+    """On PostgreSQL the request of a streamed message runs on the ASGI server's loop (a thread's
+    request waits for the GIL after each round trip: bench/README, 2026-12-07), never waiting
+    there for a lock (tests/test_streamed_turns.py holds one); on SQLite in a thread, as before."""
+    import json
+
+    from app.api.turn_server import TurnServer
+
+    _, headers = api
+    convo = new_conversation(api)
+    asked = {**headers, "Accept": "text/event-stream", "Content-Type": "application/json"}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": f"/api/conversations/{convo}/messages",
+        "query_string": b"",
+        "headers": [(name.lower().encode(), value.encode()) for name, value in asked.items()],
+    }
+    sent: list[dict[str, Any]] = []
+
+    async def serve() -> int:
+        server = TurnServer(app)
+        body = [{"type": "http.request", "body": json.dumps({"text": "hello"}).encode()}]
+
+        async def receive() -> dict[str, Any]:
+            if body:
+                return body.pop()
+            await asyncio.Event().wait()  # (the client stays: the answer ends with the turn)
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await server(scope, receive, send)
+        return len(server.dispatchers._threads)  # (a pool's threads start with its first job)
+
+    threads = asyncio.run(serve())
+    assert sent[0]["status"] == 200
+    assert b'"state": "done"' in b"".join(m.get("body", b"") for m in sent)
+    with app.app_context():
+        on_postgresql = db.engine.dialect.name == "postgresql"
+        assert db.session.scalar(sa.select(sa.func.count(Message.id)).where(Message.conversation_id == convo)) == 2
+    assert threads == (0 if on_postgresql else 1)

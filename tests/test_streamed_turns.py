@@ -21,6 +21,7 @@ from app.auth import create_token, revoke_token
 from app.copilot.kit import text
 from app.extensions import db
 from app.models import ApiToken, Message, Post, Run, User
+from app.status import Role
 from tests.conftest import api_headers
 from tests.helpers.mcp import McpServer, module_server
 from tests.services import WAIT, eventually
@@ -61,9 +62,17 @@ class QueueOnly(TurnServer):
         super().__init__(database_url, TURNS_RUNNER="dramatiq", TURN_WAIT="20")
 
 
+class OneMessageAnHour(TurnServer):
+    """An ASGI process whose rate limits are on: one message an hour per person."""
+
+    def __init__(self, database_url: str) -> None:
+        super().__init__(database_url, RATELIMIT_ENABLED="1", RATELIMIT_MESSAGES_PER_PERSON="1 per hour")
+
+
 mcp_process, server = module_server(TurnServer)
 full_process, full = module_server(NoRoom, "full")
 queue_only_process, queue_only = module_server(QueueOnly, "queue_only")
+limited_process, limited = module_server(OneMessageAnHour, "limited")
 
 
 def token(app: Any, email: str = "alice@example.com", scope: str = "client") -> str:
@@ -444,9 +453,32 @@ def test_a_message_waiting_on_a_locked_database_holds_up_no_other_request_of_the
     # Another process holds the conversation's write lock (SQLite: the database's; PostgreSQL: the
     # row's). A streamed message waits for it as under gunicorn, in a thread: the process's loop
     # goes on serving everyone else (run on the loop, the view froze them all until the lock went).
+    # On PostgreSQL its request is tried on the loop first, finds the row locked without waiting,
+    # is undone, and waits in a thread: one message kept, one turn, as anywhere.
+    convo, answered = message_while_locked(app, server, token(app))
+    assert answered and answered[0][-1][2]["state"] == "done"
+    with app.app_context():
+        said = db.session.scalars(sa.select(Message.text).where(Message.conversation_id == convo, Message.role == Role.USER))
+        assert list(said) == ["hello"]
+        assert db.session.scalar(sa.select(sa.func.count(Run.id)).where(Run.conversation_id == convo)) == 1
+
+
+def test_a_message_tried_on_the_loop_then_run_in_a_thread_counts_once_against_its_rate_limit(app, limited):
+    # One message an hour per person. Counted twice (its try on the loop, then its run in a
+    # thread), the message that waited for the lock would have been refused (429).
+    bearer = token(app)
+    convo, answered = message_while_locked(app, limited, bearer)
+    assert answered and answered[0][-1][2]["state"] == "done"
+    with streamed_post(limited.base, convo, bearer, "again") as response:
+        assert response.status_code == 429  # (the hour's one message was that one)
+
+
+def message_while_locked(app: Any, server: Any, bearer: str) -> tuple[int, list[Any]]:
+    """A streamed message sent while another connection holds its conversation's write lock, and
+    an unauthenticated request to the same process answered while the message still waits: the
+    conversation, and the message's events once the lock was let go."""
     from app.models import Conversation
 
-    bearer = token(app)
     convo = conversation(app, bearer)
     with app.app_context():
         alice = db.session.scalar(sa.select(User.id).where(User.email == "alice@example.com"))
@@ -475,4 +507,4 @@ def test_a_message_waiting_on_a_locked_database_holds_up_no_other_request_of_the
         lock.rollback()
         lock.close()
     waiting.join(WAIT)
-    assert answered and answered[0][-1][2]["state"] == "done"
+    return convo, answered

@@ -1,8 +1,9 @@
 """The ASGI side of a message answered with its own turn (app/api/streamed.py): the request goes
-through the Flask app as any other (the same authentication, limits, checks and errors, in a
-thread), and when the view hands the turn over, this server runs its pass as a task on its own
-event loop — a worker that takes its jobs from the people it answers — and writes the pass's events
-to the response as the pass appends them (app.copilot.taps), with no Redis read between them.
+through the Flask app as any other (the same authentication, limits, checks and errors: on
+PostgreSQL on this loop, never waiting there for a lock, else in a thread), and when the view
+hands the turn over, this server runs its pass as a task on its own event loop — a worker that
+takes its jobs from the people it answers — and writes the pass's events to the response as the
+pass appends them (app.copilot.taps), with no Redis read between them.
 
 A pass here is a pass anywhere: claimed by the same conditional UPDATE (at most once), alive by
 its heartbeat (a process that dies leaves it to the sweep: interrupted), stopped by the same stop
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import io
 import logging
 import time
 from collections.abc import Callable
@@ -26,10 +26,11 @@ from flask import Flask
 from starlette.types import Receive, Scope, Send
 
 from app import copilot
+from app.api import asgi_request
 from app.api.streamed import SERVER, wants_stream
 from app.copilot import events, taps
 from app.copilot.events import Event
-from app.extensions import db
+from app.extensions import AGAIN, db, on_loop
 from app.models import Run, User
 from app.sse import lines
 from app.status import RunStatus
@@ -92,25 +93,32 @@ class TurnServer:
         self.flask_app = flask_app
         config = flask_app.config
         self.limit, self.timeout = config["WORKER_THREADS"], config["TURN_TIMEOUT"]
+        # On PostgreSQL a streamed message's request runs on the loop, never waiting there for a
+        # lock (_on_loop); on SQLite in a thread (measured: no difference there), and under the
+        # `inline` runner too (it would run a pass from the request, inside this loop).
+        self.requests_on_loop = config["SQLALCHEMY_DATABASE_URI"].startswith("postgresql") and config["TURNS_RUNNER"] != "inline"
         self.passes: set[asyncio.Task[None]] = set()
-        # Every request goes through the Flask app in a thread (its SQL and Redis calls may wait: a
-        # locked SQLite, a JSON answer waiting for its turn) and never on the loop; streams whose
+        # Every other request goes through the Flask app in a thread (its SQL and Redis calls may
+        # wait: a locked SQLite, a JSON answer waiting for its turn), never on the loop; streams whose
         # pass runs elsewhere read Redis in threads of another pool (a blocking XREAD each), so
         # neither can starve the other.
         self.dispatchers = ThreadPoolExecutor(max_workers=DISPATCHERS, thread_name_prefix="countersign-request")
         self.readers = ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="countersign-follow")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body = await _body(receive, self.flask_app.config.get("MAX_CONTENT_LENGTH"))
+        body = await asgi_request.body(receive, self.flask_app.config.get("MAX_CONTENT_LENGTH"))
         if body is None:
-            await _plain(send, 413, b"Request body too large.")
+            await asgi_request.plain(send, 413, b"Request body too large.")
             return
-        environ = _environ(scope, body)
         loop = asyncio.get_running_loop()
-        exchange = Exchange(self, loop)
-        if wants_stream(environ.get("HTTP_ACCEPT")):  # (else a message waited for as Prefer says, up to TURN_WAIT)
-            environ[SERVER] = exchange
-        status, headers, content = await loop.run_in_executor(self.dispatchers, self._dispatch, environ)
+        environ, exchange = self._request(scope, body, loop)
+        answer = self._on_loop(environ) if SERVER in environ and self.requests_on_loop else None
+        if answer is None:  # (in a thread: not streamed, on SQLite, or it would have waited on the loop)
+            if SERVER in environ and self.requests_on_loop:
+                environ, exchange = self._request(scope, body, loop)  # (the first try was undone)
+                environ[AGAIN] = True
+            answer = await loop.run_in_executor(self.dispatchers, self._dispatch, environ)
+        status, headers, content = answer
         handoff = exchange.taken
         if handoff is not None and (handoff.run_id is None or status != 200):
             self._give_up(handoff)  # (the view failed after opening it)
@@ -125,8 +133,30 @@ class TurnServer:
             return
         await self._stream(handoff, receive, send)
 
-    def _dispatch(self, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-        """The request through the Flask app (in a thread of `dispatchers`)."""
+    def _request(self, scope: Scope, body: bytes, loop: asyncio.AbstractEventLoop) -> tuple[dict[str, Any], Exchange]:
+        """The request's WSGI environ, and its exchange with this server (a streamed message's)."""
+        environ, exchange = asgi_request.environ_of(scope, body), Exchange(self, loop)
+        if wants_stream(environ.get("HTTP_ACCEPT")):  # (else a message waited for as Prefer says, up to TURN_WAIT)
+            environ[SERVER] = exchange
+        return environ, exchange
+
+    def _on_loop(self, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
+        """A streamed message's request on this loop, which it may not hold up: no lock is waited
+        for (extensions.on_loop). None when one would have been: the request was undone (nothing
+        kept, its stream place given back) and the caller runs it again in a thread. Measured
+        (bench/README, 2026-12-07), streamed L1 on PostgreSQL, 4 pairs against the thread: turn end
+        p99 5.62 / 5.78 / 5.87 / 5.39 -> 5.10 / 5.17 / 4.66 / 4.39 s. A thread's request has to win
+        the GIL back after each of its round trips, from a loop that is busy with passes."""
+        busy: list[str] = []
+        context = contextvars.Context()
+        context.run(on_loop.set, busy)
+        answer = self._dispatch(environ, context)
+        return None if busy else answer
+
+    def _dispatch(
+        self, environ: dict[str, Any], context: contextvars.Context | None = None
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """The request through the Flask app (in a thread of `dispatchers`, or on the loop)."""
         started: dict[str, Any] = {}
 
         def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], object]:
@@ -136,7 +166,7 @@ class TurnServer:
         # In a context of its own, as a WSGI server gives each request: an app context the server
         # was started in (`flask mcp` runs under one) would otherwise be shared by every request,
         # and with it `g`, where Flask-Login keeps the signed-in person.
-        result = contextvars.Context().run(self.flask_app, environ, start_response)
+        result = (context or contextvars.Context()).run(self.flask_app, environ, start_response)
         try:
             content = b"".join(result)
         finally:
@@ -183,7 +213,7 @@ class TurnServer:
     async def _stream(self, handoff: Handoff, receive: Receive, send: Send) -> None:
         """The turn's events until its pass ends, the person goes away, or EVENTS_STREAM_SECONDS."""
         config = self.flask_app.config
-        gone = asyncio.create_task(_disconnected(receive))
+        gone = asyncio.create_task(asgi_request.disconnected(receive))
         recheck, heartbeat = config["EVENTS_RECHECK"], config["EVENTS_HEARTBEAT"]
         deadline = time.monotonic() + config["EVENTS_STREAM_SECONDS"]
         checked, seen, tapped = time.monotonic(), handoff.after, handoff.local
@@ -279,61 +309,3 @@ def _after(event_id: str, seen: str) -> bool:
     a, _, b = event_id.partition("-")
     c, _, d = seen.partition("-")
     return (int(a), int(b or 0)) > (int(c), int(d or 0))
-
-
-async def _disconnected(receive: Receive) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-
-
-async def _body(receive: Receive, limit: int | None) -> bytes | None:
-    """The request's body (None when over `limit` bytes)."""
-    parts: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return b"".join(parts)
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if limit is not None and size > limit:
-            return None
-        parts.append(chunk)
-        if not message.get("more_body"):
-            return b"".join(parts)
-
-
-async def _plain(send: Send, status: int, text: bytes) -> None:
-    await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"text/plain")]})
-    await send({"type": "http.response.body", "body": text})
-
-
-def _environ(scope: Scope, body: bytes) -> dict[str, Any]:
-    """The WSGI environ of an ASGI HTTP request (PEP 3333), its body read already."""
-    server = scope.get("server") or ("127.0.0.1", 80)
-    client = scope.get("client") or ("", 0)
-    environ: dict[str, Any] = {
-        "REQUEST_METHOD": scope["method"],
-        "SCRIPT_NAME": scope.get("root_path", "").encode().decode("latin-1"),
-        "PATH_INFO": scope["path"].encode().decode("latin-1"),
-        "QUERY_STRING": scope.get("query_string", b"").decode("latin-1"),
-        "SERVER_NAME": server[0],
-        "SERVER_PORT": str(server[1]),
-        "SERVER_PROTOCOL": f"HTTP/{scope.get('http_version', '1.1')}",
-        "REMOTE_ADDR": client[0],
-        "CONTENT_LENGTH": str(len(body)),
-        "wsgi.version": (1, 0),
-        "wsgi.url_scheme": scope.get("scheme", "http"),
-        "wsgi.input": io.BytesIO(body),
-        "wsgi.errors": io.StringIO(),
-        "wsgi.multithread": True,
-        "wsgi.multiprocess": True,
-        "wsgi.run_once": False,
-    }
-    for raw_name, raw_value in scope.get("headers", []):
-        name, value = raw_name.decode("latin-1").upper().replace("-", "_"), raw_value.decode("latin-1")
-        if name in ("CONTENT_LENGTH", "TRANSFER_ENCODING"):  # (the body is read whole: its length is known)
-            continue
-        key = name if name == "CONTENT_TYPE" else f"HTTP_{name}"
-        environ[key] = f"{environ[key]},{value}" if key in environ else value
-    return environ

@@ -17,8 +17,8 @@ from app.copilot.approvals import Actor
 from app.copilot.text import first_title
 from app.copilot.turns import _jobs as jobs
 from app.copilot.turns._line import Claimed, claim_now, queue_next
-from app.errors import AgentNotItsTurn, NotFound
-from app.extensions import commit_kept, db, redis_client, won
+from app.errors import AgentNotItsTurn, NotFound, WouldWait
+from app.extensions import commit_kept, db, lock_busy, on_loop, redis_client, won
 from app.models import Approval, Conversation, Message, Run, utcnow
 from app.status import FINAL, GOING, RETRYABLE, EventType, Role, RunNext, RunStatus
 
@@ -50,14 +50,22 @@ def joined(toolsets: tuple[str, ...] | None) -> str | None:
 
 # The statements of a turn's every message and pass, built once: building one costs several
 # times what running it costs (SQLAlchemy's statement objects and their cache keys).
-_HOLD_LIVE = (
-    sa.select(
-        Conversation.title,
-        sa.select(Run.toolsets).where(Run.conversation_id == Conversation.id).order_by(Run.id.desc()).limit(1).scalar_subquery(),
+def _hold_live_statement(nowait: bool) -> sa.Select[Any]:
+    return (
+        sa.select(
+            Conversation.title,
+            sa.select(Run.toolsets)
+            .where(Run.conversation_id == Conversation.id)
+            .order_by(Run.id.desc())
+            .limit(1)
+            .scalar_subquery(),
+        )
+        .where(Conversation.id == sa.bindparam("conversation_id"), Conversation.deleted_at.is_(None))
+        .with_for_update(of=Conversation, nowait=nowait)
     )
-    .where(Conversation.id == sa.bindparam("conversation_id"), Conversation.deleted_at.is_(None))
-    .with_for_update(of=Conversation)
-)
+
+
+_HOLD_LIVE, _HOLD_LIVE_AT_ONCE = _hold_live_statement(False), _hold_live_statement(True)
 
 
 class Held(NamedTuple):
@@ -72,8 +80,18 @@ def hold_live(conversation_id: int) -> Held:
     """Lock the conversation's row until this transaction ends, and make sure it is not deleted:
     a turn queued here and a deletion (app.copilot.conversations.delete) take the same lock, so
     a deletion either sees this turn and is refused, or this turn sees the deletion (NotFound).
-    Returns, from the same statement, what the row holds under the lock (Held)."""
-    live = db.session.execute(_HOLD_LIVE, {"conversation_id": conversation_id}).first()
+    Returns, from the same statement, what the row holds under the lock (Held). On the ASGI
+    process's loop (extensions.on_loop) the lock is not waited for: WouldWait, nothing kept."""
+    busy = on_loop.get()
+    try:
+        statement = _HOLD_LIVE if busy is None else _HOLD_LIVE_AT_ONCE
+        live = db.session.execute(statement, {"conversation_id": conversation_id}).first()
+    except sa.exc.OperationalError as error:
+        if busy is None or not lock_busy(error):
+            raise
+        db.session.rollback()
+        busy.append(f"conversation {conversation_id}")
+        raise WouldWait() from None
     if live is None:
         db.session.rollback()
         raise NotFound()
