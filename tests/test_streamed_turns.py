@@ -466,6 +466,9 @@ def test_a_message_waiting_on_a_locked_database_holds_up_no_other_request_of_the
 def test_a_message_tried_on_the_loop_then_run_in_a_thread_counts_once_against_its_rate_limit(app, limited):
     # One message an hour per person. Counted twice (its try on the loop, then its run in a
     # thread), the message that waited for the lock would have been refused (429).
+    with app.app_context():
+        if db.engine.dialect.name != "postgresql":
+            pytest.skip("on SQLite a streamed message's request runs in a thread only: nothing is tried twice")
     bearer = token(app)
     convo, answered = message_while_locked(app, limited, bearer)
     assert answered and answered[0][-1][2]["state"] == "done"

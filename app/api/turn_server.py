@@ -112,9 +112,10 @@ class TurnServer:
             return
         loop = asyncio.get_running_loop()
         environ, exchange = self._request(scope, body, loop)
-        answer = self._on_loop(environ) if SERVER in environ and self.requests_on_loop else None
+        tried_on_loop = SERVER in environ and self.requests_on_loop
+        answer = self._on_loop(environ) if tried_on_loop else None
         if answer is None:  # (in a thread: not streamed, on SQLite, or it would have waited on the loop)
-            if SERVER in environ and self.requests_on_loop:
+            if tried_on_loop:
                 environ, exchange = self._request(scope, body, loop)  # (the first try was undone)
                 environ[AGAIN] = True
             answer = await loop.run_in_executor(self.dispatchers, self._dispatch, environ)
