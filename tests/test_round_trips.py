@@ -9,6 +9,7 @@ and its step's cards read before the run was queued), a message 7."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -154,6 +155,53 @@ def test_the_asgi_servers_pass_of_a_run_claimed_with_its_message_reads_no_run_an
     assert c.sql == {"SELECT": 4, "UPDATE": 2, "INSERT": 1}, c
     assert c.commits == 2, c  # the read, the end
     assert c.redis == ["EVALSHA"] * 4, c
+
+
+def test_the_asgi_servers_stream_renders_its_passs_title_and_end_from_what_the_pass_wrote(app, api, counting, streamed):
+    """The title and the end's messages go to the stream as they were committed (Event.known):
+    its render reads only the pending prompts, and says what a render read from Redis says."""
+    from app.api.streamed import SERVER
+    from app.api.turn_server import Exchange, TurnServer
+    from app.copilot import events, execute
+
+    warm = handed_over(app, api, warmed(api))
+    asyncio.run(execute(app, warm.run_id, warm.claimed))
+    convo = new_conversation(api)
+    client, headers = api
+    streamed.enqueue("Hello, how can I help?")
+
+    async def turn() -> tuple[Any, list[Any]]:
+        exchange = Exchange(TurnServer(app), asyncio.get_running_loop())
+        answer = client.post(
+            f"/api/conversations/{convo}/messages",
+            json={"text": "hello there"},
+            headers={**headers, "Accept": "text/event-stream"},
+            environ_base={SERVER: exchange},
+        )
+        assert answer.status_code == 200, answer.get_data(as_text=True)
+        handoff = exchange.taken
+        assert handoff is not None and handoff.run_id is not None and handoff.claimed is not None
+        await execute(app, handoff.run_id, handoff.claimed)
+        got = []
+        while not handoff.tap.queue.empty():
+            got.append(handoff.tap.queue.get_nowait())
+        handoff.cancel()
+        return handoff, got
+
+    handoff, handed = asyncio.run(turn())
+    assert [e.type for e in handed][0] == "title" and handed[-1].ends_turn(), handed
+    with app.app_context():
+        from_redis = {e.id: e for e in events.read(convo, handoff.after, None)}
+        assert list(from_redis) == [e.id for e in handed] and all(e.known is None for e in from_redis.values())
+        for event in handed:
+            with counting() as c:
+                rendered = handoff.render(event)
+            db.session.rollback()
+            # an end reads the pending prompts alone (its messages are the pass's own); a title nothing
+            assert c.sql == ({"SELECT": 1} if event.ends_turn() else {}), (event.type, c)
+            assert rendered == handoff.render(from_redis[event.id]), event.type
+        _, end = handoff.render(handed[-1])
+    assert json.loads(end)["messages"] == [{"role": "assistant", "text": "Hello, how can I help?"}]
 
 
 def test_a_pass_that_answers_in_words_costs_its_statements_three_commits_and_four_round_trips(app, api, counting, streamed):

@@ -36,11 +36,14 @@ _TITLE = sa.select(Conversation.title).where(Conversation.id == sa.bindparam("co
 
 def event_json(event: Event, actor: Actor, conversation_id: int) -> tuple[str, str] | None:
     """An event as the API sends it: a turn's end carries its messages and the pending prompts, a
-    title event the title."""
-    data = dict(event.data)
+    title event the title (as the process that appended it knew them, when it is this one)."""
+    data, known = dict(event.data), event.known or {}
     if event.type == EventType.TITLE:
-        data["title"] = db.session.scalar(_TITLE, {"conversation_id": conversation_id})
+        data["title"] = known["title"] if "title" in known else db.session.scalar(_TITLE, {"conversation_id": conversation_id})
     if event.type == EventType.TURN and "messages" in data:
-        data["messages"] = [message_json(m) for m in conversations.messages(conversation_id, data["messages"])]
+        written = known.get("messages")
+        if written is None:
+            written = conversations.messages(conversation_id, data["messages"])
+        data["messages"] = [message_json(m) for m in written]
         data["pending"] = pending_in(conversation_id, actor)
     return event.type, json.dumps(data)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -27,11 +27,14 @@ ENDS = PASS_ENDS
 
 @dataclass(frozen=True)
 class Event:
-    """One entry of a conversation's stream: its id (Redis's, also the SSE id), its type and data."""
+    """One entry of a conversation's stream: its id (Redis's, also the SSE id), its type and data.
+    `known`: what the process that appended it already holds for its views in that process (its
+    taps' readers), so that they need not read it back: never sent to Redis, None when read from it."""
 
     id: str
     type: str
     data: dict[str, Any]
+    known: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def run(self) -> int | None:
@@ -73,12 +76,14 @@ def publish(
     unless: str | None = None,
     forget: tuple[str, ...] = (),
     alive: tuple[str, int] | None = None,
+    known: dict[str, Any] | None = None,
     **data: Any,
 ) -> str | None:
     """Append an event (trimmed to EVENTS_MAXLEN, kept EVENTS_TTL seconds after the last one); its
     id, or None when Redis is away (the turn goes on: the database is the truth). With `unless`, a
     Redis key: Refused when it exists, and then nothing was appended (nor deleted or set). In the
-    same round trip, the keys in `forget` are deleted and `alive` (a key, seconds) is set."""
+    same round trip, the keys in `forget` are deleted and `alive` (a key, seconds) is set. `known`
+    goes with the event to this process's taps only (Event.known)."""
     config = current_app.config
     keys = [key(conversation_id), *([unless] if unless else []), *forget, *([alive[0]] if alive else [])]
     args = [
@@ -98,7 +103,7 @@ def publish(
     if event_id is None:
         raise Refused(unless)
     appended = _text(event_id)
-    taps.hand_over(conversation_id, Event(appended, str(type), data))
+    taps.hand_over(conversation_id, Event(appended, str(type), data, known))
     return appended
 
 
@@ -108,10 +113,11 @@ def card_changed(conversation_id: int, approval_id: str, status: str) -> None:
     publish(conversation_id, EventType.APPROVAL, id=approval_id, status=str(status))
 
 
-def retitled(conversation_id: int) -> None:
+def retitled(conversation_id: int, title: str | None = None) -> None:
     """Tell the conversation's open views that its title changed (they read it afresh: the event
-    carries none), so every tab's heading, list and tab title follow, whoever wrote it."""
-    publish(conversation_id, EventType.TITLE)
+    carries none), so every tab's heading, list and tab title follow, whoever wrote it. `title`,
+    the one just committed: this process's own views take it as known (Event.known)."""
+    publish(conversation_id, EventType.TITLE, known=None if title is None else {"title": title})
 
 
 def _appender() -> Any:

@@ -90,7 +90,7 @@ def end(work: Pass, status: str, added: list[Message], conversation_history: str
         message.run_id, message.step = run.id, work.step
     db.session.add_all(added)
     db.session.commit()
-    published = runs.publish_end(run, work.step, status, [m.id for m in added])
+    published = runs.publish_end(run, work.step, status, added)
     for listener in list(current_app.extensions.get("turns.listeners", ())):  # (turns.listen)
         try:
             listener(run.conversation_id, added)

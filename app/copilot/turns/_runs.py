@@ -143,7 +143,7 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     claimed = (claim or inline) and claim_now(run)
     commit_kept()  # (the reply reads the message and the run as written)
     if titled:
-        events.retitled(conversation.id)
+        events.retitled(conversation.id, conversation.title)
     if inline and claimed:
         assert person is not None
         jobs.run_claimed(Claimed(run, person))
@@ -152,13 +152,30 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     return said, run
 
 
-def publish_end(run: Run, step: int, state: str, message_ids: list[int]) -> bool:
-    """Tell the conversation's streams that this pass ended, how, and which messages it wrote; in
-    the same step, forget its heartbeat and any stop asked for it (a later pass of the run starts
-    afresh). False when Redis was away."""
+def publish_end(run: Run, step: int, state: str, messages: list[Message]) -> bool:
+    """Tell the conversation's streams that this pass ended, how, and which messages it wrote (as
+    committed: this process's own streams take words and notices as known, and read a card's
+    message back); in the same step, forget its heartbeat and any stop asked for it (a later pass
+    of the run starts afresh). False when Redis was away."""
     forget = (alive_key(run.id), stop_key(run.id))
-    data: dict[str, Any] = {"run": run.id, "step": step, "state": state, "messages": message_ids, "answers": answers(run, step)}
-    return events.publish(run.conversation_id, EventType.TURN, forget=forget, **data) is not None
+    ids = [m.id for m in messages]
+    data: dict[str, Any] = {"run": run.id, "step": step, "state": state, "messages": ids, "answers": answers(run, step)}
+    known = None if any(m.approval_id for m in messages) else {"messages": [_as_written(m) for m in messages]}
+    return events.publish(run.conversation_id, EventType.TURN, forget=forget, known=known, **data) is not None
+
+
+def _as_written(message: Message) -> Message:
+    """A copy of a message just committed that no session holds: its values stay readable
+    wherever it goes (its own session's next rollback expires the original)."""
+    return Message(
+        id=message.id,
+        conversation_id=message.conversation_id,
+        role=message.role,
+        text=message.text,
+        run_id=message.run_id,
+        step=message.step,
+        created_at=message.created_at,
+    )
 
 
 def answers(run: Run, step: int) -> int | None:
@@ -273,7 +290,7 @@ def stop(conversation: Conversation, actor: Actor) -> Run | None:
         notice = Message(conversation_id=conversation.id, role=Role.NOTICE, text=NOTHING_RAN, run_id=run.id, step=run.step + 1)
         db.session.add(notice)
         db.session.commit()
-        publish_end(run, run.step + 1, RunStatus.STOPPED, [notice.id])
+        publish_end(run, run.step + 1, RunStatus.STOPPED, [notice])
         queue_next(conversation.id)
         return run
     db.session.rollback()

@@ -53,6 +53,6 @@ def mark_interrupted(run: Run) -> bool:
     )
     db.session.add(notice)
     db.session.commit()
-    publish_end(run, run.step + 1, RunStatus.INTERRUPTED, [notice.id])
+    publish_end(run, run.step + 1, RunStatus.INTERRUPTED, [notice])
     queue_next(run.conversation_id)
     return True
