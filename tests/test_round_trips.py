@@ -149,10 +149,11 @@ def test_the_asgi_servers_pass_of_a_run_claimed_with_its_message_reads_no_run_an
     with counting() as c:
         asyncio.run(execute(app, handoff.run_id, handoff.claimed))
     assert status_of(app, handoff.run_id) == "done"
-    # a queued pass's (below) less its claim's UPDATE and commit: read (the conversation's
-    # history while the claim still stands; the news before the message), end (the run, the
-    # history, the reply), the turn listeners' look-up, the conversation's next pass
-    assert c.sql == {"SELECT": 4, "UPDATE": 2, "INSERT": 1}, c
+    # a queued pass's (below) less its claim's UPDATE and commit, and less the news: read (the
+    # conversation's history while the claim still stands, and whether news waits before the
+    # message: none here, so none is read), end (the run, the history, the reply), the turn
+    # listeners' look-up, the conversation's next pass
+    assert c.sql == {"SELECT": 3, "UPDATE": 2, "INSERT": 1}, c
     assert c.commits == 2, c  # the read, the end
     assert c.redis == ["EVALSHA"] * 4, c
 

@@ -20,13 +20,14 @@ from pydantic_ai.messages import (
 from pydantic_ai.tools import DeferredToolResults
 from sqlalchemy.orm import joinedload, undefer
 
-from app.copilot.approvals import NOTICE, told
+from app.copilot.approvals import told
 from app.copilot.text import AGENT_WORDS
 from app.copilot.turns import _runs as runs
+from app.copilot.turns._line import Adopted, news_before
 from app.copilot.turns._offline import NEWS
 from app.extensions import db
 from app.models import ApiToken, Approval, Conversation, Message, Run, User
-from app.status import FINAL, Role, RunNext, Status
+from app.status import FINAL, RunNext, Status
 
 WAITING = "Waiting for the person's answer on a card. It has not run."
 NOT_RUN = "Not run: the person stopped the turn before this call ran."
@@ -83,16 +84,17 @@ def answer_open_calls(history: list[ModelMessage], parts: list[ToolReturnPart]) 
 _WITH_PERSON = (joinedload(Conversation.user).joinedload(User.tenant), undefer(Conversation.history))
 
 
-def prepare(run: Run, known: tuple[User, str] | None = None) -> Pass:
+def prepare(run: Run, known: Adopted | None = None) -> Pass:
     """Read what the pass needs, in one short transaction, and end it (the person and their tenant
-    come with the conversation: the actions' context reads both later). `known`: the person and
-    the conversation's history, when the caller read them in this transaction (turns._line.adopt)."""
+    come with the conversation: the actions' context reads both later). `known`: the person, the
+    conversation's history and whether news waits, when the caller read them in this transaction
+    (turns._line.adopt)."""
     if known is None:
         conversation = db.session.get(Conversation, run.conversation_id, options=_WITH_PERSON)
         assert conversation is not None
         user, history = conversation.user, load(conversation.history)
     else:
-        user, history = known[0], load(known[1])
+        user, history = known.person, load(known.history)
     work = Pass(run=run, user=user, history=history, step=run.step + 1)
     calls = unanswered(history)
     said: Message | None = None
@@ -112,7 +114,7 @@ def prepare(run: Run, known: tuple[User, str] | None = None) -> Pass:
         work.prompt = written_by(run) + (said.text if said is not None else "")
     if work.prompt is not None and calls:
         answer_open_calls(work.history, answers_for(run.conversation_id, calls))
-    news = delivered(said)
+    news = delivered(said) if known is None or known.news else []
     if news:  # (its own part before the person's words: their message stays theirs, and last)
         tell_news(work.history, [], " ".join(news), news)
     db.session.commit()
@@ -160,21 +162,9 @@ def delivered(said: Message | None) -> list[str]:
     return list(db.session.scalars(_NEWS, {"conversation_id": said.conversation_id, "said": said.id}))
 
 
-_convo = Message.conversation_id == sa.bindparam("conversation_id")
-_said: sa.BindParameter[int] = sa.bindparam("said")
 _NEWS = (
     sa.select(Message.text)
-    .where(
-        _convo,
-        Message.role == NOTICE,
-        Message.run_id.is_(None),
-        Message.id < _said,
-        # since the person's previous message
-        Message.id
-        > sa.func.coalesce(
-            sa.select(sa.func.max(Message.id)).where(_convo, Message.role == Role.USER, Message.id < _said).scalar_subquery(), 0
-        ),
-    )
+    .where(news_before(sa.bindparam("conversation_id"), sa.bindparam("said", type_=sa.Integer)))
     .order_by(Message.id)
 )
 

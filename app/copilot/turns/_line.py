@@ -12,10 +12,11 @@ import sqlalchemy as sa
 from sqlalchemy.orm import aliased, joinedload
 from sqlalchemy.orm.attributes import set_committed_value
 
+from app.copilot.approvals import NOTICE
 from app.copilot.turns import _jobs as jobs
 from app.extensions import commit_kept, db, won
-from app.models import Conversation, Run, User, utcnow
-from app.status import RunStatus
+from app.models import Conversation, Message, Run, User, utcnow
+from app.status import Role, RunStatus
 
 _line = aliased(Run)
 _conversation: sa.BindParameter[int] = sa.bindparam("its_conversation")  # (not a column's name)
@@ -47,17 +48,40 @@ class Claimed(NamedTuple):
 
 
 class Adopted(NamedTuple):
-    """A claimed run, its person and its conversation's history, as its pass takes them."""
+    """A claimed run, its person and its conversation's history, as its pass takes them, and
+    whether news waits for the model before the person's message (news_before)."""
 
     run: Run
     person: User
     history: str
+    news: bool
+
+
+_earlier = aliased(Message)
+
+
+def news_before(conversation_id: sa.ColumnElement[int], said: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:
+    """Where a message is news for the model before the person's message `said`: a delivery's
+    notice (delivery.settle's, which belongs to no run) written since their previous message."""
+    previous = (
+        sa.select(sa.func.max(_earlier.id))
+        .where(_earlier.conversation_id == conversation_id, _earlier.role == Role.USER, _earlier.id < said)
+        .correlate_except(_earlier)  # (inside a statement of the run and its conversation: theirs)
+    )
+    return sa.and_(
+        Message.conversation_id == conversation_id,
+        Message.role == NOTICE,
+        Message.run_id.is_(None),
+        Message.id < said,
+        Message.id > sa.func.coalesce(previous.scalar_subquery(), 0),
+    )
 
 
 # The conversation's history, read only while the claim stands: the run still running, and
-# claimed when its message was written (a claim since, a worker's, wrote another updated_at).
+# claimed when its message was written (a claim since, a worker's, wrote another updated_at);
+# with it, whether news waits (so that the pass reads the news only when there is some).
 _HISTORY_IF_STILL_OURS = (
-    sa.select(Conversation.history)
+    sa.select(Conversation.history, sa.exists().where(news_before(Conversation.id, Run.message_id)))
     .join(Run, Run.conversation_id == Conversation.id)
     .where(Run.id == sa.bindparam("run_id"), Run.status == RunStatus.RUNNING, Run.updated_at == sa.bindparam("claimed_at"))
 )
@@ -71,11 +95,12 @@ def adopt(claimed: Claimed) -> Adopted | None:
     is the worker's). One read, which begins the pass's reading transaction (turns._history.prepare
     ends it)."""
     run = claimed.run
-    history = db.session.scalar(_HISTORY_IF_STILL_OURS, {"run_id": run.id, "claimed_at": run.updated_at})
-    if history is None:
+    read = db.session.execute(_HISTORY_IF_STILL_OURS, {"run_id": run.id, "claimed_at": run.updated_at}).first()
+    if read is None:
         db.session.rollback()
         return None
-    return Adopted(db.session.merge(run, load=False), db.session.merge(claimed.person, load=False), history)
+    history, news = read
+    return Adopted(db.session.merge(run, load=False), db.session.merge(claimed.person, load=False), history, bool(news))
 
 
 # The run with its message, and its conversation locked: a claim waits for any transaction that

@@ -82,7 +82,7 @@ async def _run(run: Run, adopted: line.Adopted | None) -> bool:
     failed. True when its end was published (which also forgot its heartbeat and stop request).
     `adopted`: the person and the history, when its claim brought them (else read now)."""
     eng = engine()
-    work = prepare(run, (adopted.person, adopted.history) if adopted is not None else None)
+    work = prepare(run, adopted)
     turn = Turn(
         ctx=context_for(work.user, run.channel or "web"),
         run=run,
