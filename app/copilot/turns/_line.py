@@ -6,7 +6,7 @@ is written (runs.start's `claim`); a pass that ends hands the line's next one to
 from __future__ import annotations
 
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.orm import aliased, joinedload
@@ -58,9 +58,10 @@ class Adopted(NamedTuple):
 
 
 _earlier = aliased(Message)
+Column = sa.ColumnExpressionArgument[Any]  # (a column, or a bound parameter)
 
 
-def news_before(conversation_id: sa.ColumnElement[int], said: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:
+def news_before(conversation_id: Column, said: Column) -> sa.ColumnElement[bool]:
     """Where a message is news for the model before the person's message `said`: a delivery's
     notice (delivery.settle's, which belongs to no run) written since their previous message."""
     previous = (
