@@ -44,12 +44,27 @@ class Base(DeclarativeBase):
 db = SQLAlchemy(model_class=Base)
 
 
+Params = dict[str, Any] | list[dict[str, Any]] | None  # one row's bound parameters, or many rows'
+
+
 def won(statement: sa.Update, params: dict[str, Any] | None = None) -> bool:
     """Run a conditional UPDATE (with `params` for its bound parameters: a statement built once,
     at import, costs a fifth of one built per call); True when it changed exactly one row (this
-    caller won)."""
-    result = db.session.execute(statement, params, execution_options=UNSYNCHRONIZED)
-    return cast("sa.CursorResult[Any]", result).rowcount == 1
+    caller won). It leaves the session's objects alone (see core)."""
+    return bool(core(statement, params).rowcount == 1)
+
+
+def core(statement: sa.Executable, params: Params = None) -> Any:  # (a CursorResult; Any: its rows are untyped)
+    """Run a statement as Core, on the session's own connection and in its transaction: rows of
+    columns, never of objects, and nothing the session holds is changed or synchronized by it.
+    What every turn runs goes this way: session.execute() costs two to three times as much CPU
+    for the same statement (its ORM layer: 2026-12-07, SQLite, an UPDATE 82 against 33 µs, an
+    INSERT … RETURNING 230 against 63 µs). Pending objects are flushed first, as
+    session.execute() would (unless autoflush is off)."""
+    session = db.session()
+    if session.autoflush:
+        session.flush()
+    return session.connection().execute(statement, params)
 
 
 UNSYNCHRONIZED = {"synchronize_session": False}  # a Core UPDATE leaves the session's objects alone

@@ -23,7 +23,7 @@ from app.copilot import audit
 from app.copilot.approvals import Actor
 from app.copilot.text import seconds
 from app.errors import BadValues, NotFound
-from app.extensions import db, limiter, login, won
+from app.extensions import core, db, limiter, login, won
 from app.models import ROW_ID_MAX, ApiToken, Approval, User, UserSession, utcnow
 from app.routing import safe_target
 
@@ -316,7 +316,7 @@ def credential_check() -> Callable[[], bool]:
     def live() -> bool:
         # One column of one row; a session's age is taken at each check, not once at the open.
         if token_id is not None:
-            ok = db.session.scalar(_TOKEN_IS_LIVE, {"token_id": token_id}) is not None
+            ok = core(_TOKEN_IS_LIVE, {"token_id": token_id}).scalar() is not None
         else:
             given = _session_given(user_id, sid)
             ok = given is not None and db.session.scalar(_SESSION_IS_LIVE, given) is not None

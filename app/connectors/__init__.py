@@ -21,7 +21,7 @@ from app.connectors.dedupe import claim, release
 from app.connectors.receive import receive
 from app.connectors.services import CONNECTORS
 from app.copilot import audit
-from app.extensions import csrf, db
+from app.extensions import core, csrf, db
 from app.models import ConnectorThread
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ _THREAD_OF = sa.select(ConnectorThread.id).where(ConnectorThread.conversation_id
 
 def _turn_ended(conversation_id: int, added: list[Any]) -> None:
     """A turn listener (copilot.listen): queue the posting of a connector thread's reply."""
-    if added and db.session.scalar(_THREAD_OF, {"conversation_id": conversation_id}):
+    if added and core(_THREAD_OF, {"conversation_id": conversation_id}).scalar():
         copilot.call("app.connectors:post_turn", conversation_id, [m.id for m in added])
 
 

@@ -19,8 +19,8 @@ from pydantic_ai.tools import DeferredToolRequests
 from app.copilot.turns import _runs as runs
 from app.copilot.turns._agent import Turn, cards_asked
 from app.copilot.turns._history import NOT_RUN, Pass, answer_open_calls, dump, ran_in_pass, unanswered
-from app.extensions import UNSYNCHRONIZED, db, won
-from app.models import Conversation, Message, Run
+from app.extensions import core, db, won
+from app.models import Conversation, Message, Run, utcnow
 from app.status import Role, RunNext, RunStatus
 
 log = logging.getLogger(__name__)
@@ -43,27 +43,23 @@ def save_progress(work: Pass, messages: list[ModelMessage]) -> None:
     if not still_running(work.run.id):
         db.session.commit()  # (ends the read: nothing is held while the model thinks)
         return
-    db.session.execute(_SET_HISTORY, {"conversation_id": work.run.conversation_id, "new_history": dump(messages)})
-    db.session.execute(_CONTINUES, {"run_id": work.run.id})
+    core(_SET_HISTORY, {"conversation_id": work.run.conversation_id, "new_history": dump(messages)})
+    core(_CONTINUES, {"run_id": work.run.id})
     db.session.commit()
     work.progressed = True
 
 
 def still_running(run_id: int) -> bool:
-    return db.session.scalar(_STATUS, {"run_id": run_id}) == RunStatus.RUNNING
+    return bool(core(_STATUS, {"run_id": run_id}).scalar() == RunStatus.RUNNING)
 
 
-# Built once (see turns._runs): the statements every pass's end runs.
+# Built once (see turns._runs): the statements every pass's end runs, as Core (extensions.core).
 _STATUS = sa.select(Run.status).where(Run.id == sa.bindparam("run_id"))
 _SET_HISTORY = (
-    sa.update(Conversation)
-    .where(Conversation.id == sa.bindparam("conversation_id"))
-    .values(history=sa.bindparam("new_history"))
-    .execution_options(**UNSYNCHRONIZED)
+    sa.update(Conversation).where(Conversation.id == sa.bindparam("conversation_id")).values(history=sa.bindparam("new_history"))
 )
-_CONTINUES = (
-    sa.update(Run).where(Run.id == sa.bindparam("run_id")).values(next=RunNext.CONTINUE).execution_options(**UNSYNCHRONIZED)
-)
+_CONTINUES = sa.update(Run).where(Run.id == sa.bindparam("run_id")).values(next=RunNext.CONTINUE)
+_WRITE_MESSAGES = sa.insert(Message).returning(Message.id, sort_by_parameter_order=True)
 
 
 @functools.cache
@@ -85,10 +81,8 @@ def end(work: Pass, status: str, added: list[Message], conversation_history: str
         log.warning("run %s ended elsewhere (interrupted?); its pass's end is dropped", run.id)
         return False
     if conversation_history is not None:
-        db.session.execute(_SET_HISTORY, {"conversation_id": run.conversation_id, "new_history": conversation_history})
-    for message in added:
-        message.run_id, message.step = run.id, work.step
-    db.session.add_all(added)
+        core(_SET_HISTORY, {"conversation_id": run.conversation_id, "new_history": conversation_history})
+    _write(added, run.id, work.step)
     db.session.commit()
     published = runs.publish_end(run, work.step, status, added)
     for listener in list(current_app.extensions.get("turns.listeners", ())):  # (turns.listen)
@@ -100,6 +94,30 @@ def end(work: Pass, status: str, added: list[Message], conversation_history: str
     if cards:
         cards_asked(cards)
     return published
+
+
+def _write(messages: list[Message], run_id: int, step: int) -> None:
+    """INSERT the pass's messages, in their order, as Core (one statement): each gets its id, run,
+    step and date as written. They stay out of the session (its next rollback leaves them be)."""
+    if not messages:
+        return
+    now = utcnow()
+    for message in messages:
+        message.run_id, message.step, message.created_at = run_id, step, now
+    rows = [
+        {
+            "conversation_id": m.conversation_id,
+            "role": m.role,
+            "text": m.text or "",
+            "approval_id": m.approval_id,
+            "run_id": run_id,
+            "step": step,
+            "created_at": now,
+        }
+        for m in messages
+    ]
+    for message, written in zip(messages, core(_WRITE_MESSAGES, rows).scalars(), strict=True):
+        message.id = written
 
 
 def usage_after(run: Run, usage: Any, started: float) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from app.copilot.approvals import NOTICE
 from app.copilot.turns import _jobs as jobs
-from app.extensions import commit_kept, db, won
+from app.extensions import commit_kept, core, db, won
 from app.models import Conversation, Message, Run, User, utcnow
 from app.status import Role, RunStatus
 
@@ -96,7 +96,7 @@ def adopt(claimed: Claimed) -> Adopted | None:
     is the worker's). One read, which begins the pass's reading transaction (turns._history.prepare
     ends it)."""
     run = claimed.run
-    read = db.session.execute(_HISTORY_IF_STILL_OURS, {"run_id": run.id, "claimed_at": run.updated_at}).first()
+    read = core(_HISTORY_IF_STILL_OURS, {"run_id": run.id, "claimed_at": run.updated_at}).first()
     if read is None:
         db.session.rollback()
         return None
@@ -149,7 +149,7 @@ _NEXT_QUEUED = (
 
 def queue_next(conversation_id: int) -> None:
     """Hand the conversation's next queued pass to a worker (after one ended)."""
-    following = db.session.scalar(_NEXT_QUEUED, {"conversation_id": conversation_id})
+    following = core(_NEXT_QUEUED, {"conversation_id": conversation_id}).scalar()
     db.session.rollback()
     if following is not None:
         jobs.submit(following)

@@ -18,7 +18,7 @@ from app.copilot.text import first_title
 from app.copilot.turns import _jobs as jobs
 from app.copilot.turns._line import Claimed, claim_now, queue_next
 from app.errors import AgentNotItsTurn, NotFound, WouldWait
-from app.extensions import commit_kept, db, lock_busy, on_loop, redis_client, won
+from app.extensions import commit_kept, core, db, lock_busy, on_loop, redis_client, won
 from app.models import Approval, Conversation, Message, Run, utcnow
 from app.status import FINAL, GOING, RETRYABLE, EventType, Role, RunNext, RunStatus
 
@@ -85,7 +85,7 @@ def hold_live(conversation_id: int) -> Held:
     busy = on_loop.get()
     try:
         statement = _HOLD_LIVE if busy is None else _HOLD_LIVE_AT_ONCE
-        live = db.session.execute(statement, {"conversation_id": conversation_id}).first()
+        live = core(statement, {"conversation_id": conversation_id}).first()
     except sa.exc.OperationalError as error:
         if busy is None or not lock_busy(error):
             raise
