@@ -44,13 +44,15 @@ class Count:
     commits: int = 0
     redis: list[str] = field(default_factory=list)
     orm: int = 0  # statements run through the session's ORM layer (session.execute and its kin)
+    flushes: int = 0  # the session's flushes that wrote something (its unit of work)
 
     @property
     def statements(self) -> int:
         return sum(self.sql.values())
 
     def __str__(self) -> str:
-        return f"SQL {dict(self.sql)} ({self.orm} through the ORM), {self.commits} commits, Redis {self.redis}"
+        orm = f"{self.orm} through the ORM, {self.flushes} flushes"
+        return f"SQL {dict(self.sql)} ({orm}), {self.commits} commits, Redis {self.redis}"
 
 
 @pytest.fixture
@@ -70,6 +72,10 @@ def counting(app: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
         for c in live:
             c.orm += 1
 
+    def flushed(session: Any, context: Any) -> None:
+        for c in live:
+            c.flushes += 1
+
     real = AbstractConnection.send_packed_command
 
     def send(self: Any, command: Any, check_health: bool = True) -> None:
@@ -83,6 +89,7 @@ def counting(app: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     sa.event.listen(engine, "before_cursor_execute", statement)
     sa.event.listen(engine, "commit", commit)
     sa.event.listen(Session, "do_orm_execute", orm)
+    sa.event.listen(Session, "after_flush", flushed)
 
     @contextmanager
     def count() -> Iterator[Count]:
@@ -97,6 +104,7 @@ def counting(app: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     sa.event.remove(engine, "before_cursor_execute", statement)
     sa.event.remove(engine, "commit", commit)
     sa.event.remove(Session, "do_orm_execute", orm)
+    sa.event.remove(Session, "after_flush", flushed)
 
 
 def _names(command: Any) -> str:
@@ -127,6 +135,9 @@ def test_a_first_message_costs_its_statements_one_commit_and_its_round_trips(app
     # the token (with its person and their tenant), the conversation, its lock (with the last
     # run's toolsets); the message and its run; the title
     assert c.sql == {"SELECT": 3, "INSERT": 2, "UPDATE": 1}, c
+    # the token's and the conversation's reads are the ORM's (objects the request goes on with); the
+    # message, its run and the title are written as Core (a third of the CPU of the ORM's flush)
+    assert c.orm == 2 and c.flushes == 0, c
     assert c.commits == 1, c
     # the event cursor, the title's event, the job queued
     assert c.redis == ["XREVRANGE", "EVALSHA", "EVALSHA"], c
@@ -162,7 +173,7 @@ def test_the_asgi_servers_pass_of_a_run_claimed_with_its_message_reads_no_run_an
     # message: none here, so none is read), end (the run, the history, the reply), the turn
     # listeners' look-up, the conversation's next pass
     assert c.sql == {"SELECT": 3, "UPDATE": 2, "INSERT": 1}, c
-    assert c.orm == 0, c  # each as Core on the session's connection (extensions.core): a third of the CPU
+    assert c.orm == 0 and c.flushes == 0, c  # each as Core on the session's connection (extensions.core): a third of the CPU
     assert c.commits == 2, c  # the read, the end
     assert c.redis == ["EVALSHA"] * 4, c
 

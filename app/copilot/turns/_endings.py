@@ -19,8 +19,9 @@ from pydantic_ai.tools import DeferredToolRequests
 from app.copilot.turns import _runs as runs
 from app.copilot.turns._agent import Turn, cards_asked
 from app.copilot.turns._history import NOT_RUN, Pass, answer_open_calls, dump, ran_in_pass, unanswered
+from app.copilot.turns._rows import write_messages
 from app.extensions import core, db, won
-from app.models import Conversation, Message, Run, utcnow
+from app.models import Conversation, Message, Run
 from app.status import Role, RunNext, RunStatus
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,6 @@ _SET_HISTORY = (
     sa.update(Conversation).where(Conversation.id == sa.bindparam("conversation_id")).values(history=sa.bindparam("new_history"))
 )
 _CONTINUES = sa.update(Run).where(Run.id == sa.bindparam("run_id")).values(next=RunNext.CONTINUE)
-_WRITE_MESSAGES = sa.insert(Message).returning(Message.id, sort_by_parameter_order=True)
 
 
 @functools.cache
@@ -82,7 +82,7 @@ def end(work: Pass, status: str, added: list[Message], conversation_history: str
         return False
     if conversation_history is not None:
         core(_SET_HISTORY, {"conversation_id": run.conversation_id, "new_history": conversation_history})
-    _write(added, run.id, work.step)
+    write_messages(added, run.id, work.step)
     db.session.commit()
     published = runs.publish_end(run, work.step, status, added)
     for listener in list(current_app.extensions.get("turns.listeners", ())):  # (turns.listen)
@@ -94,30 +94,6 @@ def end(work: Pass, status: str, added: list[Message], conversation_history: str
     if cards:
         cards_asked(cards)
     return published
-
-
-def _write(messages: list[Message], run_id: int, step: int) -> None:
-    """INSERT the pass's messages, in their order, as Core (one statement): each gets its id, run,
-    step and date as written. They stay out of the session (its next rollback leaves them be)."""
-    if not messages:
-        return
-    now = utcnow()
-    for message in messages:
-        message.run_id, message.step, message.created_at = run_id, step, now
-    rows = [
-        {
-            "conversation_id": m.conversation_id,
-            "role": m.role,
-            "text": m.text or "",
-            "approval_id": m.approval_id,
-            "run_id": run_id,
-            "step": step,
-            "created_at": now,
-        }
-        for m in messages
-    ]
-    for message, written in zip(messages, core(_WRITE_MESSAGES, rows).scalars(), strict=True):
-        message.id = written
 
 
 def usage_after(run: Run, usage: Any, started: float) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from app.copilot.approvals import Actor
 from app.copilot.text import first_title
 from app.copilot.turns import _jobs as jobs
 from app.copilot.turns._line import Claimed, claim_now, queue_next
+from app.copilot.turns._rows import as_written, message_and_run
 from app.errors import AgentNotItsTurn, NotFound, WouldWait
 from app.extensions import commit_kept, core, db, lock_busy, on_loop, redis_client, won
 from app.models import Approval, Conversation, Message, Run, utcnow
@@ -114,8 +115,6 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     then run it (execute's `claimed`), or the sweep ends it interrupted. Else it stays queued,
     and is submitted (or not) as `submit` says."""
     held = hold_live(conversation.id)
-    said = Message(conversation_id=conversation.id, role=Role.USER, text=text)
-    db.session.add(said)
     # The title as locked: a rename committed since `conversation` was read is kept, never
     # overwritten by the first message's words.
     set_committed_value(conversation, "title", held.title)
@@ -124,20 +123,11 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
         # An agent's first words title the conversation as the agent's, never as the person's
         # own ("Approved by IT"): only the person may give it a title of their choosing.
         title = first_title(text)  # one short line; a command's arguments left out
-        conversation.title = f"{AGENT_TITLE}{title}" if actor.agent else title
-    toolsets = narrow(actor.toolsets, held.toolsets)
-    run = Run(
-        conversation_id=conversation.id,
-        status=RunStatus.QUEUED,
-        next=RunNext.PROMPT,
-        message=said,  # (its id is given to the run as both are written, in one flush)
-        channel=actor.channel,
-        via=actor.credential,
-        agent=actor.agent,
-        toolsets=joined(toolsets),
-        queued_at=utcnow(),
-    )
-    db.session.add(run)
+        title = f"{AGENT_TITLE}{title}" if actor.agent else title
+        core(_RETITLE, {"conversation_id": conversation.id, "new_title": title})
+        set_committed_value(conversation, "title", title)
+    toolsets = joined(narrow(actor.toolsets, held.toolsets))
+    said, run = message_and_run(conversation.id, text, actor.channel, actor.credential, actor.agent, toolsets)
     inline = submit and jobs.runs_now()
     person = conversation.user if inline else None  # (before the commit: from a claim to its pass, nothing may fail)
     claimed = (claim or inline) and claim_now(run)
@@ -152,6 +142,12 @@ def start(conversation: Conversation, actor: Actor, text: str, submit: bool = Tr
     return said, run
 
 
+# The first message titles its conversation (as Core: extensions.core).
+_RETITLE = (
+    sa.update(Conversation).where(Conversation.id == sa.bindparam("conversation_id")).values(title=sa.bindparam("new_title"))
+)
+
+
 def publish_end(run: Run, step: int, state: str, messages: list[Message]) -> bool:
     """Tell the conversation's streams that this pass ended, how, and which messages it wrote (as
     committed: this process's own streams take words and notices as known, and read a card's
@@ -160,22 +156,8 @@ def publish_end(run: Run, step: int, state: str, messages: list[Message]) -> boo
     forget = (alive_key(run.id), stop_key(run.id))
     ids = [m.id for m in messages]
     data: dict[str, Any] = {"run": run.id, "step": step, "state": state, "messages": ids, "answers": answers(run, step)}
-    known = None if any(m.approval_id for m in messages) else {"messages": [_as_written(m) for m in messages]}
+    known = None if any(m.approval_id for m in messages) else {"messages": [as_written(m) for m in messages]}
     return events.publish(run.conversation_id, EventType.TURN, forget=forget, known=known, **data) is not None
-
-
-def _as_written(message: Message) -> Message:
-    """A copy of a message just committed that no session holds: its values stay readable
-    wherever it goes (its own session's next rollback expires the original)."""
-    return Message(
-        id=message.id,
-        conversation_id=message.conversation_id,
-        role=message.role,
-        text=message.text,
-        run_id=message.run_id,
-        step=message.step,
-        created_at=message.created_at,
-    )
 
 
 def answers(run: Run, step: int) -> int | None:
