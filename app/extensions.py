@@ -67,8 +67,6 @@ def core(statement: sa.Executable, params: Params = None) -> Any:  # (a CursorRe
     return session.connection().execute(statement, params)
 
 
-UNSYNCHRONIZED = {"synchronize_session": False}  # a Core UPDATE leaves the session's objects alone
-
 # A request served on the ASGI process's event loop may not wait there for a lock: every stream of
 # the process would wait with it. While `on_loop` holds a list, a row lock another transaction
 # holds is noted in it and raises WouldWait at once (nothing kept); the server then runs the

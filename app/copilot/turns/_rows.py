@@ -24,9 +24,8 @@ def message_and_run(
     """The person's message and its queued run, INSERTed (not yet committed), the session's own
     rows from now on: every column as written (nothing read back), the run's message loaded."""
     now = utcnow()
-    said = Message(conversation_id=conversation_id, role=Role.USER, text=text, approval_id=None, run_id=None, step=None)
-    said.created_at = now
-    write_messages([said], None, None, now)
+    said = Message(conversation_id=conversation_id, role=Role.USER, text=text, approval_id=None)
+    write_messages([said], None, None, now)  # (its run, step and date set as written)
     run = Run(
         conversation_id=conversation_id,
         status=RunStatus.QUEUED,
