@@ -319,7 +319,7 @@ def credential_check() -> Callable[[], bool]:
             ok = core(_TOKEN_IS_LIVE, {"token_id": token_id}).scalar() is not None
         else:
             given = _session_given(user_id, sid)
-            ok = given is not None and db.session.scalar(_SESSION_IS_LIVE, given) is not None
+            ok = given is not None and core(_SESSION_IS_LIVE, given).scalar() is not None
         db.session.rollback()
         return ok
 
