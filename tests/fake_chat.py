@@ -185,15 +185,24 @@ class Chat:
         return getattr(self, f"_{self.name}")(text, who, thread, files, redeliver, **mail)
 
     def work(self) -> None:
-        """What the worker does, in-process: run the queued deliveries and turns until none is left."""
+        """What the worker does, in-process: run the queued deliveries and turns until none is left.
+        A connection error while Redis answers is a dropped connection, and a worker takes up its
+        jobs again (they wait in Redis), as this does; only a Redis that is down (the tests that stop
+        it) leaves nothing to run: the webhook answered inline, nothing was queued."""
         import redis
 
         from app.copilot.turns import _jobs as jobs
 
-        try:
-            jobs.drain(self.app)
-        except redis.exceptions.ConnectionError:
-            pass  # Redis is down: the webhook answered inline, nothing was queued
+        for _ in range(3):
+            try:
+                jobs.drain(self.app)
+                return
+            except redis.exceptions.ConnectionError:
+                try:
+                    self.app.extensions["turns"].broker.client.ping()
+                except redis.exceptions.RedisError:
+                    return  # down
+        jobs.drain(self.app)
 
     @property
     def url(self) -> str:
