@@ -6,7 +6,10 @@ run), and one table of the figures: the median of the runs and their min–max, 
 
 --smoke: one short run of each, to show the benchmarks still work (CI prints it; no goal is
 asserted anywhere). Without --pg, the PostgreSQL rows use COUNTERSIGN_BENCH_PG_URL, or are left out.
---only P4: only the benchmarks of the figures whose names start so (P1 … P6, L1, L2; several: "L1 ours,P6").
+--only P4: only the benchmarks of the figures whose names start so (P1 … P6, L1, L2). Several: the
+option again, or one value with commas ("L1 ours,P6"); a value whose pieces do not each start a
+figure's name is one prefix, commas and all (figure names hold commas). A prefix that starts no
+figure's name is an error, before anything runs.
 --save FILE: every run's own figures (each benchmark's JSON, L1's with its peer's) as one JSON file.
 
 L1 (slow_model.py) runs alternating with its peer, pydantic-ai's own AG-UI server (peer_agui.py):
@@ -442,6 +445,20 @@ def plan(smoke: bool, pg: str | None, redis: str) -> list[Row]:
     return rows
 
 
+def prefixes(only: list[str], names: list[str]) -> tuple[str, ...]:
+    """The name prefixes `--only` asks for (module docstring): each value split on its commas when
+    every piece starts some figure's name, else whole. SystemExit naming a prefix that starts none."""
+    chosen: list[str] = []
+    for value in only:
+        pieces = value.split(",")
+        whole = len(pieces) > 1 and not all(any(n.startswith(p) for n in names) for p in pieces)
+        chosen += [value] if whole else pieces
+    unknown = [p for p in chosen if not any(n.startswith(p) for n in names)]
+    if unknown:
+        raise SystemExit(f"--only {unknown[0]!r} starts no figure's name (P1 … P6, L1, L2: see the table's rows)")
+    return tuple(chosen)
+
+
 def timed(script: str, script_args: list[str], which: str) -> dict[str, Any]:
     """One run of a benchmark, saying on standard error what runs and how long it took."""
     print(f"… {script} {' '.join(script_args)} ({which})", file=sys.stderr, end="", flush=True)
@@ -457,7 +474,7 @@ def main() -> None:
     parser.add_argument("--pg", default=os.environ.get("COUNTERSIGN_BENCH_PG_URL"))
     parser.add_argument("--redis", default="redis://127.0.0.1:6379", help="the Redis server of P1, L1, L2 (databases 12–14)")
     parser.add_argument("--smoke", action="store_true")
-    parser.add_argument("--only", default="", metavar="NAME")
+    parser.add_argument("--only", action="append", default=[], metavar="NAME")
     parser.add_argument("--save", default=None, metavar="FILE")
     args = parser.parse_args()
     runs = 1 if args.smoke else args.runs
@@ -466,8 +483,10 @@ def main() -> None:
     table: list[tuple[Figure, list[float]]] = []
     saved: list[dict[str, Any]] = []
     failed: list[str] = []
-    for script, script_args, every, *beside in plan(args.smoke, args.pg, args.redis.rstrip("/")):
-        figures = [f for f in every if f.name.startswith(tuple(args.only.split(",")))]
+    planned = plan(args.smoke, args.pg, args.redis.rstrip("/"))
+    wanted = prefixes(args.only, [f.name for _, _, every, *_ in planned for f in every]) if args.only else ("",)
+    for script, script_args, every, *beside in planned:
+        figures = [f for f in every if f.name.startswith(wanted)]
         if not figures:
             continue
         results = []

@@ -4,6 +4,7 @@ allow-list, the last word on the HTML."""
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
@@ -77,7 +78,22 @@ def outbound(url: str) -> Outbound | None:
         except ValueError:  # a number no browser takes for an address: no link
             return None
     shown = (f"[{host}]" if ":" in host else host) + (f":{port}" if port is not None else "")
-    return Outbound(urlunsplit((scheme, shown, parts.path, parts.query, parts.fragment)), shown)
+    href = urlunsplit((scheme, shown, parts.path, parts.query, parts.fragment))
+    return Outbound(href, shown) if _parsed_by_sanitizer(href) else None
+
+
+def _parsed_by_sanitizer(href: str) -> bool:
+    """Whether the sanitizer's own URL parser (ammonia's, WHATWG's rules) takes the href. It
+    refuses a host whose punycode is no IDNA label (`[x](http://¸)` becomes `http://xn--vba`) and
+    strips such an href: shown beside a link that goes nowhere, its host would name no real host."""
+    kept = nh3.clean(
+        f'<a href="{html.escape(href)}"></a>',
+        tags={"a"},
+        attributes={"a": {"href"}},
+        url_schemes={"http", "https"},
+        link_rel=None,
+    )
+    return "href=" in kept
 
 
 def _keep_attribute(tag: str, attribute: str, value: str) -> str | None:

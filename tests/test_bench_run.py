@@ -1,0 +1,49 @@
+"""bench/run.py's `--only`: prefixes of the figures' names, which hold commas themselves."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.quick
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+@pytest.fixture(scope="module")
+def run():
+    spec = importlib.util.spec_from_file_location("bench_run", BENCH / "run.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_run"] = module
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules["bench_run"]
+
+
+@pytest.fixture(scope="module")
+def names(run):
+    return [f.name for _, _, every, *_ in run.plan(False, "postgresql://bench", "redis://127.0.0.1:6379") for f in every]
+
+
+def test_a_comma_list_of_prefixes_is_several(run, names):
+    assert run.prefixes(["L1 ours,P6"], names) == ("L1 ours", "P6")
+    assert run.prefixes(["P4", "L1 turn,P3"], names) == ("P4", "L1 turn", "P3")  # the option again
+
+
+def test_a_figures_own_name_with_its_commas_is_one_prefix(run, names):
+    named = "P2 admin list, 100k rows ÷ 1k rows, median (SQLite)"
+    assert named in names
+    assert run.prefixes([named], names) == (named,)
+    assert [n for n in names if n.startswith(run.prefixes([named], names))] == [named]
+
+
+def test_a_prefix_that_starts_no_figure_is_refused_before_anything_runs(run, names):
+    with pytest.raises(SystemExit, match="'L9' starts no figure"):
+        run.prefixes(["L9"], names)
+    with pytest.raises(SystemExit, match="'L1 ours,L9' starts no figure"):
+        run.prefixes(["L1 ours,L9"], names)  # (not split: "L9" starts no name; whole, it starts none either)
+    with pytest.raises(SystemExit, match="starts no figure"):
+        run.prefixes(["P2 admin list, 7 rows"], names)
