@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from app.markdown import Live, blocks_of, outbound, sanitize, to_html, to_mrkdwn, to_plain
-from tests.helpers.markdown import Elements
+from tests.helpers.markdown import Elements, Links
 
 FUZZ = settings(
     max_examples=int(os.environ.get("COUNTERSIGN_FUZZ_EXAMPLES", "300")),
@@ -113,6 +113,55 @@ def test_a_host_whose_punycode_is_no_idna_label_is_no_link_anywhere(markdown):
     assert page.named("a") == [] and "link-host" not in to_html(markdown)
     assert "<http" not in to_mrkdwn(markdown)  # no Slack link either
     assert outbound("http://xn--vba") is None
+
+
+def each_link_names_its_host(html: str) -> None:
+    """Every link is alone (none inside another) and says where it goes: an image's link in its
+    own words, a link whose text is not its URL by the host label that follows it."""
+    for link in Links(html).links:
+        attrs, text = link["attrs"], str(link["text"])
+        target = outbound(attrs.get("href") or "")
+        assert not link["nested"] and target is not None and target.href == attrs["href"], (html, link)
+        if attrs.get("class") == "image-link":
+            assert text == f"image: {target.host}", (html, link)
+        elif text != target.href:
+            assert link["label"] == f"({target.host})", (html, link)
+
+
+NESTED = [
+    "[docs.python.org<ab:>](http://evil.example)\n\nSee https://docs.python.org/3/ for more.\n\n- a\n\n| t |\n|---|\n| c |",
+    "[docs.python.org<javascript:x>](http://evil.example)",
+    "[docs<https://docs.python.org:99999/3/>](http://evil.example)",
+    "[https://docs.python.org/ <https://docs.python.org/>](https://evil.example/)",
+    "[<ab:>][r]\n\nmore words\n\n[r]: https://evil.example/",
+    "[![x](http://evil.example/)](http://good.example/)",
+    "[click ![x](http://evil.example/) here](http://good.example/)",
+]
+
+
+@pytest.mark.parametrize("markdown", NESTED)
+def test_a_link_or_image_in_a_links_text_is_its_words_and_the_link_still_names_its_host(markdown):
+    """markdown-it lets an autolink or an image sit in a link's text. Rendered as links, the HTML
+    parser split the outer one (no host label), or left it open over the rest of the reply (a
+    security review's find): inside a link, they are words; the link names its host; what follows
+    is no link; and Slack and plain text say the same."""
+    html = to_html(markdown)
+    each_link_names_its_host(html)
+    page = Links(html)
+    outer = [link for link in page.links if link["attrs"].get("class") != "image-link"]
+    assert len(outer) == 1 and outer[0]["label"] in ("(evil.example)", "(good.example)"), html
+    assert "more" not in str(outer[0]["text"]) and "See" not in str(outer[0]["text"]), html
+    for chat in (to_mrkdwn(markdown), to_plain(markdown)):
+        assert chat.count("evil.example/|") + chat.count("good.example/|") <= 1 and "|<" not in chat, chat
+        assert "(evil.example" in chat or "(good.example" in chat or "(http" in chat, chat
+
+
+def test_a_mailto_whose_address_is_percent_encoded_is_no_link():
+    """A mail client decodes %40 and %2C: `attacker%40evil.example%2Csupport@good.example` writes to
+    two people while the label reads as one at good.example."""
+    markdown = "[Email support](mailto:attacker%40evil.example%2Csupport@good.example)"
+    assert Links(to_html(markdown)).links == [] and "mailto" not in to_mrkdwn(markdown) + to_plain(markdown)
+    assert outbound("mailto:someone@example.com") is not None
 
 
 def test_a_port_is_part_of_the_host_shown():
@@ -224,6 +273,12 @@ NASTY = [
     "error=",
     "http://",
     "data:",
+    "<ab:>",
+    "<https://docs.python.org/>",
+    "](http://evil.example)",
+    "![x](http://evil.example/)",
+    "[r]: https://evil.example/\n\n",
+    "[r]",
 ]
 ANYTHING = st.lists(st.one_of(st.sampled_from(NASTY), st.text(max_size=20)), max_size=12).map("".join)
 
@@ -257,6 +312,7 @@ def test_the_sanitizer_alone_lets_no_script_handler_or_src_through_raw_html(html
 @FUZZ
 @given(ANYTHING)
 @example("[](http://¸)")  # (found by a wider fuzz: an <a> stripped of its href, its host still shown)
+@example("[docs.python.org<ab:>](http://evil.example)\n\nmore")  # (a security review's: an autolink in a link's text)
 def test_every_link_the_page_shows_names_its_real_host(markdown):
     html = to_html(markdown)
     page = Elements(html)
@@ -265,6 +321,7 @@ def test_every_link_the_page_shows_names_its_real_host(markdown):
         assert target is not None and target.href == attrs["href"]
     if page.named("a"):
         assert any(target.host in page.words for attrs in page.named("a") if (target := outbound(attrs["href"] or "")))
+    each_link_names_its_host(html)
 
 
 # --- Chat platforms ---------------------------------------------------------------------------------

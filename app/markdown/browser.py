@@ -34,15 +34,32 @@ def _escape(text: str) -> str:
 
 def _link_open(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
     token = tokens[idx]
-    close = next(t for t in tokens[idx:] if t.type == "link_close")
-    target = outbound(str(token.attrGet("href") or ""))
+    close = _closing(tokens, idx)
     auto = token.markup == "autolink"
+    if env.get("inside_link"):
+        # A link in a link's text (markdown-it lets an autolink be one) is its text alone: nested,
+        # the HTML parser would split the outer link and leave its host unsaid (or its <a> open).
+        close.meta = {"target": None, "auto": auto}
+        return "&lt;" if auto else ""
+    target = outbound(str(token.attrGet("href") or ""))
     # An autolink whose text is not where it goes (`<http://bank.example@evil.example/>`) names its host too.
     said = tokens[idx + 1].content if idx + 1 < len(tokens) and tokens[idx + 1].type == "text" else ""
     close.meta = {"target": target, "auto": auto, "labelled": not auto or target is None or said != target.href}
     if target is None:
         return "&lt;" if auto else ""
+    env["inside_link"] = True
     return f'<a href="{_escape(target.href)}">'
+
+
+def _closing(tokens: Sequence[Token], idx: int) -> Token:
+    """The link_close of the link that opens at idx (the first one after it may close a link
+    inside its text)."""
+    depth = 0
+    for token in tokens[idx:]:
+        depth += {"link_open": 1, "link_close": -1}.get(token.type, 0)
+        if depth == 0:
+            return token
+    raise ValueError("a link_open without its link_close")
 
 
 def _link_close(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
@@ -50,6 +67,7 @@ def _link_close(self: Any, tokens: Sequence[Token], idx: int, options: Any, env:
     target: Outbound | None = meta.get("target")
     if target is None:
         return "&gt;" if meta.get("auto") else ""
+    env["inside_link"] = False
     host = f' <span class="link-host">({_escape(target.host)})</span>' if meta.get("labelled", True) else ""
     return f"</a>{host}"
 
@@ -58,6 +76,8 @@ def _image(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any)
     target = outbound(str(tokens[idx].attrGet("src") or ""))
     if target is None or target.href.startswith("mailto:"):
         return '<span class="image-link">image (not shown)</span>'
+    if env.get("inside_link"):  # (its own link, nested, would split the one around it)
+        return f'<span class="image-link">image: {_escape(target.host)}</span>'
     return f'<a class="image-link" href="{_escape(target.href)}">image: {_escape(target.host)}</a>'
 
 

@@ -57,7 +57,7 @@ class _Chat:
                 _, outer, opened = stack.pop()
                 inner = "".join(out)
                 out = outer
-                out.append(self._wrap(opened, inner))
+                out.append(self._wrap(opened, inner, nested=_in_link(stack)))
             elif kind == "text":
                 out.append(self.escape(token.content))
             elif kind == "code_inline":
@@ -66,10 +66,12 @@ class _Chat:
                 out.append("\n")
             elif kind == "image":
                 target = outbound(str(token.attrGet("src") or ""))
-                out.append(self.image(target if target and not target.href.startswith("mailto:") else None))
+                shown = target if target and not target.href.startswith("mailto:") else None
+                # In a link's text, an image is its words alone: no link inside the link.
+                out.append(self.escape(f"image: {shown.host}") if shown and _in_link(stack) else self.image(shown))
         return "".join(out)
 
-    def _wrap(self, opened: Token, inner: str) -> str:
+    def _wrap(self, opened: Token, inner: str, nested: bool = False) -> str:
         if opened.type == "strong_open":
             return self.bold(inner)
         if opened.type == "em_open":
@@ -79,7 +81,7 @@ class _Chat:
         if opened.type == "link_open":
             auto = opened.markup == "autolink"
             target = outbound(str(opened.attrGet("href") or ""))
-            if target is None:
+            if target is None or nested:  # (a link in a link's text, an autolink: its text alone)
                 return self.dropped_autolink(_unescaped(inner, self)) if auto else inner
             return self.link(target, inner, auto)
         return inner
@@ -130,6 +132,10 @@ class _Chat:
             elif kind == "hr":
                 lines += ["———", ""]
         return re.sub(r"\n{3,}", "\n\n", "\n".join(line.rstrip() for line in lines)).strip("\n")
+
+
+def _in_link(stack: list[tuple[str, list[str], Token]]) -> bool:
+    return any(kind == "link_open" for kind, _, _ in stack)
 
 
 def _unescaped(text: str, chat: _Chat) -> str:

@@ -16,7 +16,9 @@ import nh3
 # a backslash) could be read one way here and another way by the browser: no link.
 HOST = re.compile(r"[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|[0-9a-f:.]+")
 _NUMBER = re.compile(r"0x[0-9a-f]*|[0-9]+")
-MAILBOX = re.compile(r"[A-Za-z0-9.!#$%&'*+/=^_`{|}~-]+@[A-Za-z0-9.-]+")
+# A mailbox as shown is the one a mail client writes to: no "%", which a client decodes
+# (`attacker%40evil.example%2Csupport@good.example` is two addresses, one of them hidden).
+MAILBOX = re.compile(r"[A-Za-z0-9.!#$&'*+/=^_`{|}~-]+@[A-Za-z0-9.-]+")
 REL = "noopener noreferrer nofollow"
 
 
