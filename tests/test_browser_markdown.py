@@ -165,3 +165,30 @@ def test_nothing_the_reply_shows_is_fetched_streamed_stored_or_reloaded(page, se
     other.goto(f"http://127.0.0.1:{port}/control")
     other.close()
     assert seen[0] == "/control" and not any("leak" in path or "phish" in path for path in seen)
+
+
+NESTED = """Read [docs.python.org<ab:>](https://evil.example/) first.
+
+See https://docs.python.org/3/ for more.
+
+- one item
+
+| Post | Status |
+|:--|:--|
+| Spring meetup | draft |"""
+
+
+def test_a_link_whose_text_holds_an_autolink_still_names_its_host_and_takes_nothing_after_it(page, server, model):
+    """An autolink in a link's text once closed the link early (no host label) and, refused, left
+    it open: Chromium then made every paragraph, list and table after it one unlabelled link to
+    evil.example. Now the page holds one link, labelled, and what follows is no link."""
+    model.enqueue(NESTED)
+    sign_in_and_open_chat(page, server)
+    ask(page, "Where are the docs?")
+    reply = page.locator(STORED)
+    expect(reply.locator("table tbody tr")).to_have_count(1, timeout=LONG)
+    expect(reply.locator("a")).to_have_count(1)
+    expect(reply.locator("a")).to_have_attribute("href", "https://evil.example/")
+    expect(reply.locator("a")).to_have_text("docs.python.org<ab:>")
+    expect(reply).to_contain_text("docs.python.org<ab:> (evil.example) first.")
+    expect(reply.locator("a a, a p, a li, a table")).to_have_count(0)
