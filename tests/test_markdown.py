@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from app.copilot.hidden import HIDDEN
 from app.markdown import Live, blocks_of, outbound, sanitize, to_html, to_mrkdwn, to_plain
 from tests.helpers.markdown import Elements, Links
 
@@ -156,6 +157,30 @@ def test_a_link_or_image_in_a_links_text_is_its_words_and_the_link_still_names_i
         assert "(evil.example" in chat or "(good.example" in chat or "(http" in chat, chat
 
 
+@pytest.mark.parametrize(
+    "markdown",
+    [
+        "Sign in at [PayPal&#x202E;](https://moc.lapyap.io/)&#x202C; to confirm.",
+        "Sign in at [PayPal&#8238;](https://moc.lapyap.io/) to confirm.",
+        "<https://x.example/%E2%80%AE>",
+        "<ab:%E2%80%AE>",
+        "[good <http://a.example/%E2%80%AE>](http://e.example/)",
+        "# a &#x2067; heading\n\n| cell &#x200B; |\n|---|\n| &#xFEFF;&#xE0041; |",
+    ],
+)
+def test_a_hidden_character_written_as_a_reference_or_an_escape_is_shown_too(markdown):
+    """shown() ran on the source, before the parser decoded `&#x202E;` (and an autolink's
+    `%E2%80%AE`) into the bidi override itself: a security review's find, where Chromium read
+    "PayPal(oi.paypal.com)" for a link to moc.lapyap.io. Every rendering shows it as ⟨U+…⟩."""
+    for rendered in (to_html(markdown), to_mrkdwn(markdown), to_plain(markdown)):
+        assert not HIDDEN.search(rendered), ascii(rendered)
+    assert "⟨U+" in to_html(markdown)
+
+
+def test_a_line_break_in_a_quoted_links_text_stays_out_of_slacks_link():
+    assert to_mrkdwn("> [a\nb](http://evil.example/) after") == "> <http://evil.example/|a b> (evil.example) after"
+
+
 def test_a_mailto_whose_address_is_percent_encoded_is_no_link():
     """A mail client decodes %40 and %2C: `attacker%40evil.example%2Csupport@good.example` writes to
     two people while the label reads as one at good.example."""
@@ -279,6 +304,9 @@ NASTY = [
     "![x](http://evil.example/)",
     "[r]: https://evil.example/\n\n",
     "[r]",
+    "&#x202E;",
+    "%E2%80%AE",
+    "&#x200B;",
 ]
 ANYTHING = st.lists(st.one_of(st.sampled_from(NASTY), st.text(max_size=20)), max_size=12).map("".join)
 
@@ -301,6 +329,8 @@ def check_safe(html: str) -> None:
 @example('<a href="javascript:alert(1)" onclick="x">x</a><img src=//evil.example/leak>')
 def test_rendered_markdown_never_holds_a_script_a_handler_or_a_src(markdown):
     check_safe(to_html(markdown))
+    for rendered in (to_html(markdown), to_mrkdwn(markdown), to_plain(markdown)):
+        assert not HIDDEN.search(rendered), ascii(rendered)  # (decoded references and escapes are shown too)
 
 
 @FUZZ

@@ -81,6 +81,12 @@ def _image(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any)
     return f'<a class="image-link" href="{_escape(target.href)}">image: {_escape(target.host)}</a>'
 
 
+def _text(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    """Words, with what a character reference or an autolink's %-escape decoded to shown too
+    (`&#x202E;` is the bidi override itself once parsed: shown() before the parse never saw it)."""
+    return _escape(shown(tokens[idx].content))
+
+
 def _code(content: str, info: str = "") -> str:
     language = LANGUAGE.sub("", info.split()[0])[:32] if info.strip() else ""
     css = f' class="language-{language}"' if language else ""
@@ -117,6 +123,7 @@ def _cell(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) 
 
 
 RULES = {
+    "text": _text,
     "link_open": _link_open,
     "link_close": _link_close,
     "image": _image,

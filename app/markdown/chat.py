@@ -58,17 +58,17 @@ class _Chat:
                 inner = "".join(out)
                 out = outer
                 out.append(self._wrap(opened, inner, nested=_in_link(stack)))
-            elif kind == "text":
-                out.append(self.escape(token.content))
+            elif kind == "text":  # (shown again: a character reference or a %-escape decodes to any character)
+                out.append(self.escape(shown(token.content)))
             elif kind == "code_inline":
                 out.append(self.code(self.escape(token.content)))
-            elif kind in ("softbreak", "hardbreak"):
-                out.append("\n")
+            elif kind in ("softbreak", "hardbreak"):  # (in a link's text a space: a quote's "> " must not land in it)
+                out.append(" " if _in_link(stack) else "\n")
             elif kind == "image":
                 target = outbound(str(token.attrGet("src") or ""))
-                shown = target if target and not target.href.startswith("mailto:") else None
+                seen = target if target and not target.href.startswith("mailto:") else None
                 # In a link's text, an image is its words alone: no link inside the link.
-                out.append(self.escape(f"image: {shown.host}") if shown and _in_link(stack) else self.image(shown))
+                out.append(self.escape(f"image: {seen.host}") if seen and _in_link(stack) else self.image(seen))
         return "".join(out)
 
     def _wrap(self, opened: Token, inner: str, nested: bool = False) -> str:
