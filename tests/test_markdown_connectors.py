@@ -71,3 +71,51 @@ def test_telegram_never_gets_an_empty_message(app, services, model):
     model.enqueue(text("[x]: https://evil.example"))
     telegram.say("hello")
     assert services[0].posts[-1]["text"] == "[x]: https://evil.example"
+
+
+def last_said(chat: Chat) -> str:
+    """The newest text posted in the chat's thread (an email's body decoded)."""
+    if chat.name == "email":
+        return chat.smtp.inbox.messages[-1].get_payload(decode=True).decode()
+    return chat.sent()[-1]
+
+
+HIDDEN_REPLIES = [
+    '[x]: https://a.example "Your refund of \u202e00.001$\u202c is ready \U000e0041\U000e0042"',  # renders to nothing
+    "[\u202e]: http://a.example",
+    "[](javascript:\u202e)",
+    "Refund of [PayPal&#x202E;](https://moc.lapyap.io/) ready",
+]
+
+
+def test_no_reply_reaches_a_chat_with_a_hidden_character_even_one_that_renders_to_nothing(app, services, model):
+    """A reply whose Markdown shows nothing went out as written, hidden characters and all (a
+    security review's find: a bidi override reorders an amount in Slack, Telegram and email); a
+    reference decoded by the parser did too. Every post shows them as ⟨U+XXXX⟩."""
+    from app.copilot.hidden import HIDDEN
+
+    for name in ("slack", "telegram", "email"):
+        chat = Chat(app, name, services)
+        for reply in HIDDEN_REPLIES:
+            model.enqueue(text(reply))
+            chat.say("hello")
+            said = last_said(chat)
+            assert not HIDDEN.search(said) and "⟨U+" in said, (name, ascii(said))
+
+
+def test_a_notice_quoting_a_tools_result_reaches_a_chat_with_its_hidden_characters_shown(app, services):
+    """Chat posts that are not the model's Markdown (a notice quotes what a tool returned, which
+    quotes a post's title) go through each connector's send(): shown there, whoever wrote them."""
+    from app.connectors.services import CONNECTORS
+    from app.copilot.hidden import HIDDEN
+    from app.extensions import db
+    from app.models import ConnectorThread
+
+    for name in ("slack", "telegram", "email"):
+        chat = Chat(app, name, services)
+        chat.say("/list_posts")  # (the thread exists from here)
+        with app.app_context():
+            thread = db.session.query(ConnectorThread).filter_by(connector=name).one()
+            CONNECTORS[name].send(thread, "Stopped. Before it stopped: publish_post: Published “Spring\u202e meetup”.")
+        said = last_said(chat)
+        assert not HIDDEN.search(said) and "Spring⟨U+202E⟩ meetup" in said, (name, ascii(said))

@@ -92,8 +92,8 @@ class Connector(ABC):
     def send_reply(self, thread: ConnectorThread, markdown: str) -> None:
         """Post the model's words, written in Markdown: as plain text here (every link's URL in
         full, images as links never fetched); a service with its own markup writes that, escaped.
-        Markdown that shows nothing (a link to nowhere, a lone definition) goes as it was written:
-        a platform refuses an empty message."""
+        Markdown that shows nothing (a link to nowhere, a lone definition) goes as it was written,
+        its hidden characters shown (send does that): a platform refuses an empty message."""
         self.send(thread, to_plain(markdown).strip() or markdown)
 
     def handshake(self, payload: dict[str, Any]) -> dict[str, Any] | None:

@@ -23,6 +23,7 @@ from flask import Request, current_app
 from publicsuffixlist import PublicSuffixList
 
 from app.connectors.base import Connector, Inbound, check_signature
+from app.copilot.hidden import shown
 from app.mail import smtp_send
 from app.models import Approval, ConnectorThread
 
@@ -58,7 +59,8 @@ class Email(Connector):
         return parse(payload)
 
     def send(self, thread: ConnectorThread, text: str) -> None:
-        smtp_send(_message(thread, text, make_msgid(domain=_domain())))
+        """Plain text, a hidden character as ⟨U+XXXX⟩ (app/copilot/hidden.py), whoever wrote it."""
+        smtp_send(_message(thread, shown(text), make_msgid(domain=_domain())))
 
     def send_card(self, thread: ConnectorThread, approval: Approval, text: str) -> tuple[str, str] | None:
         """The card's email carries its own Message-ID: a reply to it is the proof (answers()).

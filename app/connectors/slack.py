@@ -13,6 +13,7 @@ from flask.typing import ResponseReturnValue
 from app.connectors.base import Connector, Inbound, check_signature
 from app.connectors.buttons import ANSWERS, Press, buttons
 from app.connectors.http import post_json
+from app.copilot.hidden import shown
 from app.markdown import to_mrkdwn
 from app.models import Approval, ConnectorThread
 from app.status import Decision
@@ -65,13 +66,14 @@ class Slack(Connector):
 
     def send(self, thread: ConnectorThread, text: str) -> None:
         """Every text escaped for mrkdwn, links not unfurled: a card's rows or an action's result are
-        shown as written, never as a mention (<!channel>, <@U1>) or a link."""
-        self._post(thread, escape(text))
+        shown as written, never as a mention (<!channel>, <@U1>) or a link; a hidden character as
+        ⟨U+XXXX⟩ (app/copilot/hidden.py), whoever wrote the words (a notice quotes a tool's result)."""
+        self._post(thread, escape(shown(text)))
 
     def send_reply(self, thread: ConnectorThread, markdown: str) -> None:
         """The model's Markdown as mrkdwn (app.markdown.to_mrkdwn): bold, lists and code as Slack
         shows them, &, < and > escaped, links only to http(s) with their real host after them."""
-        self._post(thread, to_mrkdwn(markdown).strip() or escape(markdown))
+        self._post(thread, to_mrkdwn(markdown).strip() or escape(shown(markdown)))
 
     def send_card(self, thread: ConnectorThread, approval: Approval, text: str) -> tuple[str, str] | None:
         """A card in its thread, with its buttons (a reply "yes" still answers it too): (channel, ts)."""

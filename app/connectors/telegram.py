@@ -11,6 +11,7 @@ from flask import Request, current_app
 from app.connectors.base import Connector, Inbound, Unverified
 from app.connectors.buttons import Press, buttons
 from app.connectors.http import post_json
+from app.copilot.hidden import shown
 from app.models import Approval, ConnectorThread
 
 FILES = ("document", "photo", "sticker", "voice", "video", "audio", "animation")
@@ -116,7 +117,7 @@ class Telegram(Connector):
         always arrives. No link preview: Telegram would fetch a URL the model wrote, and so send
         whatever its query holds to that site without anyone clicking."""
         chat, _, topic = thread.thread_key.partition(":")
-        self._send(self._message(chat, text, topic))
+        self._send(self._message(chat, shown(text), topic))  # (hidden characters as ⟨U+XXXX⟩, whoever wrote them)
 
     def _message(self, chat: str, text: str, topic: str = "") -> dict[str, Any]:
         payload: dict[str, Any] = {"chat_id": _chat_id(chat), "text": text, "link_preview_options": {"is_disabled": True}}
