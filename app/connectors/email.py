@@ -59,8 +59,7 @@ class Email(Connector):
         return parse(payload)
 
     def send(self, thread: ConnectorThread, text: str) -> None:
-        """Plain text, a hidden character as ⟨U+XXXX⟩ (app/copilot/hidden.py), whoever wrote it."""
-        smtp_send(_message(thread, shown(text), make_msgid(domain=_domain())))
+        smtp_send(_message(thread, text, make_msgid(domain=_domain())))
 
     def send_card(self, thread: ConnectorThread, approval: Approval, text: str) -> tuple[str, str] | None:
         """The card's email carries its own Message-ID: a reply to it is the proof (answers()).
@@ -90,7 +89,7 @@ def _message(thread: ConnectorThread, text: str, message_id: str) -> EmailMessag
     message["Message-ID"] = message_id
     message["In-Reply-To"] = thread.thread_key
     message["References"] = thread.thread_key
-    message.set_content(text)  # text/plain: nothing in it is markup
+    message.set_content(shown(text))  # text/plain: nothing in it is markup; hidden characters as ⟨U+XXXX⟩ (app/copilot/hidden.py)
     return message
 
 

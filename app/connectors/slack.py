@@ -66,14 +66,13 @@ class Slack(Connector):
 
     def send(self, thread: ConnectorThread, text: str) -> None:
         """Every text escaped for mrkdwn, links not unfurled: a card's rows or an action's result are
-        shown as written, never as a mention (<!channel>, <@U1>) or a link; a hidden character as
-        ⟨U+XXXX⟩ (app/copilot/hidden.py), whoever wrote the words (a notice quotes a tool's result)."""
-        self._post(thread, escape(shown(text)))
+        shown as written, never as a mention (<!channel>, <@U1>) or a link."""
+        self._post(thread, escape(text))
 
     def send_reply(self, thread: ConnectorThread, markdown: str) -> None:
         """The model's Markdown as mrkdwn (app.markdown.to_mrkdwn): bold, lists and code as Slack
         shows them, &, < and > escaped, links only to http(s) with their real host after them."""
-        self._post(thread, to_mrkdwn(markdown).strip() or escape(shown(markdown)))
+        self._post(thread, to_mrkdwn(markdown).strip() or escape(markdown))
 
     def send_card(self, thread: ConnectorThread, approval: Approval, text: str) -> tuple[str, str] | None:
         """A card in its thread, with its buttons (a reply "yes" still answers it too): (channel, ts)."""
@@ -163,5 +162,9 @@ def _button(offered: dict[str, str]) -> dict[str, Any]:
 
 
 def escape(text: str) -> str:
-    """Slack's own escaping: &, < and > as entities (the only characters it parses as control)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Slack's own escaping: &, < and > as entities (the only characters it parses as control); and
+    every hidden character shown as ⟨U+XXXX⟩ (app/copilot/hidden.py), whoever wrote the words (a
+    notice quotes a tool's result, a reply that renders to nothing goes as written). Every text
+    this connector posts but the model's mrkdwn (app.markdown.to_mrkdwn, shown already) goes
+    through here."""
+    return shown(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

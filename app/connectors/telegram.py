@@ -102,13 +102,13 @@ class Telegram(Connector):
 
     def edit(self, press: Any, text: str) -> None:
         """The pressed card's message reads its outcome (its keyboard gone); the press is answered."""
-        self._call("editMessageText", {"chat_id": _chat_id(press.chat), "message_id": int(press.message), "text": text})
+        self._call("editMessageText", {"chat_id": _chat_id(press.chat), "message_id": int(press.message), "text": shown(text)})
         if getattr(press, "reply", ""):
             self._call("answerCallbackQuery", {"callback_query_id": press.reply})
 
     def tell(self, press: Any, text: str) -> None:
         """An alert only the presser sees."""
-        self._call("answerCallbackQuery", {"callback_query_id": press.reply, "text": text, "show_alert": True})
+        self._call("answerCallbackQuery", {"callback_query_id": press.reply, "text": shown(text), "show_alert": True})
 
     def send(self, thread: ConnectorThread, text: str) -> None:
         """Plain text, on purpose: no parse_mode, so nothing in a card or a reply is markup (the
@@ -117,10 +117,11 @@ class Telegram(Connector):
         always arrives. No link preview: Telegram would fetch a URL the model wrote, and so send
         whatever its query holds to that site without anyone clicking."""
         chat, _, topic = thread.thread_key.partition(":")
-        self._send(self._message(chat, shown(text), topic))  # (hidden characters as ⟨U+XXXX⟩, whoever wrote them)
+        self._send(self._message(chat, text, topic))
 
     def _message(self, chat: str, text: str, topic: str = "") -> dict[str, Any]:
-        payload: dict[str, Any] = {"chat_id": _chat_id(chat), "text": text, "link_preview_options": {"is_disabled": True}}
+        # Every hidden character shown as ⟨U+XXXX⟩ (app/copilot/hidden.py), whoever wrote the words.
+        payload: dict[str, Any] = {"chat_id": _chat_id(chat), "text": shown(text), "link_preview_options": {"is_disabled": True}}
         if topic:
             payload["message_thread_id"] = int(topic)
         return payload
