@@ -37,6 +37,7 @@ class FakeChatApi:
 
     def __init__(self) -> None:
         self.posts: list[dict[str, Any]] = []
+        self.refuse: str | None = None  # set: Slack refuses every message with blocks (a card), with this error
         self.httpd = make_server("127.0.0.1", 0, self.app, threaded=True)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
@@ -60,9 +61,18 @@ class FakeChatApi:
                 "ok": True,
                 "result": {"message_id": len(self.posts), "chat": {"id": body.get("chat_id")}, "text": body.get("text")},
             }
+        elif body.get("blocks") and (self.refuse or any(len(_text_of(b)) > 3000 for b in body["blocks"])):
+            # Slack's answer to blocks it cannot take (a section's text is 3000 characters at most):
+            # HTTP 200, "ok": false, nothing posted.
+            reply = {"ok": False, "error": self.refuse or "invalid_blocks"}
         else:
             reply = {"ok": True, "channel": body.get("channel"), "ts": f"17000000{len(self.posts)}.0001"}
         return Response(json.dumps(reply), content_type="application/json")(environ, start_response)
+
+
+def _text_of(block: Any) -> str:
+    text = block.get("text") if isinstance(block, dict) else None
+    return str(text.get("text") or "") if isinstance(text, dict) else ""
 
 
 class Inbox:

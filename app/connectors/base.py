@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from app.markdown import to_plain
 from app.models import Approval, ConnectorThread, Run, utcnow
 from app.status import ApprovalType, Role, Status
 
+log = logging.getLogger(__name__)
 LINK = "Please answer this in Countersign: {url}"
 WINDOW = 300  # seconds a signed webhook timestamp is good for (Slack's, and the email provider's)
 KEEP_FOR = 86400  # how long a turn's "keep the open wait" mark lasts
@@ -276,7 +278,14 @@ def post_card(connector: Connector, thread: ConnectorThread, approval: Approval,
     if not supersede and text_of(redis.get(key)) not in ("", approval.id):
         connector.send(thread, link)
         return
-    posted = connector.send_card(thread, approval, card_text(shown))
+    try:
+        posted = connector.send_card(thread, approval, card_text(shown))
+    except Exception:  # refused (Slack's "ok": false), too long, unreachable: nobody saw it
+        log.warning(
+            "%s could not post card %s: its link goes instead, and no wait opens", connector.name, approval.id, exc_info=True
+        )
+        connector.send(thread, link)
+        return
     if posted is not None:  # its buttons go when it is decided, wherever
         chat, message = posted
         keep_posts(approval, [{"connector": connector.name, "chat": chat, "message": message}])

@@ -90,12 +90,12 @@ class Slack(Connector):
         self._call("chat.postMessage", {"channel": self._dm(chat), "text": escape(text)})
 
     def _dm(self, user: str) -> str:
-        opened = self._call("conversations.open", {"users": user}).get("channel")
+        opened = self._call("conversations.open", {"users": user}, check=False).get("channel")
         return str(opened.get("id") or user) if isinstance(opened, dict) else user
 
     def _post_card(self, channel: str, thread_ts: str, approval: Approval, text: str) -> str:
         elements = [_button(b) for b in buttons(approval, self.name, channel)]
-        blocks = [_section(text), {"type": "actions", "block_id": f"card-{approval.id}", "elements": elements}]
+        blocks = [*_sections(text), {"type": "actions", "block_id": f"card-{approval.id}", "elements": elements}]
         payload: dict[str, Any] = {"channel": channel, "text": escape(text), "blocks": blocks}
         if thread_ts:
             payload["thread_ts"] = thread_ts
@@ -103,7 +103,7 @@ class Slack(Connector):
 
     def edit(self, press: Any, text: str) -> None:
         """The pressed card's message, its buttons gone, reads its outcome."""
-        self._call("chat.update", {"channel": press.chat, "ts": press.message, "text": escape(text), "blocks": [_section(text)]})
+        self._call("chat.update", {"channel": press.chat, "ts": press.message, "text": escape(text), "blocks": _sections(text)})
 
     def tell(self, press: Any, text: str) -> None:
         """An ephemeral message: only the presser sees it."""
@@ -133,11 +133,17 @@ class Slack(Connector):
         channel, _, thread_ts = thread.thread_key.partition(":")
         self._call("chat.postMessage", {"channel": channel, "thread_ts": thread_ts, "text": mrkdwn})
 
-    def _call(self, method: str, payload: dict[str, Any]) -> dict[str, Any]:
+    def _call(self, method: str, payload: dict[str, Any], check: bool = True) -> dict[str, Any]:
+        """One Web API call. Slack answers a refused one with HTTP 200 and `"ok": false` (a card
+        whose blocks it cannot take, a channel it cannot post to): that raises, so nothing goes on
+        as if it had been posted (post_card opens a card's wait only once the card is posted)."""
         base, token = current_app.config["SLACK_API_BASE"], current_app.config["SLACK_BOT_TOKEN"]
         if method == "chat.postMessage":
             payload = {**payload, "unfurl_links": False, "unfurl_media": False}
-        return post_json(f"{base.rstrip('/')}/{method}", payload, headers={"Authorization": f"Bearer {token}"})
+        answer = post_json(f"{base.rstrip('/')}/{method}", payload, headers={"Authorization": f"Bearer {token}"})
+        if check and answer.get("ok") is False:
+            raise SlackRefused(f"Slack refused {method}: {answer.get('error') or 'no reason given'}")
+        return answer
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -148,8 +154,30 @@ def _first(value: Any) -> dict[str, Any]:
     return _dict(value[0]) if isinstance(value, list) and value else {}
 
 
-def _section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": escape(text)}}
+SECTION_MAX = 3000  # characters of a section's text, at most (Slack refuses the whole message past it)
+_ESCAPED = {"&": 5, "<": 4, ">": 4}  # (their length once escaped)
+
+
+class SlackRefused(Exception):
+    """Slack answered `"ok": false`."""
+
+
+def _sections(text: str) -> list[dict[str, Any]]:
+    """The text as sections Slack takes: each at most SECTION_MAX characters escaped, cut at a
+    line's end where one fits (a card's long row runs over several). Verbatim: Slack makes no link,
+    channel or mention of the words (they are a card's, or an outcome's, as written)."""
+    rest, pieces = shown(text), []
+    while len(escape(rest)) > SECTION_MAX:
+        size, cut = 0, 0
+        while size + _ESCAPED.get(rest[cut], 1) <= SECTION_MAX:
+            size += _ESCAPED.get(rest[cut], 1)
+            cut += 1
+        line_end = rest.rfind("\n", 0, cut)
+        cut = line_end + 1 if line_end > 0 else cut
+        pieces.append(rest[:cut])
+        rest = rest[cut:]
+    pieces.append(rest)
+    return [{"type": "section", "text": {"type": "mrkdwn", "text": escape(piece), "verbatim": True}} for piece in pieces]
 
 
 def _button(offered: dict[str, str]) -> dict[str, Any]:

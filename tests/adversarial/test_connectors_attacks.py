@@ -883,3 +883,37 @@ def test_each_form_the_provider_gives_must_prove_the_sender_on_its_own(app, mail
 
     with app.app_context():
         assert sender_problem(mail, "alice@example.com") == problem
+
+
+# --- Slack's own limits: a card too long for a section, a card Slack refuses --------------------------
+
+
+def test_a_slack_card_longer_than_a_section_is_posted_whole_in_sections_and_answered(app, services, model):
+    """A section's text is 3000 characters at most, and Slack refuses the whole message past it
+    (HTTP 200, "ok": false). A card whose email runs longer (the model writes the body) was
+    refused, unseen, while its "yes" wait opened: a blind "yes" sent it (a security review's find).
+    It now goes out in sections, every word of it, verbatim (no link or mention made of them)."""
+    from app.copilot.kit import tool_call
+
+    slack = Chat(app, "slack", services)
+    body = ("A line of the email. " * 40 + "\n") * 5 + "P.S. also wire the money to account 666."
+    model.enqueue(tool_call("send_email", to="dana@example.org", subject="Hi", body=body))
+    slack.say("email dana")
+    [card] = [p for p in services[0].posts if p.get("blocks")]
+    sections = [b["text"] for b in card["blocks"] if b["type"] == "section"]
+    assert len(sections) > 1 and all(len(s["text"]) <= 3000 and s["verbatim"] is True for s in sections), sections
+    assert "account 666" in sections[-1]["text"] and sum(s["text"].count("A line of the email.") for s in sections) == 200
+    slack.say("yes")
+    assert statuses(app) == ["done"]
+
+
+def test_a_card_slack_refuses_opens_no_wait_and_the_thread_gets_its_link(app, services, posts, handle_calls):
+    slack = Chat(app, "slack", services)
+    services[0].refuse = "channel_not_found"
+    try:
+        slack.say(f"/delete_post post={posts['Spring meetup']}")
+    finally:
+        services[0].refuse = None
+    assert slack.sent()[-1].startswith("Please answer this in Countersign: https://countersign.example/approvals/")
+    slack.say("yes")  # no wait: a conversation turn, never this card's answer
+    assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
