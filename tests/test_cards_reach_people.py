@@ -203,3 +203,29 @@ def test_a_card_left_unseen_reaches_her_chat_after_the_grace_once(app, alice, se
     (card,) = dm_cards(telegram, "111")
     assert "⚠️ Delete this post? This cannot be undone." in card["text"] and "Confirm" in buttons_of(card)
     assert cli.invoke(args=["connectors", "push-unseen"]).output == "sent 0\n"  # once
+
+
+def test_a_card_one_linked_account_refuses_still_reaches_the_others(app, services, posts):
+    """Slack answers a refused message with HTTP 200 and "ok": false, which now raises: the card
+    is not sent there, and her other linked accounts still get it."""
+    slack, telegram = Chat(app, "slack", services), Chat(app, "telegram", services)  # alice's U111 and 111
+    with app.app_context():  # (both take agents' cards: by default only the first linked does)
+        db.session.execute(
+            sa.update(ConnectorIdentity).where(ConnectorIdentity.external_id.in_(["U111", "111"])).values(cards="agents")
+        )
+        db.session.commit()
+    conversation = app.test_client().post("/api/conversations", json={}, headers=api_headers(agent_token(app)))
+    services[0].refuse = "channel_not_found"
+    try:
+        response = app.test_client().post(
+            f"/api/conversations/{conversation.get_json()['id']}/messages",
+            json={"text": f"/delete_post post={posts['Launch notes']}"},
+            headers={**api_headers(agent_token(app, "ci-bot")), "Prefer": "respond-async"},
+        )
+        assert response.status_code == 202, response.get_data(as_text=True)
+        slack.work()
+    finally:
+        services[0].refuse = None
+    assert len(dm_cards(telegram, "111")) == 1
+    with app.app_context():
+        assert [p["connector"] for p in the_approval(app).posted or []] == ["telegram"]

@@ -70,7 +70,11 @@ def _send(
         text = prompt_text(
             _seen_by(approval, person or approval.user, identity.connector, identity.external_id), answerable(approval), head
         )
-        chat, message = CONNECTORS[identity.connector].post_prompt(identity.external_id, approval, text)
+        try:
+            chat, message = CONNECTORS[identity.connector].post_prompt(identity.external_id, approval, text)
+        except Exception:  # refused (Slack's "ok": false), unreachable: the other accounts still get it
+            log.warning("could not send card %s to a linked %s account", approval.id, identity.connector, exc_info=True)
+            continue
         posted.append({"connector": identity.connector, "chat": chat, "message": message})
     return posted
 
