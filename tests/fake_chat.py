@@ -56,6 +56,10 @@ class FakeChatApi:
         self.posts.append({"path": request.path, "auth": request.headers.get("Authorization", ""), **body})
         if request.path.endswith("/conversations.open"):  # a user's DM channel, as Slack names it
             reply = {"ok": True, "channel": {"id": f"D{body.get('users', '')}"}}
+        elif request.path.endswith("/sendMessage") and len(str(body.get("text", ""))) > 4096:
+            # Telegram's answer to a message over its 4096 characters: HTTP 400, nothing sent.
+            reply = {"ok": False, "error_code": 400, "description": "Bad Request: message is too long"}
+            return Response(json.dumps(reply), status=400, content_type="application/json")(environ, start_response)
         elif request.path.endswith("/sendMessage"):
             reply = {
                 "ok": True,

@@ -917,3 +917,16 @@ def test_a_card_slack_refuses_opens_no_wait_and_the_thread_gets_its_link(app, se
     assert slack.sent()[-1].startswith("Please answer this in Countersign: https://countersign.example/approvals/")
     slack.say("yes")  # no wait: a conversation turn, never this card's answer
     assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
+
+
+def test_a_telegram_card_too_long_to_send_opens_no_wait_and_the_thread_gets_its_link(app, services, model):
+    """Telegram refuses a message over 4096 characters (HTTP 400): the card is not in the chat, so
+    no "yes" there may answer it; its link goes instead, and a "yes" confirms nothing."""
+    from app.copilot.kit import tool_call
+
+    telegram = Chat(app, "telegram", services)
+    model.enqueue(tool_call("send_email", to="dana@example.org", subject="Hi", body="A line of the email. " * 300))
+    telegram.say("email dana")
+    assert telegram.sent()[-1].startswith("Please answer this in Countersign: https://countersign.example/approvals/")
+    telegram.say("yes")
+    assert statuses(app) == ["pending"]
