@@ -65,7 +65,9 @@ class FakeChatApi:
                 "ok": True,
                 "result": {"message_id": len(self.posts), "chat": {"id": body.get("chat_id")}, "text": body.get("text")},
             }
-        elif body.get("blocks") and (self.refuse or any(len(_text_of(b)) > 3000 for b in body["blocks"])):
+        elif body.get("blocks") and (
+            self.refuse or len(body["blocks"]) > 50 or any(len(_text_of(b)) > 3000 for b in body["blocks"])
+        ):
             # Slack's answer to blocks it cannot take (a section's text is 3000 characters at most):
             # HTTP 200, "ok": false, nothing posted.
             reply = {"ok": False, "error": self.refuse or "invalid_blocks"}

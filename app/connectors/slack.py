@@ -155,6 +155,7 @@ def _first(value: Any) -> dict[str, Any]:
 
 
 SECTION_MAX = 3000  # characters of a section's text, at most (Slack refuses the whole message past it)
+SECTIONS_MAX = 49  # sections a card may take: 50 blocks a message, at most, and its buttons are one
 _ESCAPED = {"&": 5, "<": 4, ">": 4}  # (their length once escaped)
 
 
@@ -166,8 +167,8 @@ def _sections(text: str) -> list[dict[str, Any]]:
     """The text as sections Slack takes: each at most SECTION_MAX characters escaped, cut at a
     line's end where one fits (a card's long row runs over several). Verbatim: Slack makes no link,
     channel or mention of the words (they are a card's, or an outcome's, as written)."""
-    rest, pieces = shown(text), []
-    while len(escape(rest)) > SECTION_MAX:
+    rest, pieces = shown(text), []  # (shown once: a piece cut from it is escaped only)
+    while len(_escaped(rest)) > SECTION_MAX:
         size, cut = 0, 0
         while size + _ESCAPED.get(rest[cut], 1) <= SECTION_MAX:
             size += _ESCAPED.get(rest[cut], 1)
@@ -177,7 +178,9 @@ def _sections(text: str) -> list[dict[str, Any]]:
         pieces.append(rest[:cut])
         rest = rest[cut:]
     pieces.append(rest)
-    return [{"type": "section", "text": {"type": "mrkdwn", "text": escape(piece), "verbatim": True}} for piece in pieces]
+    if len(pieces) > SECTIONS_MAX:  # (Slack would refuse it: refused here, it goes as its link)
+        raise SlackRefused(f"a card of {len(pieces)} sections is more than Slack takes")
+    return [{"type": "section", "text": {"type": "mrkdwn", "text": _escaped(piece), "verbatim": True}} for piece in pieces]
 
 
 def _button(offered: dict[str, str]) -> dict[str, Any]:
@@ -195,4 +198,8 @@ def escape(text: str) -> str:
     notice quotes a tool's result, a reply that renders to nothing goes as written). Every text
     this connector posts but the model's mrkdwn (app.markdown.to_mrkdwn, shown already) goes
     through here."""
-    return shown(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _escaped(shown(text))
+
+
+def _escaped(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

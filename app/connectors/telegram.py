@@ -130,8 +130,13 @@ class Telegram(Connector):
         return self._call("sendMessage", payload)
 
     def _call(self, method: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """One Bot API call: a refusal (HTTP 4xx, or an answer of "ok": false) raises, so nothing
+        goes on as if it had been sent (post_card opens a card's wait only once it is)."""
         base, token = current_app.config["TELEGRAM_API_BASE"], current_app.config["TELEGRAM_BOT_TOKEN"]
-        return post_json(f"{base.rstrip('/')}/bot{token}/{method}", payload)
+        answer = post_json(f"{base.rstrip('/')}/bot{token}/{method}", payload)
+        if answer.get("ok") is False:
+            raise RuntimeError(f"Telegram refused {method}: {answer.get('description') or 'no reason given'}")
+        return answer
 
 
 def _chat_id(chat: str) -> int | str:

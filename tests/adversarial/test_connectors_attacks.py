@@ -930,3 +930,15 @@ def test_a_telegram_card_too_long_to_send_opens_no_wait_and_the_thread_gets_its_
     assert telegram.sent()[-1].startswith("Please answer this in Countersign: https://countersign.example/approvals/")
     telegram.say("yes")
     assert statuses(app) == ["pending"]
+
+
+def test_a_slack_card_is_cut_into_sections_that_each_fit_and_together_say_it_all():
+    """Cut after the text is shown once (a cut between an emoji and what completes it showed that
+    again: 3007 characters, refused), and never into more sections than a message takes."""
+    from app.connectors.slack import SECTION_MAX, SECTIONS_MAX, SlackRefused, _sections, escape
+
+    for text in ("x" * 2998 + "1\ufe0f\u20e3" + "y" * 100, "x" * 2999 + "👩\u200d💻" + "y" * 10, ("a&b<c>\u202e\n" * 900)):
+        pieces = [s["text"]["text"] for s in _sections(text)]
+        assert all(len(p) <= SECTION_MAX for p in pieces) and "".join(pieces) == escape(text), [len(p) for p in pieces]
+    with pytest.raises(SlackRefused):
+        _sections("&" * (SECTION_MAX // 5 * (SECTIONS_MAX + 1)))
