@@ -33,6 +33,17 @@ def dm_cards(chat, external_id):
     return [p for p in card_posts(chat.api, "chat.postMessage") if p["channel"] == f"D{external_id}"]  # (its DM channel)
 
 
+def agent_asks_over_the_api(app, text):
+    """An agent token ("ci-bot") says `text` in a new conversation of alice's, queued (202)."""
+    conversation = app.test_client().post("/api/conversations", json={}, headers=api_headers(agent_token(app)))
+    response = app.test_client().post(
+        f"/api/conversations/{conversation.get_json()['id']}/messages",
+        json={"text": text},
+        headers={**api_headers(agent_token(app, "ci-bot")), "Prefer": "respond-async"},
+    )
+    assert response.status_code == 202, response.get_data(as_text=True)
+
+
 def the_approval(app):
     with app.app_context():
         (approval,) = db.session.scalars(sa.select(Approval)).all()
@@ -69,14 +80,7 @@ def test_an_agents_card_over_mcp_reaches_her_telegram_and_her_press_answers_it(
 
 def test_an_agents_card_through_the_api_reaches_her_slack_dm(app, services, posts, handle_calls):
     slack = Chat(app, "slack", services)  # alice's U111
-    conversation = app.test_client().post("/api/conversations", json={}, headers=api_headers(agent_token(app)))
-    conversation_id = conversation.get_json()["id"]
-    response = app.test_client().post(
-        f"/api/conversations/{conversation_id}/messages",
-        json={"text": f"/delete_post post={posts['Launch notes']}"},
-        headers={**api_headers(agent_token(app, "ci-bot")), "Prefer": "respond-async"},
-    )
-    assert response.status_code == 202, response.get_data(as_text=True)
+    agent_asks_over_the_api(app, f"/delete_post post={posts['Launch notes']}")
     slack.work()
     (card,) = dm_cards(slack, "U111")
     assert card["text"].startswith("Asked by an agent (token 'ci-bot') through the API:")
@@ -214,15 +218,9 @@ def test_a_card_one_linked_account_refuses_still_reaches_the_others(app, service
             sa.update(ConnectorIdentity).where(ConnectorIdentity.external_id.in_(["U111", "111"])).values(cards="agents")
         )
         db.session.commit()
-    conversation = app.test_client().post("/api/conversations", json={}, headers=api_headers(agent_token(app)))
     services[0].refuse = "channel_not_found"
     try:
-        response = app.test_client().post(
-            f"/api/conversations/{conversation.get_json()['id']}/messages",
-            json={"text": f"/delete_post post={posts['Launch notes']}"},
-            headers={**api_headers(agent_token(app, "ci-bot")), "Prefer": "respond-async"},
-        )
-        assert response.status_code == 202, response.get_data(as_text=True)
+        agent_asks_over_the_api(app, f"/delete_post post={posts['Launch notes']}")
         slack.work()
     finally:
         services[0].refuse = None
