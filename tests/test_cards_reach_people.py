@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from app.copilot import events
 from app.extensions import db
 from app.models import Approval, ConnectorIdentity, Post, User
-from app.status import EventType
+from app.status import CardsTo, EventType
 from tests.conftest import api_headers
 from tests.fake_chat import Chat, chat_fixtures
 from tests.helpers.countersign import FOLDER_DELETE, folder  # noqa: F401 (folder: a fixture)
@@ -215,7 +215,7 @@ def test_a_card_one_linked_account_refuses_still_reaches_the_others(app, service
     slack, telegram = Chat(app, "slack", services), Chat(app, "telegram", services)  # alice's U111 and 111
     with app.app_context():  # (both take agents' cards: by default only the first linked does)
         db.session.execute(
-            sa.update(ConnectorIdentity).where(ConnectorIdentity.external_id.in_(["U111", "111"])).values(cards="agents")
+            sa.update(ConnectorIdentity).where(ConnectorIdentity.external_id.in_(["U111", "111"])).values(cards=CardsTo.AGENTS)
         )
         db.session.commit()
     services[0].refuse = "channel_not_found"

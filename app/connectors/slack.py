@@ -160,7 +160,7 @@ _ESCAPED = {"&": 5, "<": 4, ">": 4}  # (their length once escaped)
 
 
 class SlackRefused(Exception):
-    """Slack answered `"ok": false`."""
+    """Slack answered `"ok": false`, or would (a card of more sections than a message takes)."""
 
 
 def _sections(text: str) -> list[dict[str, Any]]:
