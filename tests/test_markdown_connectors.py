@@ -73,11 +73,11 @@ def test_telegram_never_gets_an_empty_message(app, services, model):
     assert services[0].posts[-1]["text"] == "[x]: https://evil.example"
 
 
-def last_said(chat: Chat) -> str:
-    """The newest text posted in the chat's thread (an email's body decoded)."""
+def all_said(chat: Chat) -> list[str]:
+    """The texts posted back in the chat's thread, oldest first (an email's body decoded)."""
     if chat.name == "email":
-        return chat.smtp.inbox.messages[-1].get_payload(decode=True).decode()
-    return chat.sent()[-1]
+        return [m.get_payload(decode=True).decode() for m in chat.smtp.inbox.messages]
+    return chat.sent()
 
 
 HIDDEN_REPLIES = [
@@ -98,8 +98,9 @@ def test_no_reply_reaches_a_chat_with_a_hidden_character_even_one_that_renders_t
         chat = Chat(app, name, services)
         for reply in HIDDEN_REPLIES:
             model.enqueue(text(reply))
+            before = len(all_said(chat))
             chat.say("hello")
-            said = last_said(chat)
+            [said] = all_said(chat)[before:]  # (this reply, and only it)
             assert not HIDDEN.search(said) and "⟨U+" in said, (name, ascii(said))
 
 
@@ -114,8 +115,9 @@ def test_a_notice_quoting_a_tools_result_reaches_a_chat_with_its_hidden_characte
     for name in ("slack", "telegram", "email"):
         chat = Chat(app, name, services)
         chat.say("/list_posts")  # (the thread exists from here)
+        before = len(all_said(chat))
         with app.app_context():
             thread = db.session.query(ConnectorThread).filter_by(connector=name).one()
             CONNECTORS[name].send(thread, "Stopped. Before it stopped: publish_post: Published “Spring\u202e meetup”.")
-        said = last_said(chat)
+        [said] = all_said(chat)[before:]
         assert not HIDDEN.search(said) and "Spring⟨U+202E⟩ meetup" in said, (name, ascii(said))
