@@ -1,5 +1,5 @@
 """P6: one approval in process — the person's message → the card → confirm → the run resumed to
-its final words — with an instant model, on SQLite, through three stacks and a floor, alternating in one run:
+its final words — with an instant model, on SQLite, through three stacks and two floors, alternating in one run:
 
 - Countersign: `copilot.send_message()` (TURNS_RUNNER=inline: the pass runs in the call) pauses on a
   `delete_post` card; the card's token is signed as the page would sign it; `copilot.answer(…,
@@ -14,6 +14,10 @@ its final words — with an instant model, on SQLite, through three stacks and a
 - the floor: the same two pydantic-ai runs with nothing stored (the history kept in memory, the
   posts a dict): what a stack running its turns with pydantic-ai's agent pays before it stores
   anything.
+- the floor with its writes: the same two runs, and the five durable writes DESIGN §6 asks of an
+  approval (the message, the card, the claim, handle()'s work with its audit row, the reply), each
+  one plain INSERT and its commit: what no design that keeps those promises on pydantic-ai's agent
+  goes under.
 
 The same instant model decides in each: a `delete_post` call for the message, then "Deleted it."
 once the call's result is back (pydantic-ai's `FunctionModel` for Countersign and pydantic-ai; a
@@ -21,8 +25,9 @@ plain function in LangGraph's model node, its messages plain dicts: no LangChain
 
     python bench/pause_resume.py [--n 300] [--warm 20] [--json]
 
-After `--warm` approvals of each (not counted), n approvals of each, the four in a rotating order. Medians
-and p95s, and the ratios: ours ÷ LangGraph, ours ÷ pydantic-ai (medians, and p95s), the floor ÷ LangGraph.
+After `--warm` approvals of each (not counted), n approvals of each, the five in a rotating order. Medians
+and p95s, and the ratios: ours ÷ LangGraph, ours ÷ pydantic-ai (medians, and p95s), pydantic-ai ÷ LangGraph,
+the floor ÷ LangGraph.
 """
 
 from __future__ import annotations
@@ -253,6 +258,40 @@ def floor_side() -> tuple[Callable[[Any], Any], Callable[[Any], str], Callable[[
     return message, confirm, new_post
 
 
+def durable_floor_side(folder: Path) -> tuple[Callable[[Any], Any], Callable[[Any], str], Callable[[], Any]]:
+    """The floor's two runs and the five durable writes that DESIGN §6 asks of any approval, each one
+    plain INSERT and its commit in a table of its own (SQLite, WAL and `synchronous = FULL`, as the
+    app's connections), with no ORM, no Redis, no card, no token: the person's message before its
+    answer (§6.9), the card before it is shown, the card's claim before handle() runs (at most
+    once, §6.3), handle()'s work with its audit row (§6.7), and the continuation's reply. What no
+    design keeping those promises on pydantic-ai's agent can go under."""
+    message_runs, confirm_runs, new_post = floor_side()
+    conn = sqlite3.connect(folder / "durable_floor.sqlite3", check_same_thread=False, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("create table if not exists writes (what text)")
+
+    def write(what: str) -> None:
+        conn.execute("begin")
+        conn.execute("insert into writes (what) values (?)", (what,))
+        conn.execute("commit")
+
+    def message(post: int) -> Any:
+        write("the person's message")
+        waiting = message_runs(post)
+        write("the card")
+        return waiting
+
+    def confirm(waiting: Any) -> str:
+        write("the claim")
+        write("handle()'s work and its audit row")
+        words = confirm_runs(waiting)
+        write("the reply")
+        return words
+
+    return message, confirm, new_post
+
+
 # --- Countersign ---
 
 
@@ -317,6 +356,7 @@ def run(n: int, database_url: str, warm: int = 20) -> dict[str, Any]:
         "langgraph": langgraph_side(folder),
         "pydantic_ai": pydantic_ai_side(folder),
         "floor": floor_side(),
+        "durable_floor": durable_floor_side(folder),
     }
     names = list(sides)
     times: dict[str, list[float]] = {name: [] for name in names}
@@ -341,7 +381,9 @@ def run(n: int, database_url: str, warm: int = 20) -> dict[str, Any]:
         "ratio_langgraph_p95": figures["countersign"]["p95_ms"] / figures["langgraph"]["p95_ms"],
         "ratio_pydantic_ai_median": figures["countersign"]["p50_ms"] / figures["pydantic_ai"]["p50_ms"],
         "ratio_pydantic_ai_p95": figures["countersign"]["p95_ms"] / figures["pydantic_ai"]["p95_ms"],
+        "pydantic_ai_langgraph_median": figures["pydantic_ai"]["p50_ms"] / figures["langgraph"]["p50_ms"],
         "floor_langgraph_median": figures["floor"]["p50_ms"] / figures["langgraph"]["p50_ms"],
+        "durable_floor_langgraph_median": figures["durable_floor"]["p50_ms"] / figures["langgraph"]["p50_ms"],
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 
@@ -358,13 +400,21 @@ def main() -> None:
         print(json.dumps(r))
         return
     print(f"P6 one approval in process: message → card → confirm → final words ({r['database']}, n={r['n']}, instant model)")
-    sides = (("countersign", "Countersign"), ("langgraph", "LangGraph"), ("pydantic_ai", "pydantic-ai"), ("floor", "floor"))
+    sides = (
+        ("countersign", "Countersign"),
+        ("langgraph", "LangGraph"),
+        ("pydantic_ai", "pydantic-ai"),
+        ("floor", "floor"),
+        ("durable_floor", "floor+writes"),
+    )
     for name, label in sides:
         s = r[name]
         print(f"  {label:<12} median {s['p50_ms']:7.2f} ms   p95 {s['p95_ms']:7.2f} ms   p99 {s['p99_ms']:7.2f} ms")
     print(f"  ours ÷ LangGraph     median {r['ratio_langgraph_median']:.2f}x   p95 {r['ratio_langgraph_p95']:.2f}x")
     print(f"  ours ÷ pydantic-ai   median {r['ratio_pydantic_ai_median']:.2f}x   p95 {r['ratio_pydantic_ai_p95']:.2f}x")
+    print(f"  pydantic-ai ÷ LangGraph median {r['pydantic_ai_langgraph_median']:.2f}x   (its history and the delete stored)")
     print(f"  floor ÷ LangGraph    median {r['floor_langgraph_median']:.2f}x   (pydantic-ai's two runs, nothing stored)")
+    print(f"  floor+writes ÷ LangGraph median {r['durable_floor_langgraph_median']:.2f}x   (the five durable writes of §6 too)")
     print(f"  load average {r['load_average']}")
 
 

@@ -259,6 +259,13 @@ def plan(smoke: bool, pg: str | None, redis: str) -> list[Row]:
                     lambda r: r["ratio_pydantic_ai_median"],
                     lambda v: True,
                 ),
+                Figure(
+                    "P6 pydantic-ai alone (its history stored) ÷ LangGraph, median",
+                    "",
+                    "×",
+                    lambda r: r["pydantic_ai_langgraph_median"],
+                    lambda v: True,
+                ),
                 Figure("P6 one approval, Countersign, median", "", "ms", lambda r: r["countersign"]["p50_ms"], lambda v: True),
                 Figure("P6 one approval, LangGraph, median", "", "ms", lambda r: r["langgraph"]["p50_ms"], lambda v: True),
                 Figure(
@@ -269,6 +276,13 @@ def plan(smoke: bool, pg: str | None, redis: str) -> list[Row]:
                     "",
                     "×",
                     lambda r: r["floor_langgraph_median"],
+                    lambda v: True,
+                ),
+                Figure(
+                    "P6 floor and §6's five durable writes ÷ LangGraph, median",
+                    "",
+                    "×",
+                    lambda r: r["durable_floor_langgraph_median"],
                     lambda v: True,
                 ),
                 Figure(
