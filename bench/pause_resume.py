@@ -14,7 +14,7 @@ its final words — with an instant model, on SQLite, through three stacks and t
 - the floor: the same two pydantic-ai runs with nothing stored (the history kept in memory, the
   posts a dict): what a stack running its turns with pydantic-ai's agent pays before it stores
   anything.
-- the floor with its writes: the same two runs, and the five durable writes DESIGN §6 asks of an
+- the floor with its writes: the same two runs, and the five durable writes the guarantees (docs/guarantees.md) ask of an
   approval (the message, the card, the claim, handle()'s work with its audit row, the reply), each
   one plain INSERT and its commit: what no design that keeps those promises on pydantic-ai's agent
   goes under.
@@ -259,11 +259,11 @@ def floor_side() -> tuple[Callable[[Any], Any], Callable[[Any], str], Callable[[
 
 
 def durable_floor_side(folder: Path) -> tuple[Callable[[Any], Any], Callable[[Any], str], Callable[[], Any]]:
-    """The floor's two runs and the five durable writes that DESIGN §6 asks of any approval, each one
+    """The floor's two runs and the five durable writes that the guarantees (docs/guarantees.md) ask of any approval, each one
     plain INSERT and its commit in a table of its own (SQLite, WAL and `synchronous = FULL`, as the
     app's connections), with no ORM, no Redis, no card, no token: the person's message before its
-    answer (§6.9), the card before it is shown, the card's claim before handle() runs (at most
-    once, §6.3), handle()'s work with its audit row (§6.7), and the continuation's reply. What no
+    answer, the card before it is shown, the card's claim before handle() runs (at most
+    once), handle()'s work with its audit row, and the continuation's reply. What no
     design keeping those promises on pydantic-ai's agent can go under."""
     message_runs, confirm_runs, new_post = floor_side()
     conn = sqlite3.connect(folder / "durable_floor.sqlite3", check_same_thread=False, isolation_level=None)
@@ -414,7 +414,7 @@ def main() -> None:
     print(f"  ours ÷ pydantic-ai   median {r['ratio_pydantic_ai_median']:.2f}x   p95 {r['ratio_pydantic_ai_p95']:.2f}x")
     print(f"  pydantic-ai ÷ LangGraph median {r['pydantic_ai_langgraph_median']:.2f}x   (its history and the delete stored)")
     print(f"  floor ÷ LangGraph    median {r['floor_langgraph_median']:.2f}x   (pydantic-ai's two runs, nothing stored)")
-    print(f"  floor+writes ÷ LangGraph median {r['durable_floor_langgraph_median']:.2f}x   (the five durable writes of §6 too)")
+    print(f"  floor+writes ÷ LangGraph median {r['durable_floor_langgraph_median']:.2f}x   (the five durable writes too)")
     print(f"  load average {r['load_average']}")
 
 

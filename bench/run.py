@@ -279,7 +279,7 @@ def plan(smoke: bool, pg: str | None, redis: str) -> list[Row]:
                     lambda v: True,
                 ),
                 Figure(
-                    "P6 floor and §6's five durable writes ÷ LangGraph, median",
+                    "P6 floor and the five durable writes ÷ LangGraph, median",
                     "",
                     "×",
                     lambda r: r["durable_floor_langgraph_median"],

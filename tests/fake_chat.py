@@ -29,7 +29,17 @@ IDS = {
     "slack": {"alice": "U111", "bob": "U222", "carol": "U333"},
     "email": {"alice": "alice@example.com", "bob": "bob@example.com", "carol": "carol@example.com"},
 }
-counter = itertools.count(1000)
+counter = itertools.count(1000)  # ids of messages, updates and emails; Telegram's for the bot's messages and the people's alike
+_clock = threading.Lock()
+_last_ts = [0.0]
+
+
+def slack_ts() -> str:
+    """A Slack message's ts: one clock for the people's messages and the app's, strictly
+    increasing, as Slack's own within a channel."""
+    with _clock:
+        _last_ts[0] = max(time.time(), _last_ts[0] + 0.000001)
+        return f"{_last_ts[0]:.6f}"
 
 
 class FakeChatApi:
@@ -63,8 +73,9 @@ class FakeChatApi:
         elif request.path.endswith("/sendMessage"):
             reply = {
                 "ok": True,
-                "result": {"message_id": len(self.posts), "chat": {"id": body.get("chat_id")}, "text": body.get("text")},
+                "result": {"message_id": next(counter), "chat": {"id": body.get("chat_id")}, "text": body.get("text")},
             }
+            self.posts[-1]["sent_as"] = reply["result"]["message_id"]
         elif body.get("blocks") and (
             self.refuse or len(body["blocks"]) > 50 or any(len(_text_of(b)) > 3000 for b in body["blocks"])
         ):
@@ -72,7 +83,8 @@ class FakeChatApi:
             # HTTP 200, "ok": false, nothing posted.
             reply = {"ok": False, "error": self.refuse or "invalid_blocks"}
         else:
-            reply = {"ok": True, "channel": body.get("channel"), "ts": f"17000000{len(self.posts)}.0001"}
+            reply = {"ok": True, "channel": body.get("channel"), "ts": slack_ts()}
+            self.posts[-1]["sent_as"] = reply["ts"]
         return Response(json.dumps(reply), content_type="application/json")(environ, start_response)
 
 
@@ -246,7 +258,7 @@ class Chat:
 
     def _slack(self, text: str, who: str, thread: str, files: bool, redeliver: Any, **extra: Any) -> tuple[str, dict[str, str]]:
         event_id = redeliver or f"Ev{next(counter)}"
-        ts = self.stamps.setdefault(event_id, f"{time.time():.6f}")  # a retry is the same message
+        ts = self.stamps.setdefault(event_id, slack_ts())  # a retry is the same message
         event = {
             "type": "message",
             "channel": {"main": "C1", "other": "C2"}[thread],

@@ -63,8 +63,8 @@ def test_an_agents_card_over_mcp_reaches_her_telegram_and_her_press_answers_it(
     assert set(buttons_of(card)) == {"Confirm", "Decline", "Open"}
     approval = the_approval(app)
     cursor = "0-0"
-    telegram_press(app, telegram, "111", buttons_of(card)["Confirm"], 111, telegram.api.posts.index(card) + 1)
-    telegram_press(app, telegram, "111", buttons_of(card)["Confirm"], 111, telegram.api.posts.index(card) + 1)  # twice
+    telegram_press(app, telegram, "111", buttons_of(card)["Confirm"], 111, card["sent_as"])
+    telegram_press(app, telegram, "111", buttons_of(card)["Confirm"], 111, card["sent_as"])  # twice
     assert handle_calls["n"] == 1
     with app.app_context():
         assert db.session.get(Post, posts["Spring meetup"]) is None
@@ -84,7 +84,7 @@ def test_an_agents_card_through_the_api_reaches_her_slack_dm(app, services, post
     slack.work()
     (card,) = dm_cards(slack, "U111")
     assert card["text"].startswith("Asked by an agent (token 'ci-bot') through the API:")
-    ts = f"17000000{slack.api.posts.index(card) + 1}.0001"
+    ts = card["sent_as"]
     body = slack_interaction("U222", "DU111", ts, buttons_of(card)["Confirm"])  # bob: not his card
     slack_press(app, slack, body)
     assert handle_calls["n"] == 0
@@ -161,7 +161,7 @@ def test_a_card_decided_on_the_web_reads_its_outcome_in_her_telegram(app, alice,
     assert alice.answer(approval.id, token).status_code == 200
     telegram.work()
     edit = card_posts(telegram.api, "editMessageText")[-1]
-    assert edit["chat_id"] == 111 and edit["message_id"] == telegram.api.posts.index(card) + 1
+    assert edit["chat_id"] == 111 and edit["message_id"] == card["sent_as"]
     assert "Deleted “Launch notes”." in edit["text"] and "reply_markup" not in edit
     assert handle_calls["n"] == 1
 
@@ -179,7 +179,7 @@ def test_a_card_the_admin_revokes_reads_revoked_in_her_slack(app, sign_in, servi
     )
     slack.work()
     edit = card_posts(slack.api, "chat.update")[-1]
-    assert edit["channel"] == "DU111" and edit["ts"] == f"17000000{slack.api.posts.index(card) + 1}.0001"
+    assert edit["channel"] == "DU111" and edit["ts"] == card["sent_as"]
     assert "Revoked" in edit["text"] and "actions" not in str(edit["blocks"])
 
 

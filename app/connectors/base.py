@@ -48,10 +48,11 @@ class Inbound:
     unproven: str = ""  # why the channel could not prove the sender ("" when it did): email's verdict
     claim: str = ""  # this delivery's hold on its dedupe key, taken by the webhook
     sender_name: str = ""  # the sender's name as the service gives it (shown when they link their account)
+    at: str = ""  # where the message stands in its chat, as the service numbers them (Slack's ts, Telegram's message_id)
 
     def __post_init__(self) -> None:
         # NUL and lone surrogates cannot be stored: drop / replace them in whatever a chat service sends.
-        texts = ("thread_key", "sender", "text", "event_id", "address", "subject", "refs", "unproven", "claim")
+        texts = ("thread_key", "sender", "text", "event_id", "address", "subject", "refs", "unproven", "claim", "at")
         for name in (*texts, "sender_name"):
             setattr(self, name, scrub(str(getattr(self, name))))
 
@@ -143,8 +144,18 @@ class Connector(ABC):
 
     def answers(self, inbound: Inbound, approval: Approval) -> bool:
         """Whether this message proves it answers this card. Slack and Telegram verify the sender
-        themselves, and that is the proof; email must show more (email.Email.answers)."""
-        return True
+        themselves; the message must also have been written after the card was posted in its chat,
+        as the service numbers a chat's messages (`written_after`): a "yes" sent before the card
+        arrived (a second "yes" to the card before it, say) never answers a card its sender had
+        not seen. Email must show more (email.Email.answers)."""
+        chat = inbound.thread_key.partition(":")[0]
+        posts = [p.get("message", "") for p in approval.posted or () if p.get("connector") == self.name and p.get("chat") == chat]
+        return any(self.written_after(inbound.at, posted) for posted in posts)
+
+    def written_after(self, at: str, posted: str) -> bool:
+        """Whether the message at `at` in a chat was written after the one at `posted` (this
+        connector's numbering of a chat's messages). A service that numbers none proves nothing."""
+        return False
 
     @property
     def confirms_by_reply(self) -> bool:

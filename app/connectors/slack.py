@@ -4,6 +4,7 @@ chat.postMessage, with a card's Block Kit buttons (app.connectors.buttons)."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -58,7 +59,14 @@ class Slack(Connector):
             text=str(event.get("text") or ""),
             event_id=f"{channel}:{ts}",
             has_files=bool(event.get("files")),
+            at=str(ts),
         )
+
+    def written_after(self, at: str, posted: str) -> bool:
+        """Slack's ts: seconds, a dot, and a sequence within the second, unique and increasing
+        within a channel. Anything else is no place."""
+        later, earlier = _place(at), _place(posted)
+        return later is not None and earlier is not None and later > earlier
 
     def acknowledge(self) -> ResponseReturnValue:
         """Slack wants only a 200, within three seconds."""
@@ -144,6 +152,15 @@ class Slack(Connector):
         if check and answer.get("ok") is False:
             raise SlackRefused(f"Slack refused {method}: {answer.get('error') or 'no reason given'}")
         return answer
+
+
+TS = re.compile(r"(\d{1,12})\.(\d{1,9})")
+
+
+def _place(ts: str) -> tuple[int, int] | None:
+    """A ts as (seconds, its part of a second in nanoseconds), comparable; None if it is not one."""
+    match = TS.fullmatch(ts)
+    return (int(match[1]), int(match[2].ljust(9, "0"))) if match else None
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -62,7 +62,13 @@ class Telegram(Connector):
             event_id=f"{message['chat']['id']}:{message.get('message_id', payload.get('update_id'))}",
             has_files=any(k in message for k in FILES),
             sender_name=_name(message["from"]),
+            at=_number(message.get("message_id")),
         )
+
+    def written_after(self, at: str, posted: str) -> bool:
+        """Telegram numbers a chat's messages, the bot's and the people's alike, in the order sent."""
+        numbers = (at, posted)
+        return all(n.isascii() and n.isdigit() for n in numbers) and int(at) > int(posted)
 
     def press(self, payload: dict[str, Any]) -> Press | None:
         """A press of a card's inline button (a callback query), by a person (not a bot)."""
@@ -149,6 +155,11 @@ def _keyboard(approval: Approval, chat: str) -> dict[str, Any]:
     presses = [{"text": b["label"], "callback_data": b["value"]} for b in offered if "value" in b]
     links = [{"text": b["label"], "url": b["url"]} for b in offered if "url" in b]
     return {"inline_keyboard": [row for row in (presses, links) if row]}
+
+
+def _number(value: Any) -> str:
+    """A message_id as text ("" when it is not a whole number above 0, which numbers nothing)."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else ""
 
 
 def _name(sender: dict[str, Any]) -> str:

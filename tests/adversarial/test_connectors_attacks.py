@@ -18,9 +18,11 @@ from tests.fake_chat import (
     EMAIL_SECRET,
     Chat,
     chat_fixtures,
+    counter,
     email_headers,
     queued_jobs,
     slack_headers,
+    slack_ts,
 )
 
 PROMPT = "Reply 'Yes' to confirm."
@@ -429,6 +431,41 @@ def test_telegram_edits_bots_and_chat_senders_are_not_answers(app, services, pos
         body = json.dumps(update)
     assert app.test_client().post(chat.url, data=body, headers=headers).status_code == 200
     chat.work()
+    assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
+
+
+@pytest.mark.parametrize("name", ["slack", "telegram"])
+def test_a_yes_written_before_its_card_was_posted_does_not_answer_it(app, services, posts, handle_calls, name):
+    """A "yes" the person wrote before the card reached the thread (a second "yes" to the card
+    before it, delivered after the next card went out) never confirms a card she had not seen:
+    only her message written after the card's own post answers it. The early one is a message of
+    the conversation, which replaces no waiting card."""
+    chat = Chat(app, name, services)
+    written = slack_ts() if name == "slack" else next(counter)  # where a message written now stands
+    ask_delete(chat, posts)
+    chat.say("yes", **{"ts" if name == "slack" else "message_id": written})
+    assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
+    assert user_messages(app, "yes") == 1  # (kept, as a message of the conversation)
+    chat.say("yes")
+    assert handle_calls["n"] == 1 and statuses(app) == ["done"]
+
+
+@pytest.mark.parametrize("ts", ["Infinity", "NaN", "1e99", "9" * 30, "", "1700000000"])
+def test_a_slack_yes_whose_place_cannot_be_read_does_not_answer(app, services, posts, handle_calls, ts):
+    """Slack's ts is digits, a dot and digits; a message whose ts is anything else (which no
+    number compares after the card's) proves nothing."""
+    chat = Chat(app, "slack", services)
+    ask_delete(chat, posts)
+    chat.say("yes", ts=ts)
+    assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
+
+
+@pytest.mark.parametrize("message_id", ["999999999", True, -5, 1e18, "١٢٣٤٥٦٧٨٩٠١٢"])
+def test_a_telegram_yes_whose_place_cannot_be_read_does_not_answer(app, services, posts, handle_calls, message_id):
+    """Telegram's message_id is a whole number; a message whose id is anything else proves nothing."""
+    chat = Chat(app, "telegram", services)
+    ask_delete(chat, posts)
+    chat.say("yes", message_id=message_id)
     assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
 
 
