@@ -209,6 +209,32 @@ def test_a_card_left_unseen_reaches_her_chat_after_the_grace_once(app, alice, se
     assert cli.invoke(args=["connectors", "push-unseen"]).output == "sent 0\n"  # once
 
 
+def test_a_post_kept_while_the_unseen_push_sends_is_kept_too(app, alice, services, posts, monkeypatch):
+    """`push-unseen` adds where it sent the card to what is kept, read under the card's row: a post
+    another job keeps meanwhile (its Slack thread's, say) is not written over."""
+    from app.connectors.base import keep_posts
+    from app.connectors.telegram import Telegram
+    from app.models import utcnow
+
+    telegram = Chat(app, "telegram", services)
+    alice.say(alice.new_conversation(), f"/delete_post post={posts['Spring meetup']}")
+    telegram.work()  # her turn: the card
+    with app.app_context():
+        db.session.execute(sa.update(Approval).values(created_at=utcnow() - timedelta(minutes=10)))
+        db.session.commit()
+    prompt = Telegram.post_prompt
+
+    def another_job_keeps_a_post(self, chat, approval, text):
+        with app.app_context():  # (a worker of its own)
+            keep_posts(db.session.get(Approval, approval.id), [{"connector": "slack", "chat": "C1", "message": "1.2"}])
+        return prompt(self, chat, approval, text)
+
+    monkeypatch.setattr(Telegram, "post_prompt", another_job_keeps_a_post)
+    assert app.test_cli_runner().invoke(args=["connectors", "push-unseen"]).output == "sent 1\n"
+    with app.app_context():
+        assert [p["connector"] for p in db.session.scalar(sa.select(Approval.posted))] == ["slack", "telegram"]
+
+
 def test_a_card_one_linked_account_refuses_still_reaches_the_others(app, services, posts):
     """Slack answers a refused message with HTTP 200 and "ok": false, which now raises: the card
     is not sent there, and her other linked accounts still get it."""

@@ -21,7 +21,7 @@ from app.auth import credential_words, links
 from app.copilot import conversations
 from app.copilot.approvals import Actor, Prompt, card_url, prompt_for
 from app.copilot.text import scrub
-from app.extensions import db, redis_client
+from app.extensions import core, db, redis_client
 from app.markdown import to_plain
 from app.models import Approval, ConnectorThread, Run, utcnow
 from app.status import ApprovalType, Role, Status
@@ -76,6 +76,9 @@ class Connector(ABC):
     # A card's message carries buttons that answer it (app.connectors.buttons): several cards may
     # then wait in one thread, each answered by its own; "yes" answers the newest.
     has_buttons = False
+    # The service numbers a chat's messages in the order it took them (written_after): a reply
+    # answers a card only when it came after the card's own message.
+    numbers_messages = False
     path = ""  # the webhook's URL under /connectors
 
     @abstractmethod
@@ -255,15 +258,31 @@ def thread_prompt(connector: Connector, thread: ConnectorThread, approval: Appro
 
 def keep_posts(approval: Approval, posts: list[dict[str, str]]) -> None:
     """Keep where the card went with its buttons (in its thread, or to a linked chat), so that its
-    outcome is shown there once it is decided (app.connectors.push.settle_posts); decided before
-    the posts were kept, it is shown now."""
+    outcome is shown there once it is decided (app.connectors.push.settle_posts), and a reply
+    there can be shown to come after it (Connector.answers); decided before the posts were kept,
+    it is shown now."""
     if not posts:
         return
-    approval.posted = [*(approval.posted or []), *posts]
-    db.session.commit()
+    add_posts(approval.id, posts)
     db.session.refresh(approval)
     if approval.status not in (Status.PENDING, Status.COUNTERSIGNING):
         copilot.call("app.connectors.push:settle_posts", approval.id)
+
+
+_HOLD_CARD = sa.update(Approval).where(Approval.id == sa.bindparam("approval_id")).values(posted=Approval.posted)
+_POSTED = sa.select(Approval.posted).where(Approval.id == sa.bindparam("approval_id"))
+_SET_POSTED = sa.update(Approval).where(Approval.id == sa.bindparam("approval_id")).values(posted=sa.bindparam("now_posted"))
+
+
+def add_posts(approval_id: str, posts: list[dict[str, str]]) -> None:
+    """Add `posts` to where the card went, and commit: with none, only mark it looked at (`[]`
+    where it was NULL). Two jobs that sent one card at once (its thread's post, a push to a linked
+    chat) each keep theirs: the card's row is held (an UPDATE that changes nothing) before what it
+    holds is read, so the second waits for the first's commit and reads it."""
+    core(_HOLD_CARD, {"approval_id": approval_id})
+    kept = core(_POSTED, {"approval_id": approval_id}).scalar() or []
+    core(_SET_POSTED, {"approval_id": approval_id, "now_posted": [*kept, *posts]})
+    db.session.commit()
 
 
 def post_card(connector: Connector, thread: ConnectorThread, approval: Approval, supersede: bool = True) -> None:
@@ -296,6 +315,10 @@ def post_card(connector: Connector, thread: ConnectorThread, approval: Approval,
             "%s could not post card %s: its link goes instead, and no wait opens", connector.name, approval.id, exc_info=True
         )
         connector.send(thread, link)
+        return
+    if connector.numbers_messages and (posted is None or not posted[1]):
+        # Taken, but not said which message it is: no reply can be shown to come after it.
+        connector.send(thread, link)  # (its buttons still answer it)
         return
     if posted is not None:  # its buttons go when it is decided, wherever
         chat, message = posted

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from app import copilot
 from app.auth import credential_words, links
-from app.connectors.base import keep_posts, one_line, rows_text
+from app.connectors.base import add_posts, keep_posts, one_line, rows_text
 from app.connectors.buttons import answerable, settled_text
 from app.connectors.services import CONNECTORS
 from app.copilot.approvals import Actor, Prompt, may_countersign, prompt_for
@@ -100,8 +100,7 @@ def push_unseen(after_seconds: int) -> int:
         if watching(approval.user_id):
             continue
         posted = _send(approval, targets(approval, unseen=True))
-        approval.posted = posted  # (none: looked at, and nothing takes it)
-        db.session.commit()
+        add_posts(approval.id, posted)  # (none: looked at, and nothing takes it)
         sent += bool(posted)
     return sent
 

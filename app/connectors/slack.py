@@ -25,6 +25,7 @@ class Slack(Connector):
 
     name = "slack"
     has_buttons = True
+    numbers_messages = True
     path = "/slack/events"
 
     def verify(self, request: Request) -> None:
@@ -154,7 +155,7 @@ class Slack(Connector):
         return answer
 
 
-TS = re.compile(r"(\d{1,12})\.(\d{1,9})")
+TS = re.compile(r"([0-9]{1,12})\.([0-9]{1,9})")  # (ASCII digits only: \d takes any script's)
 
 
 def _place(ts: str) -> tuple[int, int] | None:

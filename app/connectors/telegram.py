@@ -29,6 +29,7 @@ class Telegram(Connector):
 
     name = "telegram"
     has_buttons = True
+    numbers_messages = True
     path = "/telegram"
 
     def verify(self, request: Request) -> None:

@@ -450,7 +450,9 @@ def test_a_yes_written_before_its_card_was_posted_does_not_answer_it(app, servic
     assert handle_calls["n"] == 1 and statuses(app) == ["done"]
 
 
-@pytest.mark.parametrize("ts", ["Infinity", "NaN", "1e99", "9" * 30, "", "1700000000"])
+@pytest.mark.parametrize(
+    "ts", ["Infinity", "NaN", "1e99", "9" * 30, "", "1700000000", "９９９９９９９９９９.000001", "٩٩٩٩٩٩٩٩٩٩.1"]
+)
 def test_a_slack_yes_whose_place_cannot_be_read_does_not_answer(app, services, posts, handle_calls, ts):
     """Slack's ts is digits, a dot and digits; a message whose ts is anything else (which no
     number compares after the card's) proves nothing."""
@@ -458,6 +460,59 @@ def test_a_slack_yes_whose_place_cannot_be_read_does_not_answer(app, services, p
     ask_delete(chat, posts)
     chat.say("yes", ts=ts)
     assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
+
+
+def test_her_yes_answers_a_card_pushed_elsewhere_at_the_same_moment(app, services, posts, handle_calls, monkeypatch):
+    """Where a card went is kept by each job that sent it: the thread's post and a push to her
+    linked Telegram (which takes all her cards) run at once on two workers. Each keeps its own
+    post: the thread's is not lost, so her "yes" there, after the card, still answers it."""
+    from app import copilot
+    from app.connectors import post_turn
+    from app.connectors.telegram import Telegram
+    from app.models import ConnectorIdentity
+    from app.status import CardsTo
+
+    slack, _ = Chat(app, "slack", services), Chat(app, "telegram", services)  # alice's U111 and 111
+    with app.app_context():
+        for identity in db.session.scalars(sa.select(ConnectorIdentity).where(ConnectorIdentity.external_id == "111")):
+            identity.cards = CardsTo.ALL
+        db.session.commit()
+    held, call, prompt = [], copilot.call, Telegram.post_prompt
+
+    def hold_the_threads_post(target, *args):
+        return held.append(args) if target == "app.connectors:post_turn" else call(target, *args)
+
+    def push_while_the_thread_posts(self, *args):
+        answer = prompt(self, *args)
+        while held:  # meanwhile, another worker posts the card in her Slack thread
+            with app.app_context():
+                post_turn(*held.pop())
+        return answer
+
+    monkeypatch.setattr(copilot, "call", hold_the_threads_post)
+    monkeypatch.setattr(Telegram, "post_prompt", push_while_the_thread_posts)
+    ask_delete(slack, posts)
+    with app.app_context():
+        posted = db.session.scalar(sa.select(Approval.posted))
+    assert sorted(p["connector"] for p in posted) == ["slack", "telegram"], posted
+    slack.say("yes")
+    assert handle_calls["n"] == 1 and statuses(app) == ["done"]
+
+
+def test_a_card_whose_message_the_service_did_not_number_opens_no_wait(app, services, posts, handle_calls, monkeypatch):
+    """A card the service took without saying which message it is (no message_id) can be shown to
+    precede no reply: its link goes to the thread and no wait opens, so her next words are her
+    words, and the card waits for its buttons or the web."""
+    from app.connectors.telegram import Telegram
+
+    send = Telegram._send
+    monkeypatch.setattr(Telegram, "_send", lambda self, p: {"ok": True, "result": {}} if "reply_markup" in p else send(self, p))
+    chat = Chat(app, "telegram", services)
+    chat.say(f"/delete_post post={posts['Spring meetup']}")
+    assert chat.sent()[-1].startswith("Please answer this in Countersign: ")
+    with app.app_context():
+        assert redis_client.client.keys("awaiting_confirm:*") == []
+    assert statuses(app) == ["pending"]
 
 
 @pytest.mark.parametrize("message_id", ["999999999", True, -5, 1e18, "١٢٣٤٥٦٧٨٩٠١٢"])
