@@ -112,6 +112,35 @@ def test_a_new_card_takes_the_yes_of_the_thread(app, chat, posts, handle_calls, 
         assert "A newer request replaced this one before the person answered." in model.seen()
 
 
+def test_telegram_a_yes_sent_as_a_reply_to_the_card_in_a_group_answers_it(app, services, posts, handle_calls):
+    """In a Telegram group without topics, a message sent with Reply carries the thread of replies
+    it belongs to (`message_thread_id`: its root, the card's message) but no `is_topic_message`:
+    it is the group's own thread, so it answers the card, and nothing goes back to a thread that
+    a group without topics does not have."""
+    chat = Chat(app, "telegram", services)
+    ask_delete(chat, posts)
+    card = [p for p in chat.api.posts if "reply_markup" in p][-1]
+    chat.say("yes", message_thread_id=card["sent_as"], reply_to_message={"message_id": card["sent_as"]})
+    assert handle_calls["n"] == 1
+    assert "Deleted “Spring meetup”." in "".join(chat.sent())
+    assert all("message_thread_id" not in p for p in chat.api.posts)
+
+
+def test_telegram_a_forum_topic_is_a_thread_of_its_own(app, services, posts, handle_calls):
+    """In a forum's topic (`is_topic_message`), the card goes to the topic and waits for a reply
+    there: a "yes" in the group's General topic or in another topic answers nothing."""
+    chat = Chat(app, "telegram", services)
+    topic = {"message_thread_id": 7, "is_topic_message": True}
+    chat.say(f"/delete_post post={posts['Spring meetup']}", **topic)
+    card = [p for p in chat.api.posts if "reply_markup" in p][-1]
+    assert card["message_thread_id"] == 7 and PROMPT in card["text"]
+    chat.say("yes")  # General
+    chat.say("yes", message_thread_id=8, is_topic_message=True)
+    assert handle_calls["n"] == 0
+    chat.say("yes", **topic)
+    assert handle_calls["n"] == 1
+
+
 def test_unknown_senders_are_refused_politely_and_reach_no_agent(app, chat):
     with app.app_context():
         db.session.execute(sa.delete(ConnectorIdentity))

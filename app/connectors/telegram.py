@@ -53,8 +53,12 @@ class Telegram(Connector):
         if any(message.get(k) not in (None, False) for k in NOT_THEIR_WORDS):
             return None
         thread = str(message["chat"]["id"])
-        if isinstance(message.get("message_thread_id"), int) and message["message_thread_id"]:
-            thread += f":{message['message_thread_id']}"
+        # A forum's topic is a thread of its own. Any other message_thread_id is the thread of
+        # replies a message sent with Reply belongs to (a group without topics has them too): the
+        # group's own thread, where the card it replies to waits.
+        topic = message.get("message_thread_id")
+        if message.get("is_topic_message") is True and isinstance(topic, int) and not isinstance(topic, bool) and topic > 0:
+            thread += f":{topic}"
         return Inbound(
             connector=self.name,
             thread_key=thread,
