@@ -147,10 +147,10 @@ class Connector(ABC):
 
     def answers(self, inbound: Inbound, approval: Approval) -> bool:
         """Whether this message proves it answers this card. Slack and Telegram verify the sender
-        themselves; the message must also have been written after the card was posted in its chat,
-        as the service numbers a chat's messages (`written_after`): a "yes" sent before the card
-        arrived (a second "yes" to the card before it, say) never answers a card its sender had
-        not seen. Email must show more (email.Email.answers)."""
+        themselves; the service must also have numbered the message after the card's own in its
+        chat (`written_after`): a "yes" it took before the card (a second "yes" to the card before
+        it, say) never answers a card its sender had not seen. Email must show more
+        (email.Email.answers)."""
         chat = inbound.thread_key.partition(":")[0]
         posts = [p.get("message", "") for p in approval.posted or () if p.get("connector") == self.name and p.get("chat") == chat]
         return any(self.written_after(inbound.at, posted) for posted in posts)

@@ -56,8 +56,8 @@ class Telegram(Connector):
         # A forum's topic is a thread of its own. Any other message_thread_id is the thread of
         # replies a message sent with Reply belongs to (a group without topics has them too): the
         # group's own thread, where the card it replies to waits.
-        topic = message.get("message_thread_id")
-        if message.get("is_topic_message") is True and isinstance(topic, int) and not isinstance(topic, bool) and topic > 0:
+        topic = _number(message.get("message_thread_id"))
+        if message.get("is_topic_message") is True and topic:
             thread += f":{topic}"
         return Inbound(
             connector=self.name,
@@ -163,7 +163,7 @@ def _keyboard(approval: Approval, chat: str) -> dict[str, Any]:
 
 
 def _number(value: Any) -> str:
-    """A message_id as text ("" when it is not a whole number above 0, which numbers nothing)."""
+    """A message's or a topic's id as text ("" when it is not a whole number above 0: no id)."""
     return str(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else ""
 
 
