@@ -6,7 +6,7 @@ authentication, alternating A/B request by request on one keep-alive connection,
 app is in production shape: gunicorn (`-k gthread` by default), `flask --app wsgi worker` running
 the turns (the offline model) over Redis, SQLite file or PostgreSQL.
 
-    python bench/confirm_roundtrip.py [--n 200] [--database-url URL] [--redis redis://127.0.0.1:6379/14]
+    python bench/confirm_roundtrip.py [--n 200] [--database-url URL] [--redis redis://127.0.0.1:6379/11]
                                       [--worker-class gthread|gevent] [--json]
 
 First n messages `/delete_post post=<id>` (each in a new conversation, each asking for a card)
@@ -128,7 +128,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--database-url", "--pg", dest="database_url", default=None)
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379/14")
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/11")
     parser.add_argument("--worker-class", default="gthread", choices=("gthread", "gevent"))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -3,7 +3,7 @@ process on one event loop (as a turn worker runs them), the model bench/fake_mod
 its words over `--seconds`.
 
     python bench/pass_floor.py [--n 200] [--rounds 2] [--seconds 2] [--database-url URL]
-                               [--redis redis://127.0.0.1:6379/12] [--smoke] [--json]
+                               [--redis redis://127.0.0.1:6379/9] [--smoke] [--json]
 
 A: the agent alone: the app's own pydantic-ai agent (the same tools, instructions and model
 client) streaming n answers at once, with no database, Redis, history or events. B: n passes at
@@ -161,7 +161,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--database-url", "--pg", dest="database_url", default=None)
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379/12")
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/9")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -21,7 +21,7 @@ smoke runs the peer beside the first L1 of each shape only.
 
 The web of P1 and L1 runs under WEB (gunicorn `-k gevent` where gevent is installed, else `-k
 gthread`); L2 runs under each worker class installed, WEB first (the smoke: WEB only). P1 and L1
-start `flask --app wsgi worker` beside it and use databases 14 and 13 of `--redis` (flushed first).
+start `flask --app wsgi worker` beside it and use databases 11 and 10 of `--redis` (flushed first; the suite's own are 15 down to 12).
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def plan(smoke: bool, pg: str | None, redis: str) -> list[Row]:
         rows.append(
             (
                 "confirm_roundtrip.py",
-                ["--n", "10" if small else "200", "--worker-class", WEB, "--redis", f"{redis}/14", *db],
+                ["--n", "10" if small else "200", "--worker-class", WEB, "--redis", f"{redis}/11", *db],
                 [
                     Figure(
                         f"P1 confirm (respond-async) ÷ one INSERT, median ({label})",
@@ -325,7 +325,7 @@ def plan(smoke: bool, pg: str | None, redis: str) -> list[Row]:
         rows.append(
             (
                 "slow_model.py",
-                [*(["--smoke"] if small else []), "--worker-class", WEB, "--redis", f"{redis}/13", *db],
+                [*(["--smoke"] if small else []), "--worker-class", WEB, "--redis", f"{redis}/10", *db],
                 [
                     *(peer_figures(label, people) if paired else []),
                     *l1_goals(label, people),
@@ -374,7 +374,7 @@ def plan(smoke: bool, pg: str | None, redis: str) -> list[Row]:
         rows.append(
             (
                 "slow_model.py",
-                [*(["--smoke"] if small else []), "--streamed", cores, "--redis", f"{redis}/13", *db],
+                [*(["--smoke"] if small else []), "--streamed", cores, "--redis", f"{redis}/10", *db],
                 [
                     *peer_figures(label, people),
                     *l1_goals(label, people),
@@ -386,7 +386,7 @@ def plan(smoke: bool, pg: str | None, redis: str) -> list[Row]:
         rows.append(
             (
                 "pass_floor.py",
-                [*(["--smoke"] if small else []), "--redis", f"{redis}/12", *db],
+                [*(["--smoke"] if small else []), "--redis", f"{redis}/9", *db],
                 [
                     Figure(f"L1 floor: a pass's CPU ÷ the agent alone ({label})", "", "×", lambda r: r["ratio"], lambda v: True),
                     Figure(
@@ -404,7 +404,7 @@ def plan(smoke: bool, pg: str | None, redis: str) -> list[Row]:
         rows.append(
             (
                 "streams.py",
-                [*(["--smoke"] if small else []), "--worker-class", worker_class, "--redis", f"{redis}/14"],
+                [*(["--smoke"] if small else []), "--worker-class", worker_class, "--redis", f"{redis}/11"],
                 [
                     Figure(
                         f"L2 {streams} open streams: failures ({worker_class})",
@@ -486,7 +486,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--pg", default=os.environ.get("COUNTERSIGN_BENCH_PG_URL"))
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379", help="the Redis server of P1, L1, L2 (databases 12–14)")
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379", help="the Redis server of P1, L1, L2 (databases 9–11)")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--only", action="append", default=[], metavar="NAME")
     parser.add_argument("--save", default=None, metavar="FILE")

@@ -5,7 +5,7 @@ limits off; the model a local fake OpenAI-compatible server (bench/fake_model.py
 words evenly over those seconds and stamps each chunk it sends on CLOCK_MONOTONIC.
 
     python bench/slow_model.py [--n 200] [--seconds 2] [--database-url URL | --pg URL]
-                               [--redis redis://127.0.0.1:6379/13] [--worker-class gthread|gevent]
+                               [--redis redis://127.0.0.1:6379/10] [--worker-class gthread|gevent]
                                [--workers 2] [--threads 256] [--worker-threads 256] [--worker-processes <cores>]
                                [--stream-after] [--limit 60] [--smoke] [--json]
 
@@ -614,7 +614,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--words", type=int, default=20)
     parser.add_argument("--database-url", "--pg", dest="database_url", default=None)
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379/13")
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/10")
     parser.add_argument("--worker-class", default="gthread", choices=("gthread", "gevent"))
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
     parser.add_argument("--threads", type=int, default=256, help="threads per gthread worker (its connections too)")

@@ -5,7 +5,7 @@ PostgreSQL); one asyncio client holds every connection.
 
     python bench/streams.py [--n 1000] [--hold 30] [--worker-class gthread|gevent] [--workers 2]
                             [--threads 640] [--connections N] [--database-url URL]
-                            [--redis redis://127.0.0.1:6379/14] [--smoke] [--json]
+                            [--redis redis://127.0.0.1:6379/11] [--smoke] [--json]
 
 Measured: the memory (RSS and PSS, from /proc/<pid>/smaps_rollup) of the web processes (gunicorn
 master + workers) after a warm-up and with every stream open, the difference ÷ n (memory per
@@ -269,7 +269,7 @@ def main() -> None:
     parser.add_argument("--hold", type=float, default=30.0, help="seconds every stream is held open")
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle /login samples")
     parser.add_argument("--database-url", "--pg", dest="database_url", default=None)
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379/14")
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/11")
     parser.add_argument("--worker-class", default="gthread", choices=("gthread", "gevent"))
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
     parser.add_argument("--threads", type=int, default=640, help="threads per gthread worker")

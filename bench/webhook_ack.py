@@ -23,7 +23,7 @@ SECRET = "bench-telegram-secret"
 
 
 def run(seconds: int, database_url: str) -> dict[str, object]:
-    redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/14")
+    redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/11")
     env = env_for(
         database_url,
         REDIS_URL=redis_url,

@@ -1,8 +1,10 @@
-"""bench/run.py's `--only`: prefixes of the figures' names, which hold commas themselves."""
+"""bench/run.py's `--only`: prefixes of the figures' names, which hold commas themselves; and the
+Redis databases the benchmarks empty, none of them the test suite's."""
 
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -47,3 +49,23 @@ def test_a_prefix_that_starts_no_figure_is_refused_before_anything_runs(run, nam
         run.prefixes(["L1 ours,L9"], names)  # (not split: "L9" starts no name; whole, it starts none either)
     with pytest.raises(SystemExit, match="starts no figure"):
         run.prefixes(["P2 admin list, 7 rows"], names)
+
+
+# The README's test command: Redis database 15 (scripts/services) down, 2 xdist workers a suite
+# (scripts/test), two suites side by side.
+SUITES_REDIS = set(range(15 - 2 * 2 + 1, 16))
+
+
+def test_no_benchmark_empties_a_redis_database_of_the_test_suite(run):
+    """The benchmarks flush their Redis databases first: on one of the suite's, a benchmark run
+    beside the suite would empty its queues and waits, and its chat tests would see nothing come
+    back."""
+    planned = {
+        int(a.rpartition("/")[2])
+        for _, args, *_ in run.plan(False, "postgresql://bench", "redis://127.0.0.1:6379")
+        for a in args
+        if a.startswith("redis://")
+    }
+    defaults = {int(n) for f in BENCH.glob("*.py") for n in re.findall(r"6379/(\d+)", f.read_text())}
+    assert planned and defaults, (planned, defaults)
+    assert not (planned | defaults) & SUITES_REDIS, sorted((planned | defaults) & SUITES_REDIS)
