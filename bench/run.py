@@ -21,7 +21,8 @@ smoke runs the peer beside the first L1 of each shape only.
 
 The web of P1 and L1 runs under WEB (gunicorn `-k gevent` where gevent is installed, else `-k
 gthread`); L2 runs under each worker class installed, WEB first (the smoke: WEB only). P1 and L1
-start `flask --app wsgi worker` beside it and use databases 11 and 10 of `--redis` (flushed first; the suite's own are 15 down to 12).
+start `flask --app wsgi worker` beside it and use databases 11 and 10 of `--redis` (flushed first;
+the test suite's own are 15 down to 12).
 """
 
 from __future__ import annotations
