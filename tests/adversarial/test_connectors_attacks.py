@@ -515,6 +515,28 @@ def test_a_card_whose_message_the_service_did_not_number_opens_no_wait(app, serv
     assert statuses(app) == ["pending"]
 
 
+def test_a_telegram_answer_of_ok_false_opens_no_wait(app, services, posts, handle_calls, monkeypatch):
+    """Telegram refuses with HTTP 4xx (tested with a card past 4096 characters); an answer of
+    "ok": false with a 200 (a proxy's, or Telegram's own one day) is a refusal too, even one that
+    names a message: the card opens no wait, and its link goes to the thread instead."""
+    from app.connectors import telegram
+
+    post_json = telegram.post_json
+
+    def refuse_cards(url, payload, **kw):
+        refused = {"ok": False, "description": "Bad Request", "result": {"message_id": 10**9}}
+        return refused if "reply_markup" in payload else post_json(url, payload, **kw)
+
+    monkeypatch.setattr(telegram, "post_json", refuse_cards)
+    chat = Chat(app, "telegram", services)
+    chat.say(f"/delete_post post={posts['Spring meetup']}")
+    assert chat.sent()[-1].startswith("Please answer this in Countersign: ")
+    with app.app_context():
+        assert redis_client.client.keys("awaiting_confirm:*") == []
+    chat.say("yes")
+    assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
+
+
 @pytest.mark.parametrize("message_id", ["999999999", True, -5, 1e18, "١٢٣٤٥٦٧٨٩٠١٢"])
 def test_a_telegram_yes_whose_place_cannot_be_read_does_not_answer(app, services, posts, handle_calls, message_id):
     """Telegram's message_id is a whole number; a message whose id is anything else proves nothing."""
