@@ -39,8 +39,16 @@
       following = atEnd(log);
       if (following) { endTop = log.scrollTop; shown(false); }
     });
-    new MutationObserver(grown).observe(log, { childList: true, subtree: true, characterData: true });
+    new MutationObserver(function (records) {
+      // A card's clock ticking (its time left, each second) is nothing new to follow: it would pull
+      // the log to its end under the person's pointer (the last card's Edit just opened, say).
+      if (!records.every(ticked)) grown();
+    }).observe(log, { childList: true, subtree: true, characterData: true });
     scrollToEnd();
+  }
+  function ticked(record) {
+    var el = record.target.nodeType === 1 ? record.target : record.target.parentElement;
+    return !!(el && el.closest("[data-expires]"));
   }
   document.addEventListener("DOMContentLoaded", watch);
   document.addEventListener("click", function (event) {

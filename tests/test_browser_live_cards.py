@@ -220,6 +220,25 @@ def test_the_consoles_poll_waits_while_the_admin_writes_a_decline_reason(page, b
         admin_context.close()
 
 
+def test_a_cards_clock_ticking_does_not_move_the_chat_under_the_person(page, server):
+    """A card's time left counts down each second. Its tick is no new content: the chat stays where
+    it is. (Each tick used to follow the log to its end: a person who had just opened the last
+    card's Edit saw the form jump up under the pointer a second later, and a press there could
+    land on nothing; CI once saw "Make a fresh card" pressed with no click on any button.)"""
+    sign_in_and_open_chat(page, server)
+    ask(page, "/send_email to=dana@example.org subject=Numbers body=Hi")
+    card = alices_card(page, "Send this email as alice@example.com?")
+    card.get_by_text("Edit", exact=True).click()
+    expect(card.get_by_label("Subject")).to_be_visible()
+    log = page.locator("#messages")
+    before = log.evaluate("log => log.scrollTop")
+    clock = card.locator("[data-expires]")
+    for _ in range(2):  # two ticks of the card's clock
+        shown = clock.inner_text()
+        expect(clock).not_to_have_text(shown)
+    assert log.evaluate("log => log.scrollTop") == before
+
+
 def test_an_edit_in_one_tab_brings_the_fresh_card_to_the_other_right_after_the_old(page, server):
     sign_in_and_open_chat(page, server)
     ask(page, "/send_email to=dana@example.org subject=Numbers body=Hi")
