@@ -239,6 +239,24 @@ def test_a_cards_clock_ticking_does_not_move_the_chat_under_the_person(page, ser
     assert log.evaluate("log => log.scrollTop") == before
 
 
+def test_a_cards_clock_ticking_offers_no_new_words_to_a_person_who_scrolled_up(page, server):
+    """Scrolled up to read, the person is offered "New words below" when something new comes: a
+    card's clock ticking is not something new."""
+    sign_in_and_open_chat(page, server)
+    ask(page, "/send_email to=dana@example.org subject=Numbers body=Hi")
+    card = alices_card(page, "Send this email as alice@example.com?")
+    card.get_by_text("Edit", exact=True).click()  # (a log taller than its box)
+    log = page.locator("#messages")
+    log.evaluate("log => { log.scrollTop = 0; }")
+    page.wait_for_function("() => document.getElementById('messages').scrollTop === 0", timeout=LONG)
+    clock = card.locator("[data-expires]")
+    for _ in range(2):
+        shown = clock.inner_text()
+        expect(clock).not_to_have_text(shown)
+    expect(page.locator("#new-words")).to_have_class(re.compile(r"\bnew-words--quiet\b"))
+    assert log.evaluate("log => log.scrollTop") == 0
+
+
 def test_an_edit_in_one_tab_brings_the_fresh_card_to_the_other_right_after_the_old(page, server):
     sign_in_and_open_chat(page, server)
     ask(page, "/send_email to=dana@example.org subject=Numbers body=Hi")
