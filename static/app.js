@@ -40,19 +40,26 @@
       if (following) { endTop = log.scrollTop; shown(false); }
     });
     new MutationObserver(function (records) {
-      // A card's clock ticking (its time left, each second) is nothing new to follow: it would pull
-      // the log to its end under the person's pointer (the last card's Edit just opened, say).
-      if (!records.every(ticked)) grown();
+      // A card's clock ticking (its time left, each second) or a button's own label ("Copied") is
+      // nothing new to follow: it would pull the log to its end under the person's pointer (the
+      // last card's Edit just opened, say), or offer "New words below" when none came.
+      if (!records.every(incidental)) grown();
     }).observe(log, { childList: true, subtree: true, characterData: true });
     scrollToEnd();
   }
-  function ticked(record) {
+  function incidental(record) {
     var el = record.target.nodeType === 1 ? record.target : record.target.parentElement;
-    return !!(el && el.closest("[data-expires]"));
+    return !!(el && el.closest("[data-expires], button"));
   }
   document.addEventListener("DOMContentLoaded", watch);
   document.addEventListener("click", function (event) {
-    if (event.target.closest && event.target.closest("#new-words")) scrollToEnd();
+    if (!(event.target.closest && event.target.closest("#new-words"))) return;
+    // Reading goes on in the log: the button (shown while it has focus) leaves the layout now, not
+    // at the person's next press, where the place it gave back moved the log's end 48 px between
+    // press and release and the click landed on nothing.
+    var log = document.getElementById("messages");
+    if (log) log.focus({ preventScroll: true });
+    scrollToEnd();
   });
 
   var sent = null;

@@ -14,7 +14,15 @@ from playwright.sync_api import expect
 
 from app.extensions import db
 from app.models import Approval, utcnow
-from tests.helpers.browser import LONG, ask, folder, held, sign_in_and_open_chat, signed_in  # noqa: F401 (folder: a fixture)
+from tests.helpers.browser import (  # noqa: F401 (folder: a fixture)
+    LONG,
+    ask,
+    composer_done,
+    folder,
+    held,
+    sign_in_and_open_chat,
+    signed_in,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -253,6 +261,43 @@ def test_a_cards_clock_ticking_offers_no_new_words_to_a_person_who_scrolled_up(p
     for _ in range(2):
         shown = clock.inner_text()
         expect(clock).not_to_have_text(shown)
+    expect(page.locator("#new-words")).to_have_class(re.compile(r"\bnew-words--quiet\b"))
+    assert log.evaluate("log => log.scrollTop") == 0
+
+
+def a_long_chat_ending_in_a_card(page, server):
+    """A chat taller than its box (three exchanges), its last item a card waiting: that card."""
+    sign_in_and_open_chat(page, server)
+    for sent in range(1, 4):
+        ask(page, f"hello {sent}")
+        composer_done(page, sent)
+    ask(page, "/send_email to=dana@example.org subject=Numbers body=Hi")
+    card = alices_card(page, "Send this email as alice@example.com?")
+    assert page.locator("#messages").evaluate("log => log.scrollHeight > log.clientHeight")
+    return card
+
+
+def test_a_press_right_after_jumping_to_the_latest_lands_where_it_was_aimed(page, server):
+    """The "Jump to the latest message" button shows while it has focus; pressed, it hands focus to the
+    chat, so it leaves the layout then, and not under the person's next press (its place given back
+    used to move the log's end between press and release: the card's Edit did not open)."""
+    card = a_long_chat_ending_in_a_card(page, server)
+    jump = page.locator("#new-words")
+    jump.focus()
+    jump.click()
+    card.get_by_text("Edit", exact=True).click()
+    expect(card.locator("details.card__edit")).to_have_attribute("open", "")
+
+
+def test_a_copy_is_no_new_words_for_a_person_who_scrolled_up(page, server):
+    """A button's own label changing ("Copy" to "Copied") is nothing new either."""
+    a_long_chat_ending_in_a_card(page, server)
+    log = page.locator("#messages")
+    log.evaluate("log => { log.scrollTop = 0; }")
+    page.wait_for_function("() => document.getElementById('messages').scrollTop === 0", timeout=LONG)
+    copy = page.locator(".message--user [data-copy]").first
+    copy.click()
+    expect(copy).not_to_have_text("Copy")  # its answer, whichever the clipboard gave
     expect(page.locator("#new-words")).to_have_class(re.compile(r"\bnew-words--quiet\b"))
     assert log.evaluate("log => log.scrollTop") == 0
 
