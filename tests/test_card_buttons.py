@@ -149,6 +149,18 @@ def test_two_cards_in_one_thread_are_answered_each_by_its_own_button(app, chat, 
     assert statuses(app) == ["done", "declined"] and handle_calls["n"] == 1
 
 
+def test_telegram_a_yes_replying_to_another_cards_message_answers_neither(app, services, posts, handle_calls, model):
+    """Telegram says which message a message replies to: a "yes" sent with Reply on the older card
+    (still waiting for its buttons) is about that card, so it does not confirm the newer one, whose
+    wait the thread's "yes" would answer; a "yes" replying to the newer card does."""
+    chat = Chat(app, "telegram", services)
+    first, second = ask_two(chat, posts, model)
+    chat.say("yes", reply_to_message={"message_id": first["sent_as"], "chat": {"id": first["chat_id"]}})
+    assert statuses(app) == ["pending", "pending"] and handle_calls["n"] == 0
+    chat.say("yes", reply_to_message={"message_id": second["sent_as"], "chat": {"id": second["chat_id"]}})
+    assert statuses(app) == ["pending", "done"] and handle_calls["n"] == 1
+
+
 def test_an_unsigned_or_stale_slack_press_is_refused_and_audited(app, services, posts, handle_calls):
     chat = Chat(app, "slack", services)
     card = ask_delete(chat, posts)

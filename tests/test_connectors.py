@@ -137,7 +137,7 @@ def test_telegram_a_forum_topic_is_a_thread_of_its_own(app, services, posts, han
     chat.say("yes")  # General
     chat.say("yes", message_thread_id=8, is_topic_message=True)
     assert handle_calls["n"] == 0
-    chat.say("yes", **topic)
+    chat.say("yes", **topic, reply_to_message={"message_id": 7, "forum_topic_created": {"name": "Blog"}})  # (the topic's root)
     assert handle_calls["n"] == 1
 
 

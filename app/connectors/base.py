@@ -49,11 +49,12 @@ class Inbound:
     claim: str = ""  # this delivery's hold on its dedupe key, taken by the webhook
     sender_name: str = ""  # the sender's name as the service gives it (shown when they link their account)
     at: str = ""  # where the message stands in its chat, as the service numbers them (Slack's ts, Telegram's message_id)
+    replies_to: str = ""  # the message it answers with the service's Reply, where the service says (Telegram)
 
     def __post_init__(self) -> None:
         # NUL and lone surrogates cannot be stored: drop / replace them in whatever a chat service sends.
         texts = ("thread_key", "sender", "text", "event_id", "address", "subject", "refs", "unproven", "claim", "at")
-        for name in (*texts, "sender_name"):
+        for name in (*texts, "replies_to", "sender_name"):
             setattr(self, name, scrub(str(getattr(self, name))))
 
 
@@ -149,10 +150,13 @@ class Connector(ABC):
         """Whether this message proves it answers this card. Slack and Telegram verify the sender
         themselves; the service must also have numbered the message after the card's own in its
         chat (`written_after`): a "yes" it took before the card (a second "yes" to the card before
-        it, say) never answers a card its sender had not seen. Email must show more
-        (email.Email.answers)."""
+        it, say) never answers a card its sender had not seen. A message sent with Reply on
+        another message (Telegram says which) is about that one, not this card. Email must show
+        more (email.Email.answers)."""
         chat = inbound.thread_key.partition(":")[0]
         posts = [p.get("message", "") for p in approval.posted or () if p.get("connector") == self.name and p.get("chat") == chat]
+        if inbound.replies_to and inbound.replies_to not in posts:
+            return False
         return any(self.written_after(inbound.at, posted) for posted in posts)
 
     def written_after(self, at: str, posted: str) -> bool:

@@ -68,6 +68,7 @@ class Telegram(Connector):
             has_files=any(k in message for k in FILES),
             sender_name=_name(message["from"]),
             at=_number(message.get("message_id")),
+            replies_to=_replies_to(message, topic),
         )
 
     def written_after(self, at: str, posted: str) -> bool:
@@ -160,6 +161,14 @@ def _keyboard(approval: Approval, chat: str) -> dict[str, Any]:
     presses = [{"text": b["label"], "callback_data": b["value"]} for b in offered if "value" in b]
     links = [{"text": b["label"], "url": b["url"]} for b in offered if "url" in b]
     return {"inline_keyboard": [row for row in (presses, links) if row]}
+
+
+def _replies_to(message: dict[str, Any], topic: str) -> str:
+    """The message this one answers with Reply ("" for none). In a forum's topic, every message
+    not sent with Reply names the topic's first message (its id is the topic's): that is none."""
+    replied = message.get("reply_to_message")
+    number = _number(replied.get("message_id")) if isinstance(replied, dict) else ""
+    return "" if number == topic and message.get("is_topic_message") is True else number
 
 
 def _number(value: Any) -> str:
