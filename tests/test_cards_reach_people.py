@@ -235,6 +235,39 @@ def test_a_post_kept_while_the_unseen_push_sends_is_kept_too(app, alice, service
         assert [p["connector"] for p in db.session.scalar(sa.select(Approval.posted))] == ["slack", "telegram"]
 
 
+def test_a_card_decided_while_the_unseen_push_sends_it_reads_its_outcome_there(
+    app, alice, services, posts, handle_calls, monkeypatch
+):
+    """She answers on the web while `push-unseen` is sending her card to her Telegram: the decision
+    came before the push kept where the card went, so the push shows the outcome there itself,
+    and her Telegram's card does not keep buttons for a card already decided."""
+    from app.connectors.telegram import Telegram
+    from app.models import utcnow
+
+    telegram = Chat(app, "telegram", services)
+    alice.say(alice.new_conversation(), f"/delete_post post={posts['Spring meetup']}")
+    telegram.work()  # her turn: the card
+    approval = the_approval(app)
+    _, token = alice.card(alice.client.get(f"/approvals/{approval.id}").get_data(as_text=True))
+    with app.app_context():
+        db.session.execute(sa.update(Approval).values(created_at=utcnow() - timedelta(minutes=10)))
+        db.session.commit()
+    prompt = Telegram.post_prompt
+
+    def she_answers_meanwhile(self, chat, card, text):
+        sent = prompt(self, chat, card, text)
+        assert alice.answer(approval.id, token).status_code == 200
+        return sent
+
+    monkeypatch.setattr(Telegram, "post_prompt", she_answers_meanwhile)
+    assert app.test_cli_runner().invoke(args=["connectors", "push-unseen"]).output == "sent 1\n"
+    telegram.work()
+    (card,) = dm_cards(telegram, "111")
+    edit = card_posts(telegram.api, "editMessageText")[-1]
+    assert edit["message_id"] == card["sent_as"] and "reply_markup" not in edit
+    assert handle_calls["n"] == 1
+
+
 def test_a_card_one_linked_account_refuses_still_reaches_the_others(app, services, posts):
     """Slack answers a refused message with HTTP 200 and "ok": false, which now raises: the card
     is not sent there, and her other linked accounts still get it."""

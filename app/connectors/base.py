@@ -53,8 +53,11 @@ class Inbound:
 
     def __post_init__(self) -> None:
         # NUL and lone surrogates cannot be stored: drop / replace them in whatever a chat service sends.
-        texts = ("thread_key", "sender", "text", "event_id", "address", "subject", "refs", "unproven", "claim", "at")
-        for name in (*texts, "replies_to", "sender_name"):
+        texts = (
+            *("thread_key", "sender", "text", "event_id", "address", "subject", "refs", "unproven", "claim"),
+            *("at", "replies_to", "sender_name"),
+        )
+        for name in texts:
             setattr(self, name, scrub(str(getattr(self, name))))
 
 

@@ -100,7 +100,10 @@ def push_unseen(after_seconds: int) -> int:
         if watching(approval.user_id):
             continue
         posted = _send(approval, targets(approval, unseen=True))
-        add_posts(approval.id, posted)  # (none: looked at, and nothing takes it)
+        if posted:
+            keep_posts(approval, posted)  # (decided meanwhile: its outcome shown there now)
+        else:
+            add_posts(approval.id, [])  # looked at, and nothing takes it
         sent += bool(posted)
     return sent
 
