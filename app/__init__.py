@@ -79,6 +79,11 @@ def register_extensions(app: Flask) -> None:
     if app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite"):
         with app.app_context():
             _sqlite_pragmas()
+    elif app.config["SQLALCHEMY_DATABASE_URI"].startswith("postgresql+psycopg"):
+        from app.pg_checkout import begin_on_checkout
+
+        with app.app_context():
+            begin_on_checkout(db.engine)
 
 
 def _sqlite_pragmas() -> None:

@@ -258,8 +258,9 @@ def _engine_options(url: str, given: dict[str, Any]) -> dict[str, Any]:
     if url.startswith("sqlite"):
         # Wait for a writer rather than fail at once: confirms race on purpose.
         return {"connect_args": {"timeout": 30}, **given}
-    # A restarted database server leaves dead connections in the pool: test each one on checkout.
-    return {"pool_pre_ping": True, **given}
+    # A restarted database server leaves dead connections in the pool: each one is tested on
+    # checkout by the BEGIN of its transaction (app/pg_checkout.py), not by a ping of its own.
+    return dict(given)
 
 
 def _audit_keys(secret: str | None, secret_fallbacks: list[str]) -> dict[str, Any]:

@@ -126,7 +126,8 @@ MEANINGS: dict[str, str] = {
     "REMEMBER_COOKIE_HTTPONLY": "scripts cannot read Flask-Login's cookie",
     "SESSION_MAX_AGE": "seconds a browser session lives server-side, even without a sign-out",
     "SQLALCHEMY_ENGINE_OPTIONS": (
-        "SQLite waits 30 s for a writer; PostgreSQL's pool tests each connection on checkout (`pool_pre_ping`)"
+        "SQLite waits 30 s for a writer; PostgreSQL's pool tests each connection on checkout with its"
+        " transaction's BEGIN (app/pg_checkout.py: no ping of its own)"
     ),
     "SWEEP_ON_START": "end dead claims and dead workers' turns as `interrupted` when the app starts",
     "TURNS_RUNNER": (

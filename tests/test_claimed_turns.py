@@ -223,3 +223,26 @@ def test_a_streamed_message_is_served_on_the_servers_loop_on_postgresql_and_in_a
         on_postgresql = db.engine.dialect.name == "postgresql"
         assert db.session.scalar(sa.select(sa.func.count(Message.id)).where(Message.conversation_id == convo)) == 2
     assert threads == (0 if on_postgresql else 1)
+
+
+def test_a_claimed_pass_holds_no_connection_while_the_model_thinks(app, api, streamed):
+    """The ASGI server's own pass (its person handed over from the request, not read by the pass)
+    holds no pooled connection, no open transaction, across the model's await: the actions'
+    context reads the person's tenant, which must come with the claim, not be loaded lazily then
+    (that read opened a transaction that waited on the model)."""
+    convo = new_conversation(api)
+    handoff = handed_over(app, api, convo, "think")
+    assert handoff.claimed is not None
+    gate = threading.Event()
+    streamed.enqueue("thinking", gate=gate)
+    passing = threading.Thread(target=lambda: asyncio.run(execute(app, handoff.run_id, handoff.claimed)))
+    passing.start()
+    try:
+        assert streamed.started.wait(30)
+        with app.app_context():
+            held = db.engine.pool.checkedout()
+    finally:
+        gate.set()
+        passing.join(30)
+    assert status_of(app, handoff.run_id) == RunStatus.DONE
+    assert held == 0

@@ -403,3 +403,61 @@ def test_a_reply_longer_than_the_read_buffer_comes_whole(app):
         assert [e.data["text"] for e in read] == [text] * 10
         assert sum(len(e.data["text"]) for e in read) > READ_SIZE
         redis_client.client.delete(events.key(424242))
+
+
+def test_a_postgresql_transaction_waits_on_the_server_for_its_begin_its_statements_and_its_commit_only(app, tmp_path):
+    """On checkout a pooled connection is tested by its transaction's BEGIN (app/pg_checkout.py):
+    no ping of its own before it (SQLAlchemy's pool_pre_ping sent a SELECT 1 first, then psycopg
+    its BEGIN: two waits on the server before the first statement). Read off libpq's own trace of
+    the messages a pooled connection sent: each `Query` and each `Sync` waits for the server."""
+    if not app.config["SQLALCHEMY_DATABASE_URI"].startswith("postgresql"):
+        pytest.skip("PostgreSQL's round trips are counted in the suite's PostgreSQL pass")
+    from psycopg import pq
+
+    trace = tmp_path / "libpq-trace"
+    made: list[Any] = []
+
+    def alice() -> None:
+        assert db.session.scalar(sa.select(User.id).where(User.email == "alice@example.com")) is not None
+        db.session.commit()
+
+    with app.app_context(), open(trace, "w") as out:
+        db.engine.dispose()
+        sa.event.listen(db.engine, "connect", lambda dbapi_connection, _record: made.append(dbapi_connection))
+        alice()  # a new connection (SQLAlchemy pings none that it just made), back to the pool
+        assert len(made) == 1
+        made[0].pgconn.trace(out.fileno())
+        made[0].pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            alice()  # the same connection, checked out of the pool
+        finally:
+            made[0].pgconn.untrace()
+            db.session.remove()
+            db.engine.dispose()
+    assert len(made) == 1
+    sent = [line.split("\t")[2].split(" ")[0] for line in trace.read_text().splitlines() if line.startswith("F\t")]
+    waits = [message for message in sent if message in ("Query", "Sync")]
+    assert waits == ["Query", "Sync", "Query"], sent  # BEGIN; the SELECT; COMMIT
+    assert '"BEGIN"' in trace.read_text().split("Sync")[0], "the transaction's BEGIN comes first, as the checkout's test"
+
+
+@pytest.mark.parametrize("isolation", ["REPEATABLE READ", "AUTOCOMMIT"])
+def test_a_postgresql_connection_with_its_own_isolation_level_is_pinged_and_keeps_it(app, isolation):
+    """A deployment's own isolation level (SQLALCHEMY_ENGINE_OPTIONS) is psycopg's to begin with:
+    the checkout's test is then a plain SELECT 1 outside any transaction, and the level holds."""
+    if not app.config["SQLALCHEMY_DATABASE_URI"].startswith("postgresql"):
+        pytest.skip("PostgreSQL's checkouts are tested in the suite's PostgreSQL pass")
+    from app.pg_checkout import begin_on_checkout
+
+    engine = sa.create_engine(app.config["SQLALCHEMY_DATABASE_URI"], isolation_level=isolation)
+    begin_on_checkout(engine)
+    try:
+        for _ in range(2):  # a new connection, then the same one out of the pool
+            with engine.connect() as connection:
+                level = connection.scalar(sa.text("SHOW transaction_isolation"))
+                in_transaction = connection.scalar(sa.text("SELECT now() <> statement_timestamp()"))
+                connection.rollback()
+            assert level == ("repeatable read" if isolation == "REPEATABLE READ" else "read committed")
+            assert in_transaction is (isolation != "AUTOCOMMIT")
+    finally:
+        engine.dispose()
