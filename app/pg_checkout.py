@@ -11,10 +11,14 @@ of 3,000).
 
 A connection in autocommit, or with psycopg's own isolation level, read-only or deferrable
 settings (whose `BEGIN` says more), is tested with a plain `SELECT 1` instead, outside any
-transaction, as the ping did."""
+transaction, as the ping did. A connection given such a setting after its checkout
+(`connection.execution_options(isolation_level=…)`) has the checkout's `BEGIN` rolled back first:
+SQLAlchemy refuses that change once a transaction of its own began, so the only one open then is
+the checkout's, with nothing in it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -27,8 +31,24 @@ _PINGED = pq.ExecStatus.TUPLES_OK
 
 def begin_on_checkout(engine: sa.Engine) -> None:
     """Once per engine (two apps may share one, as the tests' do)."""
-    if not sa.event.contains(engine, "checkout", _checkout):
-        sa.event.listen(engine, "checkout", _checkout)
+    if sa.event.contains(engine, "checkout", _checkout):
+        return
+    sa.event.listen(engine, "checkout", _checkout)
+    dialect = engine.dialect
+    for name in ("set_isolation_level", "set_readonly", "set_deferrable"):
+        setattr(dialect, name, _after_the_checkouts_begin(getattr(dialect, name)))
+
+
+def _after_the_checkouts_begin(setter: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    """A transaction's setting, set on a connection whose checkout began its transaction: that
+    empty transaction is rolled back first (psycopg changes none inside one)."""
+
+    def set_characteristic(dbapi_connection: Any, value: Any) -> None:
+        if dbapi_connection.pgconn.transaction_status == pq.TransactionStatus.INTRANS:
+            dbapi_connection.pgconn.exec_(b"ROLLBACK")
+        setter(dbapi_connection, value)
+
+    return set_characteristic
 
 
 def _checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:

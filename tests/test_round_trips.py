@@ -461,3 +461,37 @@ def test_a_postgresql_connection_with_its_own_isolation_level_is_pinged_and_keep
             assert in_transaction is (isolation != "AUTOCOMMIT")
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"isolation_level": "SERIALIZABLE"}, {"isolation_level": "AUTOCOMMIT"}, {"postgresql_readonly": True}],
+    ids=["serializable", "autocommit", "read-only"],
+)
+def test_a_postgresql_connection_given_its_own_isolation_after_checkout_has_it(app, options):
+    """`connection.execution_options(isolation_level=…)` (and an engine's) after the checkout began
+    the transaction: that empty transaction gives way, and the setting holds (psycopg refused it
+    inside one: "can't change 'autocommit' now")."""
+    if not app.config["SQLALCHEMY_DATABASE_URI"].startswith("postgresql"):
+        pytest.skip("PostgreSQL's checkouts are tested in the suite's PostgreSQL pass")
+    from app.pg_checkout import begin_on_checkout
+
+    engine = sa.create_engine(app.config["SQLALCHEMY_DATABASE_URI"])
+    begin_on_checkout(engine)
+    try:
+        given = (lambda: engine.connect().execution_options(**options), lambda: engine.execution_options(**options).connect())
+        for opened in given:
+            for _ in range(2):  # a new connection, then the same one out of the pool
+                with opened() as connection:
+                    level = connection.scalar(sa.text("SHOW transaction_isolation"))
+                    read_only = connection.scalar(sa.text("SHOW transaction_read_only"))
+                    in_transaction = connection.scalar(sa.text("SELECT now() <> statement_timestamp()"))
+                    connection.rollback()
+                assert level == ("serializable" if options.get("isolation_level") == "SERIALIZABLE" else "read committed")
+                assert read_only == ("on" if options.get("postgresql_readonly") else "off")
+                assert in_transaction is (options.get("isolation_level") != "AUTOCOMMIT")
+                with engine.connect() as plain:  # and the pool's next checkout is as before
+                    assert plain.scalar(sa.text("SHOW transaction_isolation")) == "read committed"
+                    assert plain.scalar(sa.text("SHOW transaction_read_only")) == "off"
+    finally:
+        engine.dispose()
