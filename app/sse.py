@@ -111,10 +111,13 @@ def data_lines(data: str) -> str:
     return "".join(f"data: {line}\n" for line in data.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
 
 
-def hold(person_id: int) -> str:
+def hold(person_id: int, conversation_id: int) -> tuple[str, str]:
     """A place among the person's open streams for a stream about to start (its id), taken before
-    what it follows is kept: TooManyAttempts (429) when they hold EVENTS_MAX_STREAMS_PER_PERSON."""
-    return _hold_a_stream(redis_client.client, person_id, None)[0]
+    what it follows is kept, and the conversation's newest event now (events.last_id()), which the
+    stream starts after: both in one round trip. TooManyAttempts (429) when the person holds
+    EVENTS_MAX_STREAMS_PER_PERSON."""
+    held, newest = _hold_a_stream(redis_client.client, person_id, partial(events.newest, conversation_id=conversation_id))
+    return held, events.newest_id(newest)
 
 
 def let_go(person_id: int, held: str) -> None:

@@ -431,7 +431,7 @@ def test_with_every_stream_place_taken_a_streamed_message_is_refused_before_it_i
     with app.test_request_context():
         alice = db.session.scalar(sa.select(User.id).where(User.email == "alice@example.com"))
         for _ in range(app.config["EVENTS_MAX_STREAMS_PER_PERSON"]):
-            sse.hold(alice)  # (as her open tabs would)
+            sse.hold(alice, convo)  # (as her open tabs would)
     for base, post in ((server.base, httpx2.post), (None, None)):
         if base is None:  # the WSGI app, in process
             answer = app.test_client().post(

@@ -24,7 +24,6 @@ from werkzeug.http import parse_accept_header
 from app import copilot, sse
 from app.api.events import event_json
 from app.auth import credential_check
-from app.copilot import events
 from app.copilot.approvals import Actor
 from app.extensions import db
 from app.models import Conversation
@@ -53,9 +52,8 @@ def turn(conversation: Conversation, actor: Actor, text: str) -> Any:
     The answer is a stream like any other: it takes one of the person's places first (429 with
     nothing kept when they hold EVENTS_MAX_STREAMS_PER_PERSON)."""
     render = partial(event_json, actor=actor, conversation_id=conversation.id)
-    held = sse.hold(actor.user.id)
+    held, after = sse.hold(actor.user.id, conversation.id)  # (`after`: before the message, so its title and turn events follow)
     try:
-        after = events.last_id(conversation.id)  # (before the message: its title and turn events follow)
         server: Exchange | None = request.environ.get(SERVER)
         if server is None:
             _, run = copilot.send_message(conversation, actor, text)

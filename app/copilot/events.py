@@ -149,10 +149,21 @@ def _append_steps(client: Any, keys: list[str], args: list[Any]) -> Any:
 def last_id(conversation_id: int) -> str:
     """The id of the newest event ("0-0" for none): a page rendered now has seen up to here."""
     try:
-        newest = redis_client.client.xrevrange(key(conversation_id), count=1)
+        return newest_id(newest(redis_client.client, conversation_id))
     except RedisError:
         return "0-0"
-    return _text(newest[0][0]) if newest else "0-0"
+
+
+def newest(redis: Any, conversation_id: int) -> Any:
+    """The newest event as last_id() reads it: on a client, the reply; on a pipeline, queued (so
+    that a streamed message's answer takes its place among the person's streams and finds where
+    it starts in one round trip: app.sse.hold)."""
+    return redis.xrevrange(key(conversation_id), count=1)
+
+
+def newest_id(reply: list[Any] | None) -> str:
+    """newest()'s reply as an id ("0-0" for none, or for no reply: Redis was away)."""
+    return _text(reply[0][0]) if reply else "0-0"
 
 
 def look_back(redis: Any, conversation_id: int, before: str | None) -> Any:
