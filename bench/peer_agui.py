@@ -20,6 +20,14 @@ or ended without `RUN_FINISHED`, `RUN_ERROR`, no model words, not in time); the 
 100 ms (bench/_login_probe.py), idle and during the run; the CPU time of the uvicorn processes
 (master and workers), the fake and these clients; RSS/PSS of the uvicorn processes.
 
+--durable: the same peer keeping what any server that keeps its promises must keep, and nothing
+more: the person's message written before the answer starts, and the reply written when the run
+completes, before its `RUN_FINISHED` (the agent's `on_complete`). Each is one plain INSERT and its
+commit, in a thread (`asyncio.to_thread`), on a SQLite file in WAL mode with `synchronous = FULL`
+(as Countersign's connections), shared by both workers. It answers how much of L1's gap those two
+writes alone cost, on this machine, in the same minutes (bench/run.py runs it beside the streamed
+L1 on SQLite).
+
 --smoke: 20 people, 0.5 s, 1 s of idle samples, 8 s for the turns (figures not meaningful).
 """
 
@@ -29,8 +37,11 @@ import argparse
 import asyncio
 import json
 import os
+import sqlite3
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -74,8 +85,19 @@ def make_app() -> Any:
         """The titles of the blog's posts with this status."""
         return [f"A {status} post"]
 
+    durable = os.environ.get("PEER_DURABLE")
+
     async def run(request: Request) -> Response:
-        return await AGUIAdapter.dispatch_request(request, agent=agent)
+        if not durable:
+            return await AGUIAdapter.dispatch_request(request, agent=agent)
+        sent = json.loads(await request.body())  # (Starlette keeps the body: the adapter reads it again)
+        thread = str(sent.get("threadId"))
+        await asyncio.to_thread(_keep, durable, thread, "user", str(sent["messages"][-1]["content"]))
+
+        async def reply(result: Any) -> None:
+            await asyncio.to_thread(_keep, durable, thread, "assistant", str(result.output))
+
+        return await AGUIAdapter.dispatch_request(request, agent=agent, on_complete=reply)
 
     async def health(request: Request) -> Response:
         return PlainTextResponse("ok")
@@ -83,11 +105,47 @@ def make_app() -> Any:
     return Starlette(routes=[Route("/", run, methods=["POST"]), Route("/health", health)])
 
 
+_connections = threading.local()
+
+
+def _keep(path: str, thread: str, role: str, text: str) -> None:
+    """One durable write: an INSERT and its commit, on this thread's own connection to the file."""
+    connection = getattr(_connections, "connection", None)
+    if connection is None:
+        connection = sqlite3.connect(path, timeout=30, isolation_level=None)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=FULL")
+        _connections.connection = connection
+    connection.execute("BEGIN IMMEDIATE")
+    connection.execute("INSERT INTO messages (thread, role, text) VALUES (?, ?, ?)", (thread, role, text))
+    connection.execute("COMMIT")
+
+
+def durable_file(folder: str) -> str:
+    """The durable peer's SQLite file, with its one table."""
+    path = os.path.join(folder, "peer.db")
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("CREATE TABLE messages (id INTEGER PRIMARY KEY, thread TEXT, role TEXT, text TEXT)")
+    connection.close()
+    return path
+
+
 class Server:
     """The uvicorn this benchmark started: its port and its processes."""
 
-    def __init__(self, port: int, proc: subprocess.Popen[bytes], shape: str) -> None:
-        self.port, self.proc, self.shape = port, proc, shape
+    def __init__(self, port: int, proc: subprocess.Popen[bytes], shape: str, durable: str | None = None) -> None:
+        self.port, self.proc, self.shape, self.durable = port, proc, shape, durable
+
+    def kept(self) -> int | None:
+        """The messages the durable peer has written so far (None: it keeps nothing)."""
+        if self.durable is None:
+            return None
+        connection = sqlite3.connect(self.durable)
+        try:
+            return int(connection.execute("SELECT count(*) FROM messages").fetchone()[0])
+        finally:
+            connection.close()
 
     def pids(self) -> list[int]:
         """The master and its workers (and anything they started)."""
@@ -100,11 +158,18 @@ class Server:
 
 
 @contextmanager
-def serve(base_url: str, workers: int) -> Iterator[Server]:
-    """`uvicorn --factory peer_agui:make_app --workers N` on a free port of 127.0.0.1; stopped on exit."""
-    env = {**os.environ, "PEER_MODEL_BASE_URL": f"{base_url}/v1"}
-    with uvicorn("peer_agui:make_app", env, workers, HERE, "peer-uvicorn", ("--factory", "--app-dir", str(HERE))) as (port, proc):
-        yield Server(port, proc, f"uvicorn --workers {workers} (pydantic-ai AGUIAdapter)")
+def serve(base_url: str, workers: int, durable: bool = False) -> Iterator[Server]:
+    """`uvicorn --factory peer_agui:make_app --workers N` on a free port of 127.0.0.1; stopped on exit.
+    `durable`: the two writes (module docstring) on a SQLite file of its own, removed after."""
+    with tempfile.TemporaryDirectory(prefix="peer-durable-") as folder:
+        env = {**os.environ, "PEER_MODEL_BASE_URL": f"{base_url}/v1"}
+        if durable:
+            env["PEER_DURABLE"] = durable_file(folder)
+        kept = ", the message and the reply kept in SQLite" if durable else ""
+        shape = f"uvicorn --workers {workers} (pydantic-ai AGUIAdapter{kept})"
+        options = ("--factory", "--app-dir", str(HERE))
+        with uvicorn("peer_agui:make_app", env, workers, HERE, "peer-uvicorn", options) as (port, proc):
+            yield Server(port, proc, shape, env.get("PEER_DURABLE"))
 
 
 def run_input(text: str) -> dict[str, Any]:
@@ -207,8 +272,10 @@ def failures(turns: list[dict[str, Any]]) -> dict[str, int]:
     return {"total": sum(counts.values()), **counts}
 
 
-def run(n: int, seconds: float, words: int, workers: int, idle: float, limit: float, warm_rounds: int = 3) -> dict[str, Any]:
-    with fake_model(seconds, words) as (base_url, fake), serve(base_url, workers) as server:
+def run(
+    n: int, seconds: float, words: int, workers: int, idle: float, limit: float, warm_rounds: int = 3, durable: bool = False
+) -> dict[str, Any]:
+    with fake_model(seconds, words) as (base_url, fake), serve(base_url, workers, durable) as server:
         warm_up(server.port, rounds=warm_rounds)
         probe = LoginProbe(server.port, path="/health")
         idle_health = probe.sample(idle)
@@ -219,9 +286,11 @@ def run(n: int, seconds: float, words: int, workers: int, idle: float, limit: fl
             return {"server": cpu_seconds(server.pids()), "fake": cpu_seconds([fake.pid]), "clients": cpu_seconds([os.getpid()])}
 
         cpu_before = cpu()
+        kept_before = server.kept()
         out = asyncio.run(storm(server.port, n, limit, probe))
         during_health = probe.finish()
         cpu_after = cpu()
+        kept_after = server.kept()
         after = {"server": memory_of(server.pids())}
         stats = fake_stats(base_url)
         shape = server.shape
@@ -239,6 +308,7 @@ def run(n: int, seconds: float, words: int, workers: int, idle: float, limit: fl
         "all_ended_s": out["ended"] - out["started"],
         "failures": failures(turns),
         "turns_ok": sum(t.get("state") == "done" and bool(t.get("replied")) for t in turns),
+        "kept": None if kept_before is None or kept_after is None else kept_after - kept_before,
         "first_words": first_words_figures(turns, stats),
         "model": model_figures(turns, stats),
         "health": {"idle": idle_health, "run": during_health},
@@ -248,6 +318,9 @@ def run(n: int, seconds: float, words: int, workers: int, idle: float, limit: fl
         "load_average_before": load_before,
         "load_average_after": load_average(),
     }
+    if result["kept"] is not None and result["kept"] < 2 * result["turns_ok"]:  # (a floor that wrote less is no floor)
+        result["failures"]["not_kept"] = 2 * result["turns_ok"] - result["kept"]
+        result["failures"]["total"] += result["failures"]["not_kept"]
     idle_p99, run_p99 = idle_health.get("p99_ms"), during_health.get("p99_ms")
     result["health"]["ratio_p99"] = run_p99 / idle_p99 if idle_p99 and run_p99 else None
     return result
@@ -273,6 +346,8 @@ def show(r: dict[str, Any]) -> None:
         print(f"  GET /health {name:<5}  {_ms(s, ('p50', 'p99', 'max'))}   failed {s['failed']}")
     print(f"  /health p99 ratio  {health['ratio_p99']:.2f}x" if health["ratio_p99"] else "  /health p99 ratio  -")
     print(f"  server CPU / turn  {r['cpu_per_turn_ms']:.1f} ms")
+    if r["kept"] is not None:
+        print(f"  kept               {r['kept']} messages (the people's and the replies)")
     for name in ("before", "after"):
         s = r["memory"][name]["server"]
         print(f"  memory {name:<6}      server RSS {s['rss_mb']:.0f} MB  PSS {s['pss_mb']:.0f} MB ({s['processes']} processes)")
@@ -291,12 +366,14 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="uvicorn workers")
     parser.add_argument("--idle", type=float, default=5.0, help="seconds of idle /health samples")
     parser.add_argument("--limit", type=float, default=60.0, help="seconds the runs may take")
+    parser.add_argument("--durable", action="store_true", help="keep the message and the reply in SQLite")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.smoke:
         args.n, args.seconds, args.idle, args.limit = min(args.n, 20), 0.5, 1.0, 8.0
-    result = run(args.n, args.seconds, args.words, args.workers, args.idle, args.limit, warm_rounds=1 if args.smoke else 3)
+    warm_rounds = 1 if args.smoke else 3
+    result = run(args.n, args.seconds, args.words, args.workers, args.idle, args.limit, warm_rounds, durable=args.durable)
     if not args.json:
         show(result)
     print(json.dumps(result))

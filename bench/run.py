@@ -17,7 +17,10 @@ L1, peer, L1, peer, …, each pair in the same minutes; the ratios (ours ÷ the 
 within each pair, then their median and min–max. L1 runs in two shapes: the browser's (the event
 stream open, then the POST; gunicorn and the turn workers) and the API client's streamed turn (the
 POST answered with its turn by `uvicorn asgi:app`, which runs the pass: the peer's own shape). The
-smoke runs the peer beside the first L1 of each shape only.
+smoke runs the peer beside the first L1 of each shape only. The streamed L1 on SQLite also runs
+beside the peer keeping the person's message and the reply in SQLite (`peer_agui.py --durable`):
+L1, peer, durable peer, …; its rows say what those two writes alone cost the peer, and how far
+ours is from that floor.
 
 The web of P1 and L1 runs under WEB (gunicorn `-k gevent` where gevent is installed, else `-k
 gthread`); L2 runs under each worker class installed, WEB first (the smoke: WEB only). P1 and L1
@@ -120,6 +123,48 @@ def peer_figures(label: str, people: str) -> list[Figure]:
     ]
 
 
+def floor_figures(label: str) -> list[Figure]:
+    """The peer keeping the person's message before its answer and the reply before its end
+    (r["peer_durable"], the same minutes): what those two writes alone cost it, and ours against it."""
+    return [
+        Figure(
+            f"L1 peer keeping its 2 writes ÷ peer: turn end p99 ({label} run)",
+            "",
+            "×",
+            lambda r: r["peer_durable"]["turn"]["p99_ms"] / r["peer"]["turn"]["p99_ms"],
+            lambda v: True,
+        ),
+        Figure(
+            f"L1 peer keeping its 2 writes ÷ peer: server CPU per turn ({label} run)",
+            "",
+            "×",
+            lambda r: r["peer_durable"]["cpu_per_turn_ms"] / r["peer"]["cpu_per_turn_ms"],
+            lambda v: True,
+        ),
+        Figure(
+            f"L1 peer keeping its 2 writes: failed turns ({label} run)",
+            "0",
+            "",
+            lambda r: r["peer_durable"]["failures"]["total"],
+            lambda v: v == 0,
+        ),
+        Figure(
+            f"L1 ours ÷ peer keeping its 2 writes: turn end p99 ({label})",
+            "",
+            "×",
+            lambda r: r["turn"]["p99_ms"] / r["peer_durable"]["turn"]["p99_ms"],
+            lambda v: True,
+        ),
+        Figure(
+            f"L1 ours ÷ peer keeping its 2 writes: server CPU per turn ({label})",
+            "",
+            "×",
+            lambda r: ours_cpu_per_turn_ms(r) / r["peer_durable"]["cpu_per_turn_ms"],
+            lambda v: True,
+        ),
+    ]
+
+
 def l1_goals(label: str, people: str) -> list[Figure]:
     """L1's own goals, in either shape: the turn's end, failures, first words, `/login` meanwhile."""
     return [
@@ -149,8 +194,14 @@ def l1_goals(label: str, people: str) -> list[Figure]:
 
 
 # A benchmark: its script, its arguments, its figures; a fourth element, when there is one, is the
-# peer's script and arguments, run after each of its runs (their figures read r["peer"]).
-Row = tuple[str, list[str], list[Figure]] | tuple[str, list[str], list[Figure], tuple[str, list[str]]]
+# peer's script and arguments, run after each of its runs (their figures read r["peer"]); a fifth,
+# the peer keeping its two writes (peer_agui.py --durable), run after that (r["peer_durable"]).
+Peer = tuple[str, list[str]]
+Row = (
+    tuple[str, list[str], list[Figure]]
+    | tuple[str, list[str], list[Figure], Peer]
+    | tuple[str, list[str], list[Figure], Peer, Peer]
+)
 
 
 def plan(smoke: bool, pg: str | None, redis: str) -> list[Row]:
@@ -369,18 +420,21 @@ def plan(smoke: bool, pg: str | None, redis: str) -> list[Row]:
         )
     # L1 again, each person an API client taking its turn as the answer to its POST (`Accept:
     # text/event-stream`), served by the ASGI process (`uvicorn asgi:app`, one per core) that runs
-    # the pass itself: the peer's own shape, beside the same peer.
+    # the pass itself: the peer's own shape, beside the same peer; on SQLite also beside the peer
+    # keeping the person's message and the reply (the floor of any server that keeps them).
     cores = str(os.cpu_count() or 1)
-    for label, db in [(f"{name}, streamed", args) for name, args in databases]:
+    durable_peer = ("peer_agui.py", [*(["--smoke"] if small else []), "--durable"])
+    for k, (label, db) in enumerate([(f"{name}, streamed", args) for name, args in databases]):
         rows.append(
             (
                 "slow_model.py",
                 [*(["--smoke"] if small else []), "--streamed", cores, "--redis", f"{redis}/10", *db],
                 [
                     *peer_figures(label, people),
+                    *(floor_figures(label) if k == 0 else []),
                     *l1_goals(label, people),
                 ],
-                peer,
+                *((peer, durable_peer) if k == 0 else (peer,)),
             )
         )
     for label, db in databases:
@@ -510,6 +564,8 @@ def main() -> None:
                 result = timed(script, script_args, f"run {i + 1} of {runs}")
                 if beside:  # the peer in the same minutes: L1, peer, L1, peer, …
                     result["peer"] = timed(*beside[0], f"beside run {i + 1} of {runs}")
+                if len(beside) > 1:  # and the peer keeping its two writes: L1, peer, durable peer, …
+                    result["peer_durable"] = timed(*beside[1], f"beside run {i + 1} of {runs}")
             except subprocess.CalledProcessError as error:
                 # One failed run is reported (and fails the command at the end); the others still count.
                 failed.append(f"{Path(error.cmd[1]).name} {' '.join(error.cmd[2:-1])} (run {i + 1} of {runs})")

@@ -69,3 +69,26 @@ def test_no_benchmark_empties_a_redis_database_of_the_test_suite(run):
     defaults = {int(n) for f in BENCH.glob("*.py") for n in re.findall(r"6379/(\d+)", f.read_text())}
     assert planned and defaults, (planned, defaults)
     assert not (planned | defaults) & SUITES_REDIS, sorted((planned | defaults) & SUITES_REDIS)
+
+
+def test_the_peer_keeping_its_two_writes_runs_beside_the_streamed_l1_on_sqlite_only(run):
+    """L1, peer, the peer keeping the person's message and the reply (`peer_agui.py --durable`):
+    beside the streamed L1 on SQLite, and no other; its figures read that run's own figures."""
+    planned = run.plan(False, "postgresql://bench", "redis://127.0.0.1:6379")
+    durable = [(args, beside) for script, args, _, *beside in planned if len(beside) > 1]
+    assert len(durable) == 1
+    args, (peer, durable_peer) = durable[0]
+    assert "--streamed" in args and "--database-url" not in args
+    assert peer == ("peer_agui.py", []) and durable_peer == ("peer_agui.py", ["--durable"])
+    r = {
+        "turn": {"p99_ms": 3300.0},
+        "n": 200,
+        "cpu_s": {"asgi": 4.4, "redis": 0.0},
+        "peer": {"turn": {"p99_ms": 3000.0}, "cpu_per_turn_ms": 20.0},
+        "peer_durable": {"turn": {"p99_ms": 3150.0}, "cpu_per_turn_ms": 22.0, "failures": {"total": 0}},
+    }
+    figures = {f.name: f.read(r) for f in run.floor_figures("SQLite, streamed")}
+    assert figures["L1 peer keeping its 2 writes ÷ peer: turn end p99 (SQLite, streamed run)"] == pytest.approx(1.05)
+    assert figures["L1 peer keeping its 2 writes ÷ peer: server CPU per turn (SQLite, streamed run)"] == pytest.approx(1.1)
+    assert figures["L1 ours ÷ peer keeping its 2 writes: turn end p99 (SQLite, streamed)"] == pytest.approx(3300 / 3150)
+    assert figures["L1 ours ÷ peer keeping its 2 writes: server CPU per turn (SQLite, streamed)"] == pytest.approx(1.0)
