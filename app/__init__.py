@@ -87,14 +87,14 @@ def register_extensions(app: Flask) -> None:
 
 
 def _sqlite_pragmas() -> None:
-    """WAL lets readers and one writer work at once; claims still serialize. A connection taken on
-    the ASGI process's loop waits for the write lock briefly at most (_brief_wait_on_loop). (Once
-    per engine: two apps may share one, as the tests' do.)"""
+    """WAL lets readers and one writer work at once; claims still serialize. A connection taken
+    on the ASGI process's loop waits for the write lock briefly at most (_no_wait_on_loop). (Once per engine: two apps
+    may share one, as the tests' do.)"""
     import sqlalchemy as sa
 
     if not sa.event.contains(db.engine, "connect", _on_connect):
         sa.event.listen(db.engine, "connect", _on_connect)
-        sa.event.listen(db.engine, "checkout", _brief_wait_on_loop)
+        sa.event.listen(db.engine, "checkout", _no_wait_on_loop)
         sa.event.listen(db.engine, "checkin", _wait_again)
 
 
@@ -108,7 +108,7 @@ def _sqlite_pragmas() -> None:
 SQLITE_LOOP_WAIT_MS = 10
 
 
-def _brief_wait_on_loop(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+def _no_wait_on_loop(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
     """On the loop (extensions.on_loop), SQLite's write lock is waited for SQLITE_LOOP_WAIT_MS at
     most: the connection's busy timeout is that until it goes back to the pool, so a write that
     finds the lock held longer fails (SQLITE_BUSY) and the request runs again in a thread

@@ -92,8 +92,7 @@ def lock_busy(error: BaseException) -> bool:
     orig = getattr(error, "orig", None)
     if getattr(orig, "sqlstate", None) == "55P03":
         return True
-    code = getattr(orig, "sqlite_errorcode", None) if isinstance(orig, sqlite3.OperationalError) else None
-    return code is not None and code & 0xFF == sqlite3.SQLITE_BUSY  # (an extended code's primary one: SQLITE_BUSY_TIMEOUT too)
+    return isinstance(orig, sqlite3.OperationalError) and getattr(orig, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY
 
 
 def would_wait(error: BaseException, what: str) -> None:

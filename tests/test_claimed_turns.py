@@ -280,22 +280,3 @@ def test_a_claimed_pass_holds_no_connection_while_the_model_thinks(app, api, str
         passing.join(30)
     assert status_of(app, handoff.run_id) == RunStatus.DONE
     assert held == 0
-
-
-@pytest.mark.parametrize(
-    ("code", "busy"),
-    [(5, True), (773, True), (517, True), (261, True), (6, False), (1, False), (None, False)],
-    ids=["BUSY", "BUSY_TIMEOUT", "BUSY_SNAPSHOT", "BUSY_RECOVERY", "LOCKED", "ERROR", "no code"],
-)
-def test_sqlites_busy_codes_extended_ones_too_are_a_lock_not_waited_for(code, busy):
-    """Which SQLite errors send a request on the loop to a thread (extensions.lock_busy): every
-    SQLITE_BUSY, whatever extended code a SQLite build gives it (a busy timeout's end is
-    SQLITE_BUSY_TIMEOUT on newer ones), and nothing else."""
-    import sqlite3
-
-    from app.extensions import lock_busy
-
-    orig = sqlite3.OperationalError("database is locked")
-    if code is not None:
-        orig.sqlite_errorcode = code
-    assert lock_busy(sa.exc.OperationalError("UPDATE …", {}, orig)) is busy
