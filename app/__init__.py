@@ -21,7 +21,7 @@ from app import config as settings
 from app import json_body, no_nul, static_gzip
 from app.copilot.text import seconds
 from app.errors import CountersignError, CrossSite, ServiceUnavailable, TooManyAttempts
-from app.extensions import csrf, db, htmx, init_migrate, limiter, login, on_loop, redis_client
+from app.extensions import csrf, db, htmx, init_migrate, limiter, login, redis_client
 
 log = logging.getLogger(__name__)
 startup.imported()
@@ -87,42 +87,12 @@ def register_extensions(app: Flask) -> None:
 
 
 def _sqlite_pragmas() -> None:
-    """WAL lets readers and one writer work at once; claims still serialize. A connection taken
-    on the ASGI process's loop waits for the write lock briefly at most (_no_wait_on_loop). (Once per engine: two apps
-    may share one, as the tests' do.)"""
+    """WAL lets readers and one writer work at once; claims still serialize. (Once per engine: two
+    apps may share one, as the tests' do.)"""
     import sqlalchemy as sa
 
     if not sa.event.contains(db.engine, "connect", _on_connect):
         sa.event.listen(db.engine, "connect", _on_connect)
-        sa.event.listen(db.engine, "checkout", _no_wait_on_loop)
-        sa.event.listen(db.engine, "checkin", _wait_again)
-
-
-# How long a request on the ASGI process's loop waits for SQLite's write lock before it is undone
-# and run again in a thread (extensions.would_wait). Another writer's commit usually lets it go
-# within a few milliseconds; the loop serves every stream of the process meanwhile, so its wait is
-# bounded here, not the 30 s a thread waits. Measured (bench/README, 2026-12-07), streamed L1 on
-# SQLite, 3 pairs against the requests in threads: turn end p99 3734 / 3826 / 3918 -> 3561 / 3558 /
-# 3570 ms, CPU a turn 21.9-22.9 -> 20.2-20.9 ms. Not waiting at all (0) gained nothing: in a burst
-# the lock is often held for a moment, and each such request then ran twice.
-SQLITE_LOOP_WAIT_MS = 10
-
-
-def _no_wait_on_loop(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
-    """On the loop (extensions.on_loop), SQLite's write lock is waited for SQLITE_LOOP_WAIT_MS at
-    most: the connection's busy timeout is that until it goes back to the pool, so a write that
-    finds the lock held longer fails (SQLITE_BUSY) and the request runs again in a thread
-    (extensions.would_wait), as on PostgreSQL a row lock's NOWAIT."""
-    if on_loop.get() is None:
-        return
-    record.info["busy_timeout"] = dbapi_connection.execute("PRAGMA busy_timeout").fetchone()[0]
-    dbapi_connection.execute(f"PRAGMA busy_timeout = {SQLITE_LOOP_WAIT_MS}")
-
-
-def _wait_again(dbapi_connection: Any, record: Any) -> None:
-    waited = record.info.pop("busy_timeout", None)
-    if waited is not None and dbapi_connection is not None:
-        dbapi_connection.execute(f"PRAGMA busy_timeout = {int(waited)}")
 
 
 def _on_connect(dbapi_connection: Any, _record: Any) -> None:

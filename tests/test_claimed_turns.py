@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from datetime import timedelta
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 
 from app.copilot import execute, sweep_dead
@@ -182,10 +180,10 @@ def test_a_continuation_claimed_by_a_worker_while_a_message_claims_its_own_run_w
     assert statuses == {paused_id: RunStatus.QUEUED, handoff.run_id: RunStatus.RUNNING}  # behind the message's pass
 
 
-def test_a_streamed_message_is_served_on_the_servers_loop(app, api):
-    """The request of a streamed message runs on the ASGI server's loop (requests in threads take
-    the GIL from the loop that starts the passes: bench/README, 2026-12-07), never waiting there
-    for a lock (tests/test_streamed_turns.py holds one), on PostgreSQL and on SQLite alike."""
+def test_a_streamed_message_is_served_on_the_servers_loop_on_postgresql_and_in_a_thread_on_sqlite(app, api):
+    """On PostgreSQL the request of a streamed message runs on the ASGI server's loop (a thread's
+    request waits for the GIL after each round trip: bench/README, 2026-12-07), never waiting
+    there for a lock (tests/test_streamed_turns.py holds one); on SQLite in a thread, as before."""
     import json
 
     from app.api.turn_server import TurnServer
@@ -222,41 +220,9 @@ def test_a_streamed_message_is_served_on_the_servers_loop(app, api):
     assert sent[0]["status"] == 200
     assert b'"state": "done"' in b"".join(m.get("body", b"") for m in sent)
     with app.app_context():
+        on_postgresql = db.engine.dialect.name == "postgresql"
         assert db.session.scalar(sa.select(sa.func.count(Message.id)).where(Message.conversation_id == convo)) == 2
-    assert threads == 0
-
-
-def test_a_sqlite_connection_taken_on_the_loop_waits_briefly_for_a_lock_and_as_configured_once_back_in_the_pool(app):
-    """On the loop (extensions.on_loop) SQLite's busy timeout is app.SQLITE_LOOP_WAIT_MS: a write
-    that finds the lock held longer fails, and the request is undone (WouldWait) for a thread to
-    run again; the same connection, back in the pool, waits as configured for whoever takes it."""
-    from app import SQLITE_LOOP_WAIT_MS
-    from app.errors import WouldWait
-    from app.extensions import core, on_loop
-
-    with app.app_context():
-        if db.engine.dialect.name != "sqlite":
-            pytest.skip("SQLite's busy timeout: the SQLite pass")
-        configured = db.session.connection().exec_driver_sql("PRAGMA busy_timeout").scalar()
-        db.session.rollback()
-        assert configured == 30_000
-        holder = db.engine.raw_connection()  # another writer: the whole database's write lock
-        holder.execute("BEGIN IMMEDIATE")
-        busy: list[str] = []
-        token = on_loop.set(busy)
-        try:
-            started = time.monotonic()
-            with pytest.raises(WouldWait):
-                assert db.session.connection().exec_driver_sql("PRAGMA busy_timeout").scalar() == SQLITE_LOOP_WAIT_MS == 10
-                core(sa.update(Message).where(Message.id == -1).values(text="x"))
-            assert time.monotonic() - started < 10  # (not the configured 30 s)
-        finally:
-            on_loop.reset(token)
-            holder.execute("ROLLBACK")
-            holder.close()
-        assert busy == ["a lock"]
-        assert db.session.connection().exec_driver_sql("PRAGMA busy_timeout").scalar() == configured
-        db.session.rollback()
+    assert threads == (0 if on_postgresql else 1)
 
 
 def test_a_claimed_pass_holds_no_connection_while_the_model_thinks(app, api, streamed):

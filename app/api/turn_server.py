@@ -93,10 +93,10 @@ class TurnServer:
         self.flask_app = flask_app
         config = flask_app.config
         self.limit, self.timeout = config["WORKER_THREADS"], config["TURN_TIMEOUT"]
-        # A streamed message's request runs on the loop, never waiting there for a lock (_on_loop);
-        # under the `inline` runner in a thread (it would run a pass from the request, inside this
-        # loop).
-        self.requests_on_loop = config["TURNS_RUNNER"] != "inline"
+        # On PostgreSQL a streamed message's request runs on the loop, never waiting there for a
+        # lock (_on_loop); on SQLite in a thread (measured: no difference there), and under the
+        # `inline` runner too (it would run a pass from the request, inside this loop).
+        self.requests_on_loop = config["SQLALCHEMY_DATABASE_URI"].startswith("postgresql") and config["TURNS_RUNNER"] != "inline"
         self.passes: set[asyncio.Task[None]] = set()
         # Every other request goes through the Flask app in a thread (its SQL and Redis calls may
         # wait: a locked SQLite, a JSON answer waiting for its turn), never on the loop; streams whose
@@ -143,14 +143,11 @@ class TurnServer:
 
     def _on_loop(self, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
         """A streamed message's request on this loop, which it may not hold up: no lock is waited
-        for (extensions.on_loop: PostgreSQL's row lock NOWAIT, SQLite's write lock for
-        app.SQLITE_LOOP_WAIT_MS at most). None when one would have been: the request was undone
-        (nothing kept, its stream place given back) and the caller runs it again in a thread.
-        Measured (bench/README, 2026-12-07), streamed L1, pairs against the thread: on PostgreSQL
-        turn end p99 5.62 / 5.78 / 5.87 / 5.39 -> 5.10 / 5.17 / 4.66 / 4.39 s; on SQLite 3734 /
-        3826 / 3918 -> 3561 / 3558 / 3570 ms, the model asked 220-350 ms sooner (p50). Requests
-        in threads take the GIL from the loop that starts the passes: the passes started once
-        the burst of them was through."""
+        for (extensions.on_loop). None when one would have been: the request was undone (nothing
+        kept, its stream place given back) and the caller runs it again in a thread. Measured
+        (bench/README, 2026-12-07), streamed L1 on PostgreSQL, 4 pairs against the thread: turn end
+        p99 5.62 / 5.78 / 5.87 / 5.39 -> 5.10 / 5.17 / 4.66 / 4.39 s. A thread's request has to win
+        the GIL back after each of its round trips, from a loop that is busy with passes."""
         busy: list[str] = []
         context = contextvars.Context()
         context.run(on_loop.set, busy)
