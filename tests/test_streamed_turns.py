@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any
 
 import httpx2
@@ -504,8 +505,12 @@ def message_while_locked(app: Any, server: Any, bearer: str) -> tuple[int, list[
             from app.extensions import redis_client
 
             eventually(lambda: redis_client.client.zcard(f"streams:{alice}"), "the message's stream place")
+        asked = time.monotonic()
         probe = httpx2.get(f"{server.base}/mcp", timeout=WAIT)  # (no token: 401 at once, on the loop)
         assert probe.status_code == 401 and not answered  # answered while the message still waits
+        # ...and not after a wait for the lock on the loop (SQLite's busy timeout is 30 s: a loop
+        # that waited out half of it before giving the message to a thread froze the process)
+        assert time.monotonic() - asked < 15
     finally:
         lock.rollback()
         lock.close()
