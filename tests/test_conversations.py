@@ -5,6 +5,7 @@ waiting cards end without anything running."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -536,3 +537,38 @@ def test_the_first_messages_answer_carries_the_new_title_for_the_page(app, alice
     assert "<title>List posts · Countersign</title>" in html
     assert 'id="conversation-title" hx-swap-oob="true">List posts</h1>' in html
     assert re.search(rf'<a id="conversation-link-{convo}" href="[^"]+" hx-swap-oob="true">List posts</a>', html)
+
+
+def test_a_deletion_cannot_commit_between_a_messages_liveness_check_and_its_commit(app, api, monkeypatch, database_url):
+    """A message and a deletion of its conversation at once: one of them wins, never both (a
+    helper's race kept messages, with their turns, in conversations deleted under them: on
+    SQLite the liveness check was a plain SELECT, which locks nothing). Right after the message's
+    check, another connection tries the deletion's own conditional UPDATE without waiting: the
+    database is locked until the message commits. (PostgreSQL's row lock: its own pass.)"""
+    import sqlite3
+
+    from app.copilot.turns import _runs
+
+    with app.app_context():
+        if db.engine.dialect.name != "sqlite":
+            pytest.skip("SQLite's write lock: the SQLite pass")
+    convo = conversation_of(app, "alice@example.com", "Titled already")  # (no title UPDATE before the check)
+    real_hold_live, tried = _runs.hold_live, []
+
+    def hold_live_then_delete_elsewhere(conversation_id: int) -> Any:
+        held = real_hold_live(conversation_id)
+        other = sqlite3.connect(database_url.removeprefix("sqlite:///"), timeout=0, isolation_level=None)
+        try:
+            other.execute("UPDATE conversations SET deleted_at = CURRENT_TIMESTAMP WHERE id = ?", (conversation_id,))
+            tried.append("deleted")
+        except sqlite3.OperationalError as error:
+            tried.append(str(error))
+        finally:
+            other.close()
+        return held
+
+    monkeypatch.setattr(_runs, "hold_live", hold_live_then_delete_elsewhere)
+    answer = api("alice").post(f"/api/conversations/{convo}/messages", {"text": "hello"})
+    assert tried == ["database is locked"]
+    assert answer.status_code in (200, 202), answer.get_json()
+    assert stored(app, convo)[1] is None  # not deleted: the message won, and a deletion now sees its turn

@@ -68,6 +68,20 @@ def _hold_live_statement(nowait: bool) -> sa.Select[Any]:
 
 _HOLD_LIVE, _HOLD_LIVE_AT_ONCE = _hold_live_statement(False), _hold_live_statement(True)
 
+# SQLite has no row locks (`FOR UPDATE` is left out) and runs a SELECT outside any transaction:
+# there the liveness check takes the database's write lock itself, an UPDATE that changes
+# nothing, and reads the row in the same statement (RETURNING). A deletion (a conditional UPDATE)
+# then waits for this transaction, and sees its run; or it committed first, and nothing matches.
+_HOLD_LIVE_SQLITE = (
+    sa.update(Conversation)
+    .where(Conversation.id == sa.bindparam("conversation_id"), Conversation.deleted_at.is_(None))
+    .values(id=Conversation.id)
+    .returning(
+        Conversation.title,
+        sa.select(Run.toolsets).where(Run.conversation_id == Conversation.id).order_by(Run.id.desc()).limit(1).scalar_subquery(),
+    )
+)
+
 
 class Held(NamedTuple):
     """A conversation as hold_live locked it: its title now (not as an earlier read in this
@@ -78,14 +92,17 @@ class Held(NamedTuple):
 
 
 def hold_live(conversation_id: int) -> Held:
-    """Lock the conversation's row until this transaction ends, and make sure it is not deleted:
-    a turn queued here and a deletion (app.copilot.conversations.delete) take the same lock, so
-    a deletion either sees this turn and is refused, or this turn sees the deletion (NotFound).
+    """Lock the conversation's row until this transaction ends (on SQLite, the database's write
+    lock: _HOLD_LIVE_SQLITE), and make sure it is not deleted: a turn queued here and a deletion
+    (app.copilot.conversations.delete) take the same lock, so a deletion either sees this turn and
+    is refused, or this turn sees the deletion (NotFound).
     Returns, from the same statement, what the row holds under the lock (Held). On the ASGI
     process's loop (extensions.on_loop) the lock is not waited for: WouldWait, nothing kept."""
     busy = on_loop.get()
     try:
-        statement = _HOLD_LIVE if busy is None else _HOLD_LIVE_AT_ONCE
+        statement: sa.Executable = _HOLD_LIVE if busy is None else _HOLD_LIVE_AT_ONCE
+        if db.session.get_bind().dialect.name == "sqlite":
+            statement = _HOLD_LIVE_SQLITE
         live = core(statement, {"conversation_id": conversation_id}).first()
     except sa.exc.OperationalError as error:
         if busy is None or not lock_busy(error):
