@@ -72,14 +72,12 @@ _HOLD_LIVE, _HOLD_LIVE_AT_ONCE = _hold_live_statement(False), _hold_live_stateme
 # there the liveness check takes the database's write lock itself, an UPDATE that changes
 # nothing, and reads the row in the same statement (RETURNING). A deletion (a conditional UPDATE)
 # then waits for this transaction, and sees its run; or it committed first, and nothing matches.
-_HOLD_LIVE_SQLITE = (
-    sa.update(Conversation)
-    .where(Conversation.id == sa.bindparam("conversation_id"), Conversation.deleted_at.is_(None))
-    .values(id=Conversation.id)
-    .returning(
-        Conversation.title,
-        sa.select(Run.toolsets).where(Run.conversation_id == Conversation.id).order_by(Run.id.desc()).limit(1).scalar_subquery(),
-    )
+# (Written out: SQLAlchemy renders a RETURNING clause's columns unqualified, and in the
+# subquery an unqualified `id` is the run's own, not the conversation's.)
+_HOLD_LIVE_SQLITE = sa.text(
+    "UPDATE conversations SET id = id WHERE conversations.id = :conversation_id AND conversations.deleted_at IS NULL "
+    "RETURNING conversations.title, (SELECT last.toolsets FROM runs AS last "
+    "WHERE last.conversation_id = conversations.id ORDER BY last.id DESC LIMIT 1)"
 )
 
 
