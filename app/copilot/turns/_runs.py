@@ -70,12 +70,13 @@ _HOLD_LIVE, _HOLD_LIVE_AT_ONCE = _hold_live_statement(False), _hold_live_stateme
 
 # SQLite has no row locks (`FOR UPDATE` is left out) and runs a SELECT outside any transaction:
 # there the liveness check takes the database's write lock itself, an UPDATE that changes
-# nothing, and reads the row in the same statement (RETURNING). A deletion (a conditional UPDATE)
+# nothing (its title, no key: no foreign key is looked at), and reads the row in the same
+# statement (RETURNING). A deletion (a conditional UPDATE)
 # then waits for this transaction, and sees its run; or it committed first, and nothing matches.
 # (Written out: SQLAlchemy renders a RETURNING clause's columns unqualified, and in the
 # subquery an unqualified `id` is the run's own, not the conversation's.)
 _HOLD_LIVE_SQLITE = sa.text(
-    "UPDATE conversations SET id = id WHERE conversations.id = :conversation_id AND conversations.deleted_at IS NULL "
+    "UPDATE conversations SET title = title WHERE conversations.id = :conversation_id AND conversations.deleted_at IS NULL "
     "RETURNING conversations.title, (SELECT last.toolsets FROM runs AS last "
     "WHERE last.conversation_id = conversations.id ORDER BY last.id DESC LIMIT 1)"
 )
