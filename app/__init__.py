@@ -21,7 +21,7 @@ from app import config as settings
 from app import json_body, no_nul, static_gzip
 from app.copilot.text import seconds
 from app.errors import CountersignError, CrossSite, ServiceUnavailable, TooManyAttempts
-from app.extensions import csrf, db, htmx, init_migrate, limiter, login, redis_client
+from app.extensions import LOOP_LOCK_WAIT_MS, csrf, db, htmx, init_migrate, limiter, login, no_lock_wait, redis_client
 
 log = logging.getLogger(__name__)
 startup.imported()
@@ -93,6 +93,22 @@ def _sqlite_pragmas() -> None:
 
     if not sa.event.contains(db.engine, "connect", _on_connect):
         sa.event.listen(db.engine, "connect", _on_connect)
+        sa.event.listen(db.engine, "checkout", _wait_briefly_if_asked)
+        sa.event.listen(db.engine, "checkin", _wait_again)
+
+
+def _wait_briefly_if_asked(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+    """A pass's write on an event loop (extensions.no_lock_wait): the connection waits for the
+    write lock LOOP_LOCK_WAIT_MS at most, until it goes back to the pool."""
+    if no_lock_wait.get():
+        record.info["busy_timeout"] = dbapi_connection.execute("PRAGMA busy_timeout").fetchone()[0]
+        dbapi_connection.execute(f"PRAGMA busy_timeout = {LOOP_LOCK_WAIT_MS}")
+
+
+def _wait_again(dbapi_connection: Any, record: Any) -> None:
+    waited = record.info.pop("busy_timeout", None)
+    if waited is not None and dbapi_connection is not None:
+        dbapi_connection.execute(f"PRAGMA busy_timeout = {int(waited)}")
 
 
 def _on_connect(dbapi_connection: Any, _record: Any) -> None:

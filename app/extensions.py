@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -76,10 +77,25 @@ on_loop: ContextVar[list[str] | None] = ContextVar("countersign_on_loop", defaul
 AGAIN = "countersign.again"
 
 
+# A pass's write tried on an event loop (turns._writes.written) may not wait there for a lock either.
+# While `no_lock_wait` is set, a connection checked out waits LOOP_LOCK_WAIT_MS at most for one
+# (SQLite's busy timeout, until the connection goes back to the pool; PostgreSQL's lock_timeout, for
+# its transaction), then fails with lock_busy(); the write is undone and written again in a thread,
+# where it waits. Another writer's commit lets a lock go within a few milliseconds; a lock held
+# longer (another process's long transaction) no longer holds up the loop.
+no_lock_wait: ContextVar[bool] = ContextVar("countersign_no_lock_wait", default=False)
+LOOP_LOCK_WAIT_MS = 10
+
+
 def lock_busy(error: BaseException) -> bool:
     """Whether a database error says that a lock another transaction holds was not waited for
-    (PostgreSQL's `FOR UPDATE NOWAIT`: lock_not_available)."""
-    return getattr(getattr(error, "orig", None), "sqlstate", None) == "55P03"
+    (PostgreSQL's `FOR UPDATE NOWAIT` or lock_timeout: lock_not_available; SQLite's write lock,
+    past the connection's busy timeout: SQLITE_BUSY and its extended codes)."""
+    orig = getattr(error, "orig", None)
+    if getattr(orig, "sqlstate", None) == "55P03":
+        return True
+    code = getattr(orig, "sqlite_errorcode", None) if isinstance(orig, sqlite3.OperationalError) else None
+    return code is not None and code & 0xFF == sqlite3.SQLITE_BUSY
 
 
 def commit_kept(written: object | None = None, **values: Any) -> None:

@@ -25,7 +25,10 @@ import sqlalchemy as sa
 from psycopg import pq
 from sqlalchemy.exc import DisconnectionError
 
+from app.extensions import LOOP_LOCK_WAIT_MS, no_lock_wait
+
 _BEGUN = pq.ExecStatus.COMMAND_OK
+_BEGIN_NO_LOCK_WAIT = f"BEGIN; SET LOCAL lock_timeout = '{LOOP_LOCK_WAIT_MS}ms'".encode()
 _PINGED = pq.ExecStatus.TUPLES_OK
 
 
@@ -58,8 +61,9 @@ def _checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
     plain = not dbapi_connection.autocommit and (
         dbapi_connection.isolation_level is None and dbapi_connection.read_only is None and dbapi_connection.deferrable is None
     )
+    begin = _BEGIN_NO_LOCK_WAIT if no_lock_wait.get() else b"BEGIN"  # (a pass's write on the loop: extensions)
     try:
-        result = pgconn.exec_(b"BEGIN" if plain else b"SELECT 1")
+        result = pgconn.exec_(begin if plain else b"SELECT 1")
     except Exception as error:  # (psycopg's own errors, a closed connection's among them)
         raise DisconnectionError(str(error)) from error
     if result.status != (_BEGUN if plain else _PINGED):

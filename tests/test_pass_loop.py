@@ -203,3 +203,67 @@ def test_a_stopping_worker_with_redis_gone_still_stops_and_leaves_its_job_to_the
         assert any("unsettled" in r.getMessage() for r in caplog.records)
     finally:
         private.stop()
+
+
+def test_a_pass_cancelled_while_its_write_runs_waits_for_the_write_before_it_lets_go(app):
+    # A pass's write that a lock kept waiting, and each of its actions' calls, run in a thread
+    # (turns._writes.in_thread) with the pass's own session. A pass cancelled meanwhile
+    # (TURN_TIMEOUT, a stopping process) must not go on to let that session go (its `finally`) while
+    # the thread still writes with it: it waits for the write, then is cancelled.
+    import asyncio
+
+    from app.copilot.turns._writes import in_thread
+
+    release, writing, wrote = threading.Event(), threading.Event(), []
+
+    def write() -> str:
+        writing.set()
+        release.wait(WAIT)
+        wrote.append("committed")
+        return "done"
+
+    async def main() -> None:
+        task = asyncio.create_task(in_thread(write))
+        while not writing.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not task.done()  # (cancelled, but its write still runs: it waits)
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert wrote == ["committed"]  # the write finished before the task was let go
+
+    with app.app_context():
+        asyncio.run(main())
+
+
+def test_a_passs_write_that_a_lock_keeps_waiting_is_written_in_a_thread_and_again_until_the_lock_goes(app):
+    # On the loop a pass's write waits for a lock a moment at most; when that fails (SQLITE_BUSY,
+    # nothing kept) it is written in a thread, where it waits as long as SQLite's busy timeout;
+    # a lock held longer still (a migration's) fails that too, and the write is tried again there,
+    # rather than the pass's end being lost (its reply with it).
+    import asyncio
+    import sqlite3
+
+    import sqlalchemy.exc
+
+    from app.copilot.turns._writes import written
+    from app.extensions import no_lock_wait
+
+    tries: list[tuple[bool, str]] = []
+
+    def end() -> str:
+        tries.append((no_lock_wait.get(), threading.current_thread().name))
+        if len(tries) < 3:
+            busy = sqlite3.OperationalError("database is locked")
+            busy.sqlite_errorcode = sqlite3.SQLITE_BUSY
+            raise sqlalchemy.exc.OperationalError("UPDATE runs …", {}, busy)
+        return "written"
+
+    with app.app_context():
+        assert asyncio.run(written(end)) == "written"
+    on_loop, *in_threads = tries
+    assert on_loop == (True, "MainThread")  # tried on the loop first, waiting a moment at most
+    assert len(in_threads) == 2 and all(not brief and name.startswith("countersign-pass-write") for brief, name in in_threads)

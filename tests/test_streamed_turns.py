@@ -90,18 +90,25 @@ def conversation(app: Any, bearer: str) -> int:
 
 def events_of(lines: Any, until_end: bool = True) -> list[tuple[str, str, dict[str, Any]]]:
     """(id, name, data) of each event read from an SSE body's lines, up to a turn's end."""
-    seen, fields = [], {}
+    seen = []
+    for event in each_event(lines):
+        seen.append(event)
+        if until_end and ended(event):
+            break
+    return seen
+
+
+def each_event(lines: Any) -> Any:
+    """(id, name, data) of each event of an SSE body's lines, as each is read."""
+    fields: dict[str, str] = {}
     for line in lines:
         if line:
             name, _, value = line.partition(": ")
             fields[name] = fields.get(name, "") + value if name == "data" else value
             continue
         if "data" in fields:
-            seen.append((fields.get("id", ""), fields.get("event", ""), json.loads(fields["data"])))
-            if until_end and ended(seen[-1]):
-                return seen
+            yield fields.get("id", ""), fields.get("event", ""), json.loads(fields["data"])
         fields = {}
-    return seen
 
 
 def ended(event: tuple[str, str, dict[str, Any]]) -> bool:
@@ -462,6 +469,72 @@ def test_a_message_waiting_on_a_locked_database_holds_up_no_other_request_of_the
         said = db.session.scalars(sa.select(Message.text).where(Message.conversation_id == convo, Message.role == Role.USER))
         assert list(said) == ["hello"]
         assert db.session.scalar(sa.select(sa.func.count(Run.id)).where(Run.conversation_id == convo)) == 1
+
+
+def test_a_pass_ending_on_a_locked_database_holds_up_no_other_request_of_the_asgi_process(app, server):
+    # A streamed turn's pass runs on the ASGI process's loop. Its end is written while another
+    # process holds the lock that end needs (SQLite: the database's; PostgreSQL: the run's row),
+    # and 20 more messages to the same process wait for it meanwhile, each in a request thread
+    # holding a pooled connection. Written on the loop, the end froze every request of the process
+    # until the lock went (issue 25: probes answered 28.5 s late). Now the loop answers while the
+    # end waits, and once the lock goes the end is written: the reply kept, no message lost.
+    bearer = token(app)
+    with streamed_post(server.base, conversation(app, bearer), bearer, "hello") as response:
+        reply = "".join(data["text"] for _, name, data in events_of(response.iter_lines()) if name == "text").strip()
+    convo, others = conversation(app, bearer), [conversation(app, bearer) for _ in range(20)]
+    seen: list[Any] = []
+
+    def stream() -> None:
+        with streamed_post(server.base, convo, bearer, "hello") as response:
+            for event in each_event(response.iter_lines()):
+                seen.append(event)
+                if ended(event):
+                    return
+
+    def shown() -> str:
+        return "".join(data["text"] for _, name, data in list(seen) if name == "text").strip()
+
+    answers: list[Any] = []
+
+    def message(other: int) -> None:
+        answer = posted(server.base, other, "hi", api_headers(bearer))
+        answers.append((answer.status_code, answer.text))
+
+    streaming = threading.Thread(target=stream)
+    streaming.start()
+    eventually(lambda: any(name == "turn" for _, name, _ in list(seen)), "the turn's start")
+    with app.app_context():
+        lock = db.engine.connect()
+    burst = [threading.Thread(target=message, args=(other,)) for other in others]
+    try:
+        if lock.dialect.name == "sqlite":
+            lock.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            lock.execute(sa.select(Run.id).where(Run.conversation_id == convo).with_for_update())
+        assert not any(ended(event) for event in list(seen)), "the turn ended before the lock was taken"
+        for thread in burst:
+            thread.start()
+        eventually(lambda: shown() == reply, "the turn's last words (its pass goes on to its end)")
+        for _ in range(3):  # (the end is under way, waiting for the lock)
+            asked = time.monotonic()
+            probe = httpx2.get(f"{server.base}/mcp", timeout=WAIT)  # (no token: 401 at once, on the loop)
+            assert probe.status_code == 401
+            # answered while the end waits, not after (SQLite's busy timeout is 30 s; PostgreSQL waits on)
+            assert time.monotonic() - asked < 15
+            time.sleep(0.5)
+        assert not any(ended(event) for event in list(seen))  # (the end still waits for the lock)
+    finally:
+        lock.rollback()
+        lock.close()
+    streaming.join(WAIT)
+    for thread in burst:
+        thread.join(WAIT)
+    assert seen and seen[-1][1] == "turn" and seen[-1][2]["state"] == "done"
+    assert replies(app, convo) == [reply]
+    assert len(answers) == 20 and {status for status, _ in answers} <= {200, 202}, answers  # (each kept)
+    with app.app_context():
+        kept = sa.select(sa.func.count(Message.id)).where(Message.conversation_id.in_(others), Message.role == Role.USER)
+        assert db.session.scalar(kept) == 20
 
 
 def test_a_message_tried_on_the_loop_then_run_in_a_thread_counts_once_against_its_rate_limit(app, limited):

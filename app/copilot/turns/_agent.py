@@ -4,6 +4,7 @@ memory between requests. The pydantic-ai agent that makes the calls is app.copil
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,9 @@ class Turn:
     created: list[Approval] = field(default_factory=list)
     allowed: frozenset[str] | None = None
     ran: int = 0  # tool calls this pass made (answers decided before it, by people, are not its own)
+    # Its calls run one at a time, in the order the model made them (turns._loop): they share the
+    # pass's session, and pydantic-ai runs a response's calls side by side.
+    calls: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def reaches(self, name: str) -> bool:
         return self.allowed is None or name in self.allowed

@@ -16,6 +16,7 @@ from pydantic_ai.tools import DeferredToolRequests, ToolDefinition
 from app.copilot.actions import Action, tool_schema
 from app.copilot.turns._agent import BadArguments, Engine, Paused, Turn, call_action
 from app.copilot.turns._llm import make_model
+from app.copilot.turns._writes import in_thread
 from app.extensions import db
 from app.status import ApprovalType
 
@@ -73,23 +74,10 @@ def preload(eng: Engine) -> None:
 
 def _tool(action: type[Action]) -> Tool[Turn]:
     async def call(ctx: RunContext[Turn], **arguments: Any) -> str:
-        # async on purpose: it runs on the pass's own thread and session. Each call is a short
-        # transaction of its own, ended before the model is called again (none waits on a model).
-        try:
-            ctx.deps.ran += 1
-            said = call_action(ctx.deps, action, arguments, ctx.tool_call_id or "")
-        except Paused as paused:
-            db.session.commit()  # the card or form it created
-            kind: Literal["external", "question"] = "question" if paused.approval.type == ApprovalType.FORM else "external"
-            raise CallDeferred(metadata={"approval_id": paused.approval.id}, kind=kind) from None
-        except BadArguments as exc:
-            db.session.rollback()
-            raise ModelRetry(str(exc)) from None
-        except BaseException:
-            db.session.rollback()
-            raise
-        db.session.commit()
-        return said
+        # In a thread of the pass's writers (turns._writes), with the pass's own session: an action
+        # is developers' code, which may wait on a lock or a provider's API; the loop goes on.
+        async with ctx.deps.calls:
+            return await in_thread(_call, ctx.deps, action, arguments, ctx.tool_call_id or "")
 
     tool: Tool[Turn] = Tool.from_schema(
         call,
@@ -101,6 +89,26 @@ def _tool(action: type[Action]) -> Tool[Turn]:
     tool.metadata = {"examples": list(action.examples), "kind": action.kind.value}
     tool.prepare = _offer_if_reached
     return tool
+
+
+def _call(turn: Turn, action: type[Action], arguments: dict[str, Any], tool_call_id: str) -> str:
+    """One call of an action: a short transaction of its own, ended before the model is called
+    again (none waits on a model)."""
+    try:
+        turn.ran += 1
+        said = call_action(turn, action, arguments, tool_call_id)
+    except Paused as paused:
+        db.session.commit()  # the card or form it created
+        kind: Literal["external", "question"] = "question" if paused.approval.type == ApprovalType.FORM else "external"
+        raise CallDeferred(metadata={"approval_id": paused.approval.id}, kind=kind) from None
+    except BadArguments as exc:
+        db.session.rollback()
+        raise ModelRetry(str(exc)) from None
+    except BaseException:
+        db.session.rollback()
+        raise
+    db.session.commit()
+    return said
 
 
 def _offer_if_reached(ctx: RunContext[Turn], tool_def: ToolDefinition) -> ToolDefinition | None:

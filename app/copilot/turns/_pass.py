@@ -36,6 +36,7 @@ from app.copilot.turns import _sweep as sweep
 from app.copilot.turns._agent import Engine, Turn, context_for, engine
 from app.copilot.turns._endings import end_failed, end_finished, end_stopped, save_progress
 from app.copilot.turns._history import Pass, prepare
+from app.copilot.turns._writes import written
 from app.extensions import db, redis_client
 from app.models import Run
 from app.status import EventType, TurnState
@@ -57,7 +58,7 @@ async def execute(app: Flask, run_id: int, claimed: line.Claimed | None = None) 
         db.session().expire_on_commit = False
         try:
             if claimed is None:
-                adopted, run = None, line.claim(run_id)
+                adopted, run = None, await written(line.claim, run_id)
             else:
                 adopted = line.adopt(claimed)
                 run = adopted.run if adopted is not None else None
@@ -111,12 +112,12 @@ async def _run(run: Run, adopted: line.Adopted | None) -> bool:
             result = await _iterate(eng, work, turn, text, held)
     except (Stopped, events.Refused):
         messages = held[0].all_messages() if held else list(work.history)
-        return end_stopped(work, messages, text, started)
+        return await written(end_stopped, work, messages, text, started)
     except Exception as exc:  # the model or an action broke mid-pass: end it failed, say so
         if not isinstance(exc, UsageLimitExceeded | ModelAPIError | UnexpectedModelBehavior):
             log.exception("pass of run %s raised", run.id)
-        return end_failed(work, exc, started)
-    return end_finished(work, turn, result, started)
+        return await written(end_failed, work, exc, started)
+    return await written(end_finished, work, turn, result, started)
 
 
 async def _iterate(eng: Engine, work: Pass, turn: Turn, text: _Words, held: list[Any]) -> Any:
@@ -144,7 +145,7 @@ async def _iterate(eng: Engine, work: Pass, turn: Turn, text: _Words, held: list
                 # Tools this pass ran: keep the history they reached. (A continuation's first
                 # request carries the people's answers, which prepare() rebuilds on a retry.)
                 if turn.ran and any(isinstance(p, ToolReturnPart) for p in node.request.parts):
-                    save_progress(work, [*agent_run.all_messages(), node.request])
+                    await written(save_progress, work, [*agent_run.all_messages(), node.request])
                 if streams:
                     await _stream(node, agent_run, text)
             elif Agent.is_call_tools_node(node):
