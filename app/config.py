@@ -255,8 +255,8 @@ def _derived(env: str, development: bool, secret: str, given_secret: str | None,
 
 def _engine_options(url: str, given: dict[str, Any]) -> dict[str, Any]:
     """SQLAlchemy's engine options for this database, the given ones winning. The pool's callers on
-    an event loop never wait for a connection (app/loop_pool.py)."""
-    from app.loop_pool import LoopNeverWaits
+    an event loop wait for a connection briefly at most (app/loop_pool.py)."""
+    from app.loop_pool import LoopWaitsBriefly
 
     if url.startswith("sqlite"):
         from sqlalchemy.engine import make_url
@@ -264,10 +264,10 @@ def _engine_options(url: str, given: dict[str, Any]) -> dict[str, Any]:
         # Wait for a writer rather than fail at once: confirms race on purpose. (An in-memory
         # database has one connection, which Flask-SQLAlchemy's StaticPool shares.)
         in_memory = make_url(url).database in (None, "", ":memory:") or "mode=memory" in url
-        return {"connect_args": {"timeout": 30}, **({} if in_memory else {"poolclass": LoopNeverWaits}), **given}
+        return {"connect_args": {"timeout": 30}, **({} if in_memory else {"poolclass": LoopWaitsBriefly}), **given}
     # A restarted database server leaves dead connections in the pool: each one is tested on
     # checkout by the BEGIN of its transaction (app/pg_checkout.py), not by a ping of its own.
-    return {"poolclass": LoopNeverWaits, **given}
+    return {"poolclass": LoopWaitsBriefly, **given}
 
 
 def _audit_keys(secret: str | None, secret_fallbacks: list[str]) -> dict[str, Any]:
