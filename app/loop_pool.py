@@ -26,7 +26,7 @@ LOOP_KEEP = 2
 # pool gives one back within milliseconds; a loop that waits so long lets the threads that hold
 # them (requests) finish, as it did before (measured, streamed L1 on SQLite, 4 pairs, 2026-12-07:
 # never waiting at all, the requests' threads got the GIL less often, the POSTs took 1.0-1.3 s
-# instead of 0.7-0.9 s, and a turn cost 4-8 ms more CPU).
+# instead of 0.7-0.9 s, and a turn cost 4-7 ms more CPU).
 LOOP_WAIT_S = 0.02
 
 

@@ -297,6 +297,15 @@ def test_one_requests_person_never_carries_over_to_the_next_on_the_asgi_process(
     assert statuses == ([200, 401] if order == "signed in first" else [401, 200])
 
 
+def test_the_asgi_process_answers_any_other_path_as_mcp_does(app, server):
+    # (docs/using.md) Only the streamed POST and /mcp are its own: anything else is MCP's answer,
+    # 401 JSON without a bearer token, a plain 404 with one (never a page of the web's).
+    bare = httpx2.get(f"{server.base}/login", timeout=WAIT)
+    assert bare.status_code == 401 and bare.json()["error"] == "unauthorized"
+    signed = httpx2.get(f"{server.base}/login", headers=api_headers(token(app)), timeout=WAIT)
+    assert signed.status_code == 404 and "text/plain" in signed.headers["content-type"]
+
+
 def test_an_empty_streamed_message_is_a_json_400(app, server):
     bearer = token(app)
     convo = conversation(app, bearer)

@@ -9,7 +9,7 @@ So a write is tried on the loop waiting LOOP_LOCK_WAIT_MS at most for a lock (ex
 no_lock_wait: the usual case, where another writer's commit lets the lock go within milliseconds,
 stays as cheap as it was), and when that is not enough it is undone and written again in a thread
 of its own, where it waits as any request does. Always in a thread instead, streamed L1 on SQLite
-cost about 10 ms more CPU a turn and a second more at p99 (three pairs, 2026-12-07): the threads
+cost about 9 ms more CPU a turn and a second more at p99 (three pairs, 2026-12-07): the threads
 and the busy loop took turns for the GIL at every statement. An action's call, developers' code
 that may wait on anything (a provider's API), always runs in a thread."""
 
