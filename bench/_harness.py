@@ -57,7 +57,7 @@ app = create_app({"SWEEP_ON_START": False})
 with app.app_context():
     if db.engine.dialect.name == "postgresql":  # (a fresh schema: see seed_people)
         with db.engine.begin() as connection:
-            connection.exec_driver_sql("DROP SCHEMA public CASCADE")
+            connection.exec_driver_sql("DROP SCHEMA IF EXISTS public CASCADE")
             connection.exec_driver_sql("CREATE SCHEMA public")
     upgrade()
     seed_demo()
@@ -485,8 +485,8 @@ with app.app_context():
             # A fresh schema, not a downgrade through every migration: an older migration's check
             # fails on rows it forbids, which a test run left (CI's smoke after the PostgreSQL pass).
             with db.engine.begin() as connection:
-                connection.exec_driver_sql("DROP SCHEMA public CASCADE")
-            connection.exec_driver_sql("CREATE SCHEMA public")
+                connection.exec_driver_sql("DROP SCHEMA IF EXISTS public CASCADE")
+                connection.exec_driver_sql("CREATE SCHEMA public")
         upgrade()
     tenant = Tenant(slug=sys.argv[2], name=sys.argv[2])
     db.session.add(tenant)
