@@ -38,19 +38,19 @@ _writers_lock = threading.Lock()
 
 async def written(write: Callable[..., Result], *args: Any) -> Result:
     """`write(*args)`, a pass's transaction: on the loop if no lock keeps it waiting there, else
-    in a thread (in_thread)."""
-    if db.session().in_transaction():  # (its connection was taken to wait as long as it may)
-        return await in_thread(write, *args)
-    waiting = no_lock_wait.set(True)
-    try:
-        return write(*args)
-    except sa.exc.OperationalError as error:
-        db.session.rollback()
-        if not lock_busy(error):
-            raise
-    finally:
-        no_lock_wait.reset(waiting)
-    while True:  # (the try was undone)
+    in a thread (in_thread). (A session already in a transaction took its connection to wait as
+    long as it may: straight to a thread.)"""
+    if not db.session().in_transaction():
+        waiting = no_lock_wait.set(True)
+        try:
+            return write(*args)
+        except sa.exc.OperationalError as error:
+            db.session.rollback()
+            if not lock_busy(error):
+                raise
+        finally:
+            no_lock_wait.reset(waiting)
+    while True:  # (a try on the loop was undone)
         try:
             return await in_thread(write, *args)
         except sa.exc.OperationalError as error:
