@@ -27,6 +27,8 @@ from limits import parse
 from redis.exceptions import RedisError
 from sqlalchemy.orm import DeclarativeBase
 
+from app.errors import WouldWait
+
 log = logging.getLogger(__name__)
 
 
@@ -61,18 +63,25 @@ def core(statement: sa.Executable, params: Params = None) -> Any:  # (a CursorRe
     What every turn runs goes this way: session.execute() costs two to three times as much CPU
     for the same statement (its ORM layer: 2026-12-07, SQLite, an UPDATE 82 against 33 µs, an
     INSERT … RETURNING 230 against 63 µs). Pending objects are flushed first, as
-    session.execute() would (unless autoflush is off)."""
+    session.execute() would (unless autoflush is off). On the loop (on_loop), a lock another
+    transaction holds raises WouldWait, nothing kept."""
     session = db.session()
-    if session.autoflush:
-        session.flush()
-    return session.connection().execute(statement, params)
+    try:
+        if session.autoflush:
+            session.flush()
+        return session.connection().execute(statement, params)
+    except sa.exc.OperationalError as error:
+        would_wait(error, "a lock")
+        raise
 
 
 # A request served on the ASGI process's event loop may not wait there for a lock: every stream of
-# the process would wait with it. While `on_loop` holds a list, a row lock another transaction
-# holds is noted in it and raises WouldWait at once (nothing kept); the server then runs the
-# request again in a thread, where it waits (app/api/turn_server.py), its environ marked AGAIN:
-# its rate limits counted it the first time. (AGAIN is no header's name: no client can set it.)
+# the process would wait with it. While `on_loop` holds a list, a lock another transaction holds
+# (PostgreSQL's row lock, at once: NOWAIT; any lock past LOOP_LOCK_WAIT_MS, no_lock_wait below:
+# SQLite's write lock among them) is noted in it and raises WouldWait (would_wait: nothing kept);
+# the server then runs the request again in a thread, where it waits (app/api/turn_server.py), its
+# environ marked AGAIN: its rate limits counted it the first time. (AGAIN is no header's name: no
+# client can set it.)
 on_loop: ContextVar[list[str] | None] = ContextVar("countersign_on_loop", default=None)
 AGAIN = "countersign.again"
 
@@ -98,6 +107,18 @@ def lock_busy(error: BaseException) -> bool:
     return code is not None and code & 0xFF == sqlite3.SQLITE_BUSY
 
 
+def would_wait(error: BaseException, what: str) -> None:
+    """On the loop (on_loop), a lock `error` says was not waited for: the transaction is undone,
+    noted, and WouldWait raised (the server runs the request again in a thread). Elsewhere, or for
+    any other error, nothing: the caller raises it as it is."""
+    busy = on_loop.get()
+    if busy is None or not lock_busy(error):
+        return
+    db.session.rollback()
+    busy.append(what)
+    raise WouldWait() from None
+
+
 def commit_kept(written: object | None = None, **values: Any) -> None:
     """Commit, leaving what the session holds readable as it was written: a request that answers
     with the rows it just wrote reads them without one SELECT per object. `written`, a row just
@@ -109,6 +130,9 @@ def commit_kept(written: object | None = None, **values: Any) -> None:
     expiring, session.expire_on_commit = session.expire_on_commit, False
     try:
         session.commit()
+    except sa.exc.OperationalError as error:
+        would_wait(error, "a lock at commit")
+        raise
     finally:
         session.expire_on_commit = expiring
     for name, value in values.items():

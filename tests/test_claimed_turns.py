@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from datetime import timedelta
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from app.copilot import execute, sweep_dead
@@ -45,6 +47,11 @@ def test_a_run_claimed_with_its_message_whose_server_died_before_its_pass_ends_i
         assert [r.id for r in sweep_dead(3600)] == []  # not yet silent for the grace period: left alone
         assert [r.id for r in sweep_dead(0)] == [handoff.run_id]
     assert status_of(app, handoff.run_id) == RunStatus.INTERRUPTED
+    with app.app_context():  # (not "the worker": this pass was the ASGI process's)
+        assert (
+            "worker" not in db.session.get(Run, handoff.run_id).error
+            and "no heartbeat" in db.session.get(Run, handoff.run_id).error
+        )
     assert roles_and_texts(app, convo)[-1][0] == Role.ERROR  # with Retry; the person's message kept
     client, headers = api
     retried = client.post(f"/api/conversations/{convo}/retry", json={}, headers={**headers, "Prefer": "respond-async"})
@@ -180,16 +187,83 @@ def test_a_continuation_claimed_by_a_worker_while_a_message_claims_its_own_run_w
     assert statuses == {paused_id: RunStatus.QUEUED, handoff.run_id: RunStatus.RUNNING}  # behind the message's pass
 
 
-def test_a_streamed_message_is_served_on_the_servers_loop_on_postgresql_and_in_a_thread_on_sqlite(app, api):
-    """On PostgreSQL the request of a streamed message runs on the ASGI server's loop (a thread's
-    request waits for the GIL after each round trip: bench/README, 2026-12-07), never waiting
-    there for a lock (tests/test_streamed_turns.py holds one); on SQLite in a thread, as before."""
-    import json
-
+def test_a_streamed_message_is_served_on_the_servers_loop(app, api):
+    """The request of a streamed message runs on the ASGI server's loop (requests in threads take
+    the GIL from the loop that starts the passes: bench/README, 2026-12-07), never waiting there
+    for a lock (tests/test_streamed_turns.py holds one), on PostgreSQL and on SQLite alike."""
     from app.api.turn_server import TurnServer
 
-    _, headers = api
     convo = new_conversation(api)
+
+    async def serve() -> tuple[list[dict[str, Any]], int]:
+        server = TurnServer(app)
+        sent = await streamed(server, api, convo)
+        return sent, len(server.dispatchers._threads)  # (a pool's threads start with its first job)
+
+    sent, threads = asyncio.run(serve())
+    assert sent[0]["status"] == 200
+    assert b'"state": "done"' in b"".join(m.get("body", b"") for m in sent)
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(Message.id)).where(Message.conversation_id == convo)) == 2
+    assert threads == 0
+
+
+def test_after_a_request_on_the_loop_met_a_lock_the_next_streamed_messages_go_straight_to_threads(app, api, monkeypatch):
+    """A lock held for seconds meets a burst: tried on the loop one after another, each waiting
+    there for the lock (and for a pooled connection the waiting threads hold), 100 messages held
+    up the process 4.6 s (bench/README, 2026-12-07). After one try finds a lock, the messages of
+    the next LOCK_BACKOFF_S are not tried on the loop; once it is over, they are again."""
+    from app.api import turn_server
+    from app.models import Conversation
+
+    monkeypatch.setattr(turn_server, "LOCK_BACKOFF_S", 600)  # (long: a busy machine may not outrun it)
+    first, second, third = new_conversation(api), new_conversation(api), new_conversation(api)
+    tried: list[int] = []
+
+    async def serve() -> list[list[dict[str, Any]]]:
+        server = turn_server.TurnServer(app)
+        on_loop = server._on_loop
+
+        def counted(environ: dict[str, Any]) -> Any:
+            tried.append(int(environ["PATH_INFO"].split("/")[3]))
+            return on_loop(environ)
+
+        server._on_loop = counted  # type: ignore[method-assign]
+        with app.app_context():
+            lock = db.engine.connect()
+        try:
+            if lock.dialect.name == "sqlite":
+                lock.exec_driver_sql("BEGIN IMMEDIATE")
+            else:  # (both conversations' rows)
+                lock.execute(sa.select(Conversation.id).where(Conversation.id.in_([first, second])).with_for_update())
+            waiting = [asyncio.create_task(streamed(server, api, first))]
+            await asyncio.to_thread(eventually, lambda: tried == [first] and server.lock_seen_at > 0, "the first try")
+            waiting.append(asyncio.create_task(streamed(server, api, second)))
+            await asyncio.to_thread(eventually, lambda: len(server.dispatchers._threads) == 2, "both in threads")
+        finally:
+            lock.rollback()
+            lock.close()
+        answers = list(await asyncio.gather(*waiting))
+        monkeypatch.setattr(turn_server, "LOCK_BACKOFF_S", 0)
+        answers.append(await streamed(server, api, third))
+        return answers
+
+    answers = asyncio.run(serve())
+    assert tried == [first, third]  # (the second, within the back-off, went straight to a thread)
+    for sent in answers:
+        assert sent[0]["status"] == 200
+        assert b'"state": "done"' in b"".join(m.get("body", b"") for m in sent)
+    with app.app_context():
+        convos = [first, second, third]
+        said = sa.select(Message.conversation_id).where(Message.conversation_id.in_(convos), Message.role == Role.USER)
+        assert sorted(db.session.scalars(said)) == sorted(convos)  # (each once)
+
+
+async def streamed(server: Any, api: Any, convo: int) -> list[dict[str, Any]]:
+    """A streamed message ("hello") through the ASGI server, in process: what it sent, to the turn's end."""
+    import json
+
+    _, headers = api
     asked = {**headers, "Accept": "text/event-stream", "Content-Type": "application/json"}
     scope = {
         "type": "http",
@@ -198,31 +272,54 @@ def test_a_streamed_message_is_served_on_the_servers_loop_on_postgresql_and_in_a
         "query_string": b"",
         "headers": [(name.lower().encode(), value.encode()) for name, value in asked.items()],
     }
+    body = [{"type": "http.request", "body": json.dumps({"text": "hello"}).encode()}]
     sent: list[dict[str, Any]] = []
 
-    async def serve() -> int:
-        server = TurnServer(app)
-        body = [{"type": "http.request", "body": json.dumps({"text": "hello"}).encode()}]
+    async def receive() -> dict[str, Any]:
+        if body:
+            return body.pop()
+        await asyncio.Event().wait()  # (the client stays: the answer ends with the turn)
+        return {"type": "http.disconnect"}
 
-        async def receive() -> dict[str, Any]:
-            if body:
-                return body.pop()
-            await asyncio.Event().wait()  # (the client stays: the answer ends with the turn)
-            return {"type": "http.disconnect"}
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
 
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
+    await server(scope, receive, send)
+    return sent
 
-        await server(scope, receive, send)
-        return len(server.dispatchers._threads)  # (a pool's threads start with its first job)
 
-    threads = asyncio.run(serve())
-    assert sent[0]["status"] == 200
-    assert b'"state": "done"' in b"".join(m.get("body", b"") for m in sent)
+def test_a_request_on_the_loop_waits_briefly_for_sqlites_write_lock_and_its_connection_as_configured_once_back(app):
+    """On the loop (extensions.on_loop, no_lock_wait) SQLite's busy timeout is LOOP_LOCK_WAIT_MS:
+    a write that finds the lock held longer fails, and the request is undone (WouldWait) for a
+    thread to run again; the same connection, back in the pool, waits as configured for whoever
+    takes it next."""
+    from app.errors import WouldWait
+    from app.extensions import LOOP_LOCK_WAIT_MS, core, no_lock_wait, on_loop
+
     with app.app_context():
-        on_postgresql = db.engine.dialect.name == "postgresql"
-        assert db.session.scalar(sa.select(sa.func.count(Message.id)).where(Message.conversation_id == convo)) == 2
-    assert threads == (0 if on_postgresql else 1)
+        if db.engine.dialect.name != "sqlite":
+            pytest.skip("SQLite's busy timeout: the SQLite pass")
+        configured = db.session.connection().exec_driver_sql("PRAGMA busy_timeout").scalar()
+        db.session.rollback()
+        assert configured == 30_000
+        holder = db.engine.raw_connection()  # another writer: the whole database's write lock
+        holder.execute("BEGIN IMMEDIATE")
+        busy: list[str] = []
+        tokens = on_loop.set(busy), no_lock_wait.set(True)
+        try:
+            started = time.monotonic()
+            with pytest.raises(WouldWait):
+                assert db.session.connection().exec_driver_sql("PRAGMA busy_timeout").scalar() == LOOP_LOCK_WAIT_MS == 10
+                core(sa.update(Message).where(Message.id == -1).values(text="x"))
+            assert time.monotonic() - started < 10  # (not the configured 30 s)
+        finally:
+            on_loop.reset(tokens[0])
+            no_lock_wait.reset(tokens[1])
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert busy == ["a lock"]
+        assert db.session.connection().exec_driver_sql("PRAGMA busy_timeout").scalar() == configured
+        db.session.rollback()
 
 
 def test_a_claimed_pass_holds_no_connection_while_the_model_thinks(app, api, streamed):

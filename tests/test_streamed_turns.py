@@ -470,8 +470,9 @@ def test_a_message_waiting_on_a_locked_database_holds_up_no_other_request_of_the
     # Another process holds the conversation's write lock (SQLite: the database's; PostgreSQL: the
     # row's). A streamed message waits for it as under gunicorn, in a thread: the process's loop
     # goes on serving everyone else (run on the loop, the view froze them all until the lock went).
-    # On PostgreSQL its request is tried on the loop first, finds the row locked without waiting,
-    # is undone, and waits in a thread: one message kept, one turn, as anywhere.
+    # Its request is tried on the loop first, finds the lock held without waiting for it
+    # (PostgreSQL's NOWAIT; SQLite's busy timeout there is 10 ms), is undone, and waits in a
+    # thread: one message kept, one turn, as anywhere.
     convo, answered = message_while_locked(app, server, token(app))
     assert answered and answered[0][-1][2]["state"] == "done"
     with app.app_context():
@@ -485,12 +486,16 @@ def test_a_pass_ending_on_a_locked_database_holds_up_no_other_request_of_the_asg
     # process holds the lock that end needs (SQLite: the database's; PostgreSQL: the run's row),
     # and 20 more messages to the same process wait for it meanwhile, each in a request thread
     # holding a pooled connection. Written on the loop, the end froze every request of the process
-    # until the lock went (issue 25: probes answered 28.5 s late). Now the loop answers while the
-    # end waits, and once the lock goes the end is written: the reply kept, no message lost.
+    # until the lock went (issue 25: probes answered 28.5 s late). Then 7 streamed messages
+    # arrive, each tried on the loop first: with every pooled connection held by a waiting thread,
+    # a loop that waited for one froze the process too (the reverted 571a71d: a helper's probes
+    # waited until the lock went). Now the loop answers while they wait, and once the lock goes
+    # the end is written: the reply kept, no message lost, each kept once.
     bearer = token(app)
     with streamed_post(server.base, conversation(app, bearer), bearer, "hello") as response:
         reply = "".join(data["text"] for _, name, data in events_of(response.iter_lines()) if name == "text").strip()
     convo, others = conversation(app, bearer), [conversation(app, bearer) for _ in range(20)]
+    streamed_others = [conversation(app, bearer) for _ in range(7)]  # (with the turn's own: alice's 8 stream places)
     seen: list[Any] = []
 
     def stream() -> None:
@@ -509,12 +514,19 @@ def test_a_pass_ending_on_a_locked_database_holds_up_no_other_request_of_the_asg
         answer = posted(server.base, other, "hi", api_headers(bearer))
         answers.append((answer.status_code, answer.text))
 
+    streamed_ends: list[Any] = []
+
+    def streamed_message(other: int) -> None:
+        with streamed_post(server.base, other, bearer, "hi") as response:
+            streamed_ends.append((response.status_code, events_of(response.iter_lines())[-1:]))
+
     streaming = threading.Thread(target=stream)
     streaming.start()
     eventually(lambda: any(name == "turn" for _, name, _ in list(seen)), "the turn's start")
     with app.app_context():
         lock = db.engine.connect()
     burst = [threading.Thread(target=message, args=(other,)) for other in others]
+    burst += [threading.Thread(target=streamed_message, args=(other,)) for other in streamed_others]
     try:
         if lock.dialect.name == "sqlite":
             lock.exec_driver_sql("BEGIN IMMEDIATE")
@@ -523,6 +535,7 @@ def test_a_pass_ending_on_a_locked_database_holds_up_no_other_request_of_the_asg
         assert not any(ended(event) for event in list(seen)), "the turn ended before the lock was taken"
         for thread in burst:
             thread.start()
+        # (the streamed messages are tried on the loop as they arrive, within the turn's last words)
         eventually(lambda: shown() == reply, "the turn's last words (its pass goes on to its end)")
         for _ in range(3):  # (the end is under way, waiting for the lock)
             asked = time.monotonic()
@@ -541,17 +554,18 @@ def test_a_pass_ending_on_a_locked_database_holds_up_no_other_request_of_the_asg
     assert seen and seen[-1][1] == "turn" and seen[-1][2]["state"] == "done"
     assert replies(app, convo) == [reply]
     assert len(answers) == 20 and {status for status, _ in answers} <= {200, 202}, answers  # (each kept)
+    assert len(streamed_ends) == 7, streamed_ends
+    assert all(status == 200 and end and end[0][2]["state"] == "done" for status, end in streamed_ends), streamed_ends
     with app.app_context():
         kept = sa.select(sa.func.count(Message.id)).where(Message.conversation_id.in_(others), Message.role == Role.USER)
         assert db.session.scalar(kept) == 20
+        said = sa.select(Message.conversation_id).where(Message.conversation_id.in_(streamed_others), Message.role == Role.USER)
+        assert sorted(db.session.scalars(said)) == sorted(streamed_others)  # (each once)
 
 
 def test_a_message_tried_on_the_loop_then_run_in_a_thread_counts_once_against_its_rate_limit(app, limited):
     # One message an hour per person. Counted twice (its try on the loop, then its run in a
     # thread), the message that waited for the lock would have been refused (429).
-    with app.app_context():
-        if db.engine.dialect.name != "postgresql":
-            pytest.skip("on SQLite a streamed message's request runs in a thread only: nothing is tried twice")
     bearer = token(app)
     convo, answered = message_while_locked(app, limited, bearer)
     assert answered and answered[0][-1][2]["state"] == "done"

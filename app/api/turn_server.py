@@ -1,6 +1,6 @@
 """The ASGI side of a message answered with its own turn (app/api/streamed.py): the request goes
-through the Flask app as any other (the same authentication, limits, checks and errors: on
-PostgreSQL on this loop, never waiting there for a lock, else in a thread), and when the view
+through the Flask app as any other (the same authentication, limits, checks and errors: on this
+loop, never waiting there for a lock, else in a thread), and when the view
 hands the turn over, this server runs its pass as a task on its own event loop — a worker that
 takes its jobs from the people it answers — and writes the pass's events to the response as the
 pass appends them (app.copilot.taps), with no Redis read between them.
@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +31,7 @@ from app.api import asgi_request
 from app.api.streamed import SERVER, wants_stream
 from app.copilot import events, taps
 from app.copilot.events import Event
-from app.extensions import AGAIN, db, on_loop
+from app.extensions import AGAIN, db, no_lock_wait, on_loop
 from app.models import Run, User
 from app.sse import lines
 from app.status import RunStatus
@@ -38,6 +39,13 @@ from app.status import RunStatus
 log = logging.getLogger(__name__)
 
 
+# After a request tried on the loop found a lock held, the streamed messages of the next
+# LOCK_BACKOFF_S go straight to threads. A lock held for seconds (another process's transaction)
+# is usually met by a burst: each try costs the loop its wait for the lock (LOOP_LOCK_WAIT_MS) and,
+# with every pooled connection held by a thread that waits, its wait for one (loop_pool), and
+# tried one after another they held up the whole process (100 messages under an 8 s lock: a probe
+# answered 4.6 s late; with the back-off, measured in bench/README, 2026-12-07).
+LOCK_BACKOFF_S = 1.0
 DISPATCHERS = 64  # threads for the requests (each through the Flask app; a JSON answer may wait up to TURN_WAIT)
 READERS = 64  # threads for the streams that read Redis (a pass that is not here): each blocks in an XREAD
 FOLLOW_REDIS = object()  # on a tap: the pass is not (or no longer) here, read the rest from Redis
@@ -93,10 +101,11 @@ class TurnServer:
         self.flask_app = flask_app
         config = flask_app.config
         self.limit, self.timeout = config["WORKER_THREADS"], config["TURN_TIMEOUT"]
-        # On PostgreSQL a streamed message's request runs on the loop, never waiting there for a
-        # lock (_on_loop); on SQLite in a thread (measured: no difference there), and under the
-        # `inline` runner too (it would run a pass from the request, inside this loop).
-        self.requests_on_loop = config["SQLALCHEMY_DATABASE_URI"].startswith("postgresql") and config["TURNS_RUNNER"] != "inline"
+        # A streamed message's request runs on the loop, never waiting there for a lock (_on_loop);
+        # under the `inline` runner in a thread (it would run a pass from the request, inside this
+        # loop).
+        self.requests_on_loop = config["TURNS_RUNNER"] != "inline"
+        self.lock_seen_at = -math.inf  # when a request tried on the loop last found a lock held
         self.passes: set[asyncio.Task[None]] = set()
         # Every other request goes through the Flask app in a thread (its SQL and Redis calls may
         # wait: a locked SQLite, a JSON answer waiting for its turn), never on the loop; streams whose
@@ -112,9 +121,9 @@ class TurnServer:
             return
         loop = asyncio.get_running_loop()
         environ, exchange = self._request(scope, body, loop)
-        tried_on_loop = SERVER in environ and self.requests_on_loop
+        tried_on_loop = SERVER in environ and self.requests_on_loop and time.monotonic() - self.lock_seen_at >= LOCK_BACKOFF_S
         answer = self._on_loop(environ) if tried_on_loop else None
-        if answer is None:  # (in a thread: not streamed, on SQLite, or it would have waited on the loop)
+        if answer is None:  # (in a thread: not streamed, a lock held lately, or it would have waited on the loop)
             if tried_on_loop:
                 environ, exchange = self._request(scope, body, loop)  # (the first try was undone)
                 environ[AGAIN] = True
@@ -143,16 +152,26 @@ class TurnServer:
 
     def _on_loop(self, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
         """A streamed message's request on this loop, which it may not hold up: no lock is waited
-        for (extensions.on_loop). None when one would have been: the request was undone (nothing
-        kept, its stream place given back) and the caller runs it again in a thread. Measured
-        (bench/README, 2026-12-07), streamed L1 on PostgreSQL, 4 pairs against the thread: turn end
-        p99 5.62 / 5.78 / 5.87 / 5.39 -> 5.10 / 5.17 / 4.66 / 4.39 s. A thread's request has to win
-        the GIL back after each of its round trips, from a loop that is busy with passes."""
+        for there (extensions.on_loop: PostgreSQL's row lock NOWAIT; extensions.no_lock_wait: any
+        lock LOOP_LOCK_WAIT_MS at most, SQLite's write lock among them). None when one would have
+        been: the request was undone (nothing kept, its stream place given back) and the caller
+        runs it again in a thread. Requests in threads take the GIL from the loop that starts the
+        passes, which then start once the burst of them is through. Measured (bench/README,
+        2026-12-07), streamed L1, pairs against the thread: on PostgreSQL turn end p99 5.62 /
+        5.78 / 5.87 / 5.39 -> 5.10 / 5.17 / 4.66 / 4.39 s; on SQLite 3476 / 3408 / 3371 / 3530 /
+        3740 -> 3398 / 3220 / 3202 / 3309 / 3481 ms, the POST answered in half the time. (On
+        SQLite it was reverted once: with another process holding the write lock, a burst of such
+        requests froze the loop, which waited for a pooled connection that threads waiting for the
+        lock held. It no longer does (app/loop_pool.py), and LOCK_BACKOFF_S spares it the rest.)"""
         busy: list[str] = []
         context = contextvars.Context()
         context.run(on_loop.set, busy)
+        context.run(no_lock_wait.set, True)
         answer = self._dispatch(environ, context)
-        return None if busy else answer
+        if busy:
+            self.lock_seen_at = time.monotonic()
+            return None
+        return answer
 
     def _dispatch(
         self, environ: dict[str, Any], context: contextvars.Context | None = None

@@ -18,8 +18,8 @@ from app.copilot.text import first_title
 from app.copilot.turns import _jobs as jobs
 from app.copilot.turns._line import Claimed, claim_now, queue_next
 from app.copilot.turns._rows import as_written, message_and_run
-from app.errors import AgentNotItsTurn, NotFound, WouldWait
-from app.extensions import commit_kept, core, db, lock_busy, on_loop, redis_client, won
+from app.errors import AgentNotItsTurn, NotFound
+from app.extensions import commit_kept, core, db, on_loop, redis_client, won
 from app.models import Approval, Conversation, Message, Run, utcnow
 from app.status import FINAL, GOING, RETRYABLE, EventType, Role, RunNext, RunStatus
 
@@ -97,18 +97,10 @@ def hold_live(conversation_id: int) -> Held:
     is refused, or this turn sees the deletion (NotFound).
     Returns, from the same statement, what the row holds under the lock (Held). On the ASGI
     process's loop (extensions.on_loop) the lock is not waited for: WouldWait, nothing kept."""
-    busy = on_loop.get()
-    try:
-        statement: sa.Executable = _HOLD_LIVE if busy is None else _HOLD_LIVE_AT_ONCE
-        if db.session.get_bind().dialect.name == "sqlite":
-            statement = _HOLD_LIVE_SQLITE
-        live = core(statement, {"conversation_id": conversation_id}).first()
-    except sa.exc.OperationalError as error:
-        if busy is None or not lock_busy(error):
-            raise
-        db.session.rollback()
-        busy.append(f"conversation {conversation_id}")
-        raise WouldWait() from None
+    statement: sa.Executable = _HOLD_LIVE if on_loop.get() is None else _HOLD_LIVE_AT_ONCE
+    if db.session.get_bind().dialect.name == "sqlite":
+        statement = _HOLD_LIVE_SQLITE
+    live = core(statement, {"conversation_id": conversation_id}).first()  # (core: WouldWait on the loop)
     if live is None:
         db.session.rollback()
         raise NotFound()

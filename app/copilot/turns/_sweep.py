@@ -35,12 +35,15 @@ def sweep_dead(grace_seconds: int, conversation_id: int | None = None) -> list[R
     return ended
 
 
+# A run's error once the sweep ends it: its pass ran on a worker or on the ASGI process (a streamed
+# message's), and what the sweep knows is that its heartbeat stopped, not which died or why.
+SILENT = "the process running this turn went silent mid-turn (no heartbeat): it stopped, or lost Redis"
+
+
 def mark_interrupted(run: Run) -> bool:
     """End a running pass whose worker is gone: a notice with Retry, the turn-end event."""
     if not won(
-        sa.update(Run)
-        .where(Run.id == run.id, Run.status == RunStatus.RUNNING)
-        .values(status=RunStatus.INTERRUPTED, error="the worker stopped mid-turn")
+        sa.update(Run).where(Run.id == run.id, Run.status == RunStatus.RUNNING).values(status=RunStatus.INTERRUPTED, error=SILENT)
     ):
         db.session.rollback()
         return False
