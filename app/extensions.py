@@ -76,13 +76,32 @@ def core(statement: sa.Executable, params: Params = None) -> Any:  # (a CursorRe
 
 
 # A request served on the ASGI process's event loop may not wait there for a lock: every stream of
-# the process would wait with it. While `on_loop` holds a list, a lock another transaction holds
+# the process would wait with it. While `on_loop` holds an OnLoop, a lock another transaction holds
 # (PostgreSQL's row lock, at once: NOWAIT; any lock past LOOP_LOCK_WAIT_MS, no_lock_wait below:
 # SQLite's write lock among them) is noted in it and raises WouldWait (would_wait: nothing kept);
 # the server then runs the request again in a thread, where it waits (app/api/turn_server.py), its
 # environ marked AGAIN: its rate limits counted it the first time. (AGAIN is no header's name: no
 # client can set it.)
-on_loop: ContextVar[list[str] | None] = ContextVar("countersign_on_loop", default=None)
+class OnLoop:
+    """A request tried on the loop: the locks it met (then it is run again in a thread), and
+    whether it committed anything (then it never is: it would be kept twice; a lock met after
+    its commit is an error like any other)."""
+
+    def __init__(self) -> None:
+        self.locks: list[str] = []
+        self.committed = False
+
+
+on_loop: ContextVar[OnLoop | None] = ContextVar("countersign_on_loop", default=None)
+
+
+@sa.event.listens_for(sa.orm.Session, "after_commit")
+def _committed_on_loop(_session: sa.orm.Session) -> None:
+    tried = on_loop.get()
+    if tried is not None:
+        tried.committed = True
+
+
 AGAIN = "countersign.again"
 
 
@@ -109,13 +128,13 @@ def lock_busy(error: BaseException) -> bool:
 
 def would_wait(error: BaseException, what: str) -> None:
     """On the loop (on_loop), a lock `error` says was not waited for: the transaction is undone,
-    noted, and WouldWait raised (the server runs the request again in a thread). Elsewhere, or for
-    any other error, nothing: the caller raises it as it is."""
-    busy = on_loop.get()
-    if busy is None or not lock_busy(error):
+    noted, and WouldWait raised (the server runs the request again in a thread). Elsewhere, after
+    the request committed, or for any other error, nothing: the caller raises it as it is."""
+    tried = on_loop.get()
+    if tried is None or tried.committed or not lock_busy(error):
         return
     db.session.rollback()
-    busy.append(what)
+    tried.locks.append(what)
     raise WouldWait() from None
 
 

@@ -294,7 +294,7 @@ def test_a_request_on_the_loop_waits_briefly_for_sqlites_write_lock_and_its_conn
     thread to run again; the same connection, back in the pool, waits as configured for whoever
     takes it next."""
     from app.errors import WouldWait
-    from app.extensions import LOOP_LOCK_WAIT_MS, core, no_lock_wait, on_loop
+    from app.extensions import LOOP_LOCK_WAIT_MS, OnLoop, core, no_lock_wait, on_loop
 
     with app.app_context():
         if db.engine.dialect.name != "sqlite":
@@ -304,8 +304,8 @@ def test_a_request_on_the_loop_waits_briefly_for_sqlites_write_lock_and_its_conn
         assert configured == 30_000
         holder = db.engine.raw_connection()  # another writer: the whole database's write lock
         holder.execute("BEGIN IMMEDIATE")
-        busy: list[str] = []
-        tokens = on_loop.set(busy), no_lock_wait.set(True)
+        tried = OnLoop()
+        tokens = on_loop.set(tried), no_lock_wait.set(True)
         try:
             started = time.monotonic()
             with pytest.raises(WouldWait):
@@ -317,9 +317,41 @@ def test_a_request_on_the_loop_waits_briefly_for_sqlites_write_lock_and_its_conn
             no_lock_wait.reset(tokens[1])
             holder.execute("ROLLBACK")
             holder.close()
-        assert busy == ["a lock"]
+        assert tried.locks == ["a lock"]
         assert db.session.connection().exec_driver_sql("PRAGMA busy_timeout").scalar() == configured
         db.session.rollback()
+
+
+def test_a_request_on_the_loop_that_committed_is_never_run_again_for_a_lock_it_meets_after(app, api):
+    """Run again in a thread, a request that had committed (its message) would be kept twice: a
+    lock it meets after its commit is an error like any other, not WouldWait."""
+    from app.errors import WouldWait
+    from app.extensions import OnLoop, core, no_lock_wait, on_loop
+    from app.models import Conversation
+
+    convo = new_conversation(api)
+    retitle = sa.update(Conversation).where(Conversation.id == convo).values(title="Renamed")
+    with app.app_context():
+        lock = db.engine.connect()
+        tried = OnLoop()
+        tokens = on_loop.set(tried), no_lock_wait.set(True)
+        try:
+            core(retitle)
+            db.session.commit()
+            assert tried.committed
+            if lock.dialect.name == "sqlite":
+                lock.exec_driver_sql("BEGIN IMMEDIATE")
+            else:
+                lock.execute(sa.select(Conversation.id).where(Conversation.id == convo).with_for_update())
+            with pytest.raises(sa.exc.OperationalError) as raised:
+                core(retitle)
+            assert not isinstance(raised.value, WouldWait) and tried.locks == []
+        finally:
+            on_loop.reset(tokens[0])
+            no_lock_wait.reset(tokens[1])
+            db.session.rollback()
+            lock.rollback()
+            lock.close()
 
 
 def test_a_claimed_pass_holds_no_connection_while_the_model_thinks(app, api, streamed):

@@ -31,7 +31,7 @@ from app.api import asgi_request
 from app.api.streamed import SERVER, wants_stream
 from app.copilot import events, taps
 from app.copilot.events import Event
-from app.extensions import AGAIN, db, no_lock_wait, on_loop
+from app.extensions import AGAIN, OnLoop, db, no_lock_wait, on_loop
 from app.models import Run, User
 from app.sse import lines
 from app.status import RunStatus
@@ -163,12 +163,12 @@ class TurnServer:
         SQLite it was reverted once: with another process holding the write lock, a burst of such
         requests froze the loop, which waited for a pooled connection that threads waiting for the
         lock held. It no longer does (app/loop_pool.py), and LOCK_BACKOFF_S spares it the rest.)"""
-        busy: list[str] = []
+        tried = OnLoop()
         context = contextvars.Context()
-        context.run(on_loop.set, busy)
+        context.run(on_loop.set, tried)
         context.run(no_lock_wait.set, True)
         answer = self._dispatch(environ, context)
-        if busy:
+        if tried.locks:
             self.lock_seen_at = time.monotonic()
             return None
         return answer
