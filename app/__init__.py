@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from flask import Flask, g, jsonify, render_template, request
 from flask_limiter import RateLimitExceeded
 from sqlalchemy.exc import OperationalError, ProgrammingError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
@@ -179,7 +180,8 @@ def register_errorhandlers(app: Flask) -> None:
         return jsonify(error=type(error).__name__, message=error.description), error.code
 
     @app.errorhandler(OperationalError)
-    def database_down(error: OperationalError) -> Any:
+    @app.errorhandler(PoolTimeout)  # (no pooled connection free in time: every one held, by requests waiting for a lock)
+    def database_down(error: OperationalError | PoolTimeout) -> Any:
         log.error("database error: %s", error)
         try:
             db.session.rollback()

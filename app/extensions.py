@@ -63,25 +63,20 @@ def core(statement: sa.Executable, params: Params = None) -> Any:  # (a CursorRe
     What every turn runs goes this way: session.execute() costs two to three times as much CPU
     for the same statement (its ORM layer: 2026-12-07, SQLite, an UPDATE 82 against 33 µs, an
     INSERT … RETURNING 230 against 63 µs). Pending objects are flushed first, as
-    session.execute() would (unless autoflush is off). On the loop (on_loop), a lock another
-    transaction holds raises WouldWait, nothing kept."""
+    session.execute() would (unless autoflush is off)."""
     session = db.session()
-    try:
-        if session.autoflush:
-            session.flush()
-        return session.connection().execute(statement, params)
-    except sa.exc.OperationalError as error:
-        would_wait(error, "a lock")
-        raise
+    if session.autoflush:
+        session.flush()
+    return session.connection().execute(statement, params)
 
 
 # A request served on the ASGI process's event loop may not wait there for a lock: every stream of
-# the process would wait with it. While `on_loop` holds an OnLoop, a lock another transaction holds
-# (PostgreSQL's row lock, at once: NOWAIT; any lock past LOOP_LOCK_WAIT_MS, no_lock_wait below:
-# SQLite's write lock among them) is noted in it and raises WouldWait (would_wait: nothing kept);
-# the server then runs the request again in a thread, where it waits (app/api/turn_server.py), its
-# environ marked AGAIN: its rate limits counted it the first time. (AGAIN is no header's name: no
-# client can set it.)
+# the process would wait with it. While `on_loop` holds an OnLoop, any statement or commit that
+# meets a lock another transaction holds (lock_busy: PostgreSQL's `FOR UPDATE NOWAIT`; any lock,
+# a table's too, past LOOP_LOCK_WAIT_MS, no_lock_wait below; SQLite's write lock the same) raises
+# WouldWait instead (_lock_met_on_loop), noted in it: nothing was kept, and the server runs the
+# request again in a thread, where it waits (app/api/turn_server.py), its environ marked AGAIN:
+# its rate limits counted it the first time. (AGAIN is no header's name: no client can set it.)
 class OnLoop:
     """A request tried on the loop: the locks it met (then it is run again in a thread), and
     whether it committed anything (then it never is: it would be kept twice; a lock met after
@@ -100,6 +95,17 @@ def _committed_on_loop(_session: sa.orm.Session) -> None:
     tried = on_loop.get()
     if tried is not None:
         tried.committed = True
+
+
+@sa.event.listens_for(sa.engine.Engine, "handle_error")
+def _lock_met_on_loop(context: sa.engine.ExceptionContext) -> None:
+    """Every engine's errors, a read's as a write's or a commit's (raising here replaces the error:
+    SQLAlchemy's handle_error; the request's teardown rolls its transaction back)."""
+    tried = on_loop.get()
+    if tried is None or tried.committed or not lock_busy(context.sqlalchemy_exception or context.original_exception):
+        return
+    tried.locks.append(str(context.original_exception).splitlines()[0] if str(context.original_exception) else "a lock")
+    raise WouldWait() from context.original_exception
 
 
 AGAIN = "countersign.again"
@@ -126,18 +132,6 @@ def lock_busy(error: BaseException) -> bool:
     return code is not None and code & 0xFF == sqlite3.SQLITE_BUSY
 
 
-def would_wait(error: BaseException, what: str) -> None:
-    """On the loop (on_loop), a lock `error` says was not waited for: the transaction is undone,
-    noted, and WouldWait raised (the server runs the request again in a thread). Elsewhere, after
-    the request committed, or for any other error, nothing: the caller raises it as it is."""
-    tried = on_loop.get()
-    if tried is None or tried.committed or not lock_busy(error):
-        return
-    db.session.rollback()
-    tried.locks.append(what)
-    raise WouldWait() from None
-
-
 def commit_kept(written: object | None = None, **values: Any) -> None:
     """Commit, leaving what the session holds readable as it was written: a request that answers
     with the rows it just wrote reads them without one SELECT per object. `written`, a row just
@@ -149,9 +143,6 @@ def commit_kept(written: object | None = None, **values: Any) -> None:
     expiring, session.expire_on_commit = session.expire_on_commit, False
     try:
         session.commit()
-    except sa.exc.OperationalError as error:
-        would_wait(error, "a lock at commit")
-        raise
     finally:
         session.expire_on_commit = expiring
     for name, value in values.items():

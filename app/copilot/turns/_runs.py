@@ -100,7 +100,7 @@ def hold_live(conversation_id: int) -> Held:
     statement: sa.Executable = _HOLD_LIVE if on_loop.get() is None else _HOLD_LIVE_AT_ONCE
     if db.session.get_bind().dialect.name == "sqlite":
         statement = _HOLD_LIVE_SQLITE
-    live = core(statement, {"conversation_id": conversation_id}).first()  # (core: WouldWait on the loop)
+    live = core(statement, {"conversation_id": conversation_id}).first()  # (WouldWait on the loop: extensions.on_loop)
     if live is None:
         db.session.rollback()
         raise NotFound()
