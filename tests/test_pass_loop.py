@@ -267,3 +267,32 @@ def test_a_passs_write_that_a_lock_keeps_waiting_is_written_in_a_thread_and_agai
     on_loop, *in_threads = tries
     assert on_loop == (True, "MainThread")  # tried on the loop first, waiting a moment at most
     assert len(in_threads) == 2 and all(not brief and name.startswith("countersign-pass-write") for brief, name in in_threads)
+
+
+def test_a_passs_write_that_finds_no_pooled_connection_in_its_thread_is_written_again(app):
+    # Requests waiting for a lock another process holds can hold every pooled connection past the
+    # pool's timeout; the pass's write in its thread then fails to get one (sqlalchemy's
+    # TimeoutError, nothing written). It is written again, not lost with the pass's reply (a
+    # helper's 36 s SQLite lock: the pass ended `interrupted`).
+    import asyncio
+    import sqlite3
+
+    import sqlalchemy.exc
+
+    from app.copilot.turns._writes import written
+
+    tries: list[str] = []
+
+    def end() -> str:
+        tries.append(threading.current_thread().name)
+        if len(tries) == 1:  # (on the loop: the lock, so to a thread)
+            busy = sqlite3.OperationalError("database is locked")
+            busy.sqlite_errorcode = sqlite3.SQLITE_BUSY
+            raise sqlalchemy.exc.OperationalError("UPDATE runs …", {}, busy)
+        if len(tries) == 2:
+            raise sqlalchemy.exc.TimeoutError("QueuePool limit of size 5 overflow 10 reached, connection timed out")
+        return "written"
+
+    with app.app_context():
+        assert asyncio.run(written(end)) == "written"
+    assert len(tries) == 3 and all(name.startswith("countersign-pass-write") for name in tries[1:])

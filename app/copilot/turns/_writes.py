@@ -60,6 +60,11 @@ async def written(write: Callable[..., Result], *args: Any) -> Result:
             if not lock_busy(error):
                 raise
             log.warning("a pass's write (%s) found a lock still held: writing it again", getattr(write, "__name__", "?"))
+        except sa.exc.TimeoutError:
+            # No pooled connection for the thread within the pool's timeout: requests waiting for
+            # the same lock held them all (a helper's 36 s SQLite lock: the pass ended
+            # `interrupted`, its reply lost). They give theirs back as they fail; written again.
+            log.warning("a pass's write (%s) found no pooled connection free: writing it again", getattr(write, "__name__", "?"))
 
 
 async def in_thread(write: Callable[..., Result], *args: Any) -> Result:
