@@ -99,8 +99,8 @@ def _sqlite_pragmas() -> None:
 
 
 def _wait_briefly_if_asked(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
-    """A pass's write on an event loop (extensions.no_lock_wait): the connection waits for the
-    write lock LOOP_LOCK_WAIT_MS at most, until it goes back to the pool."""
+    """A pass's write or a request on an event loop (extensions.no_lock_wait): the connection
+    waits for the write lock LOOP_LOCK_WAIT_MS at most, until it goes back to the pool."""
     if no_lock_wait.get():
         record.info["busy_timeout"] = dbapi_connection.execute("PRAGMA busy_timeout").fetchone()[0]
         dbapi_connection.execute(f"PRAGMA busy_timeout = {LOOP_LOCK_WAIT_MS}")

@@ -111,12 +111,13 @@ def _lock_met_on_loop(context: sa.engine.ExceptionContext) -> None:
 AGAIN = "countersign.again"
 
 
-# A pass's write tried on an event loop (turns._writes.written) may not wait there for a lock either.
-# While `no_lock_wait` is set, a connection checked out waits LOOP_LOCK_WAIT_MS at most for one
-# (SQLite's busy timeout, until the connection goes back to the pool; PostgreSQL's lock_timeout, for
-# its transaction), then fails with lock_busy(); the write is undone and written again in a thread,
-# where it waits. Another writer's commit lets a lock go within a few milliseconds; a lock held
-# longer (another process's long transaction) no longer holds up the loop.
+# A pass's write tried on an event loop (turns._writes.written), and a request tried there
+# (on_loop), may not wait there for a lock either. While `no_lock_wait` is set, a connection
+# checked out waits LOOP_LOCK_WAIT_MS at most for one (SQLite's busy timeout, until the connection
+# goes back to the pool; PostgreSQL's lock_timeout, for its transaction), then fails with
+# lock_busy(); the write or request is undone and run again in a thread, where it waits. Another
+# writer's commit lets a lock go within a few milliseconds; a lock held longer (another process's
+# long transaction) no longer holds up the loop.
 no_lock_wait: ContextVar[bool] = ContextVar("countersign_no_lock_wait", default=False)
 LOOP_LOCK_WAIT_MS = 10
 

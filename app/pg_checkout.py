@@ -61,7 +61,7 @@ def _checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
     plain = not dbapi_connection.autocommit and (
         dbapi_connection.isolation_level is None and dbapi_connection.read_only is None and dbapi_connection.deferrable is None
     )
-    begin = _BEGIN_NO_LOCK_WAIT if no_lock_wait.get() else b"BEGIN"  # (a pass's write on the loop: extensions)
+    begin = _BEGIN_NO_LOCK_WAIT if no_lock_wait.get() else b"BEGIN"  # (a pass's write or a request on the loop: extensions)
     try:
         result = pgconn.exec_(begin if plain else b"SELECT 1")
     except Exception as error:  # (psycopg's own errors, a closed connection's among them)

@@ -245,9 +245,6 @@ def test_a_passs_write_that_a_lock_keeps_waiting_is_written_in_a_thread_and_agai
     # a lock held longer still (a migration's) fails that too, and the write is tried again there,
     # rather than the pass's end being lost (its reply with it).
     import asyncio
-    import sqlite3
-
-    import sqlalchemy.exc
 
     from app.copilot.turns._writes import written
     from app.extensions import no_lock_wait
@@ -257,9 +254,7 @@ def test_a_passs_write_that_a_lock_keeps_waiting_is_written_in_a_thread_and_agai
     def end() -> str:
         tries.append((no_lock_wait.get(), threading.current_thread().name))
         if len(tries) < 3:
-            busy = sqlite3.OperationalError("database is locked")
-            busy.sqlite_errorcode = sqlite3.SQLITE_BUSY
-            raise sqlalchemy.exc.OperationalError("UPDATE runs …", {}, busy)
+            raise sqlite_busy()
         return "written"
 
     with app.app_context():
@@ -275,7 +270,6 @@ def test_a_passs_write_that_finds_no_pooled_connection_in_its_thread_is_written_
     # TimeoutError, nothing written). It is written again, not lost with the pass's reply (a
     # helper's 36 s SQLite lock: the pass ended `interrupted`).
     import asyncio
-    import sqlite3
 
     import sqlalchemy.exc
 
@@ -286,9 +280,7 @@ def test_a_passs_write_that_finds_no_pooled_connection_in_its_thread_is_written_
     def end() -> str:
         tries.append(threading.current_thread().name)
         if len(tries) == 1:  # (on the loop: the lock, so to a thread)
-            busy = sqlite3.OperationalError("database is locked")
-            busy.sqlite_errorcode = sqlite3.SQLITE_BUSY
-            raise sqlalchemy.exc.OperationalError("UPDATE runs …", {}, busy)
+            raise sqlite_busy()
         if len(tries) == 2:
             raise sqlalchemy.exc.TimeoutError("QueuePool limit of size 5 overflow 10 reached, connection timed out")
         return "written"
@@ -296,3 +288,14 @@ def test_a_passs_write_that_finds_no_pooled_connection_in_its_thread_is_written_
     with app.app_context():
         assert asyncio.run(written(end)) == "written"
     assert len(tries) == 3 and all(name.startswith("countersign-pass-write") for name in tries[1:])
+
+
+def sqlite_busy() -> Exception:
+    """What SQLAlchemy raises when SQLite's busy timeout ran out: SQLITE_BUSY, nothing written."""
+    import sqlite3
+
+    import sqlalchemy.exc
+
+    busy = sqlite3.OperationalError("database is locked")
+    busy.sqlite_errorcode = sqlite3.SQLITE_BUSY  # type: ignore[attr-defined]
+    return sqlalchemy.exc.OperationalError("UPDATE runs …", {}, busy)

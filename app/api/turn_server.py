@@ -101,8 +101,8 @@ class TurnServer:
         self.flask_app = flask_app
         config = flask_app.config
         self.limit, self.timeout = config["WORKER_THREADS"], config["TURN_TIMEOUT"]
-        # A streamed message's request runs on the loop, never waiting there for a lock (_on_loop);
-        # under the `inline` runner in a thread (it would run a pass from the request, inside this
+        # A streamed message's request runs on the loop, waiting there for a lock 10 ms at most
+        # (_on_loop); under the `inline` runner in a thread (it would run a pass from the request, inside this
         # loop).
         self.requests_on_loop = config["TURNS_RUNNER"] != "inline"
         self.lock_seen_at = -math.inf  # when a request tried on the loop last found a lock held
