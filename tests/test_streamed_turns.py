@@ -474,7 +474,7 @@ def test_a_message_waiting_on_a_locked_database_holds_up_no_other_request_of_the
     # (PostgreSQL's NOWAIT; SQLite's busy timeout there is 10 ms), is undone, and waits in a
     # thread: one message kept, one turn, as anywhere.
     convo, answered = message_while_locked(app, server, token(app))
-    assert answered and answered[0][-1][2]["state"] == "done"
+    assert answered and answered[0][1][-1][2]["state"] == "done"
     with app.app_context():
         said = db.session.scalars(sa.select(Message.text).where(Message.conversation_id == convo, Message.role == Role.USER))
         assert list(said) == ["hello"]
@@ -568,7 +568,13 @@ def test_a_message_tried_on_the_loop_then_run_in_a_thread_counts_once_against_it
     # thread), the message that waited for the lock would have been refused (429).
     bearer = token(app)
     convo, answered = message_while_locked(app, limited, bearer)
-    assert answered and answered[0][-1][2]["state"] == "done"
+    assert answered and answered[0][1][-1][2]["state"] == "done"
+    # Its answer tells the count, as one served on the loop does (Flask-Limiter's headers, for the
+    # first of its limits: the address's): the try on the loop counted it, once, and the run in a
+    # thread, which counts nothing, carries the headers that try was answered with.
+    headers = answered[0][0]
+    assert int(headers["X-RateLimit-Remaining"]) == int(headers["X-RateLimit-Limit"]) - 1
+    assert int(headers["X-RateLimit-Reset"]) > 0
     with streamed_post(limited.base, convo, bearer, "again") as response:
         assert response.status_code == 429  # (the hour's one message was that one)
 
@@ -576,7 +582,7 @@ def test_a_message_tried_on_the_loop_then_run_in_a_thread_counts_once_against_it
 def message_while_locked(app: Any, server: Any, bearer: str) -> tuple[int, list[Any]]:
     """A streamed message sent while another connection holds its conversation's write lock, and
     an unauthenticated request to the same process answered while the message still waits: the
-    conversation, and the message's events once the lock was let go."""
+    conversation, and the message's answer (its headers, its events) once the lock was let go."""
     from app.models import Conversation
 
     convo = conversation(app, bearer)
@@ -592,7 +598,7 @@ def message_while_locked(app: Any, server: Any, bearer: str) -> tuple[int, list[
 
         def message() -> None:
             with streamed_post(server.base, convo, bearer, "hello") as response:
-                answered.append(events_of(response.iter_lines()))
+                answered.append((response.headers, events_of(response.iter_lines())))
 
         waiting = threading.Thread(target=message)
         waiting.start()

@@ -49,6 +49,10 @@ LOCK_BACKOFF_S = 1.0
 DISPATCHERS = 64  # threads for the requests (each through the Flask app; a JSON answer may wait up to TURN_WAIT)
 READERS = 64  # threads for the streams that read Redis (a pass that is not here): each blocks in an XREAD
 FOLLOW_REDIS = object()  # on a tap: the pass is not (or no longer) here, read the rest from Redis
+RATE_LIMIT_HEADERS = b"x-ratelimit-"  # (Flask-Limiter's, lowercased as every header here)
+
+Headers = list[tuple[bytes, bytes]]
+Answer = tuple[int, Headers, bytes]  # a request's status, headers and body, as _dispatch gives them
 
 
 class Handoff:
@@ -122,12 +126,12 @@ class TurnServer:
         loop = asyncio.get_running_loop()
         environ, exchange = self._request(scope, body, loop)
         tried_on_loop = SERVER in environ and self.requests_on_loop and time.monotonic() - self.lock_seen_at >= LOCK_BACKOFF_S
-        answer = self._on_loop(environ) if tried_on_loop else None
+        answer, counted = self._on_loop(environ) if tried_on_loop else (None, [])
         if answer is None:  # (in a thread: not streamed, a lock held lately, or it would have waited on the loop)
             if tried_on_loop:
                 environ, exchange = self._request(scope, body, loop)  # (the first try was undone)
                 environ[AGAIN] = True
-            answer = await loop.run_in_executor(self.dispatchers, self._dispatch, environ)
+            answer = _with_headers(await loop.run_in_executor(self.dispatchers, self._dispatch, environ), counted)
         status, headers, content = answer
         handoff = exchange.taken
         if handoff is not None and (handoff.run_id is None or status != 200):
@@ -150,12 +154,14 @@ class TurnServer:
             environ[SERVER] = exchange
         return environ, exchange
 
-    def _on_loop(self, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
+    def _on_loop(self, environ: dict[str, Any]) -> tuple[Answer | None, Headers]:
         """A streamed message's request on this loop, which it may not hold up: no lock is waited
         for there (extensions.on_loop: PostgreSQL's row lock NOWAIT; extensions.no_lock_wait: any
-        lock LOOP_LOCK_WAIT_MS at most, SQLite's write lock among them). None when one would have
-        been: the request was undone (nothing kept, its stream place given back) and the caller
-        runs it again in a thread. Requests in threads take the GIL from the loop that starts the
+        lock LOOP_LOCK_WAIT_MS at most, SQLite's write lock among them). Its answer; or None when
+        a lock would have been waited for: the request was undone (nothing kept, its stream place
+        given back) and the caller runs it again in a thread (marked AGAIN: its rate limits are not
+        counted twice), with the X-RateLimit headers its try on the loop was answered with (the
+        count they tell is the one that stands). Requests in threads take the GIL from the loop that starts the
         passes, which then start once the burst of them is through. Measured (bench/README,
         2026-12-07), streamed L1, pairs against the thread: on PostgreSQL turn end p99 5.62 /
         5.78 / 5.87 / 5.39 -> 5.10 / 5.17 / 4.66 / 4.39 s; on SQLite 3476 / 3408 / 3371 / 3530 /
@@ -170,12 +176,10 @@ class TurnServer:
         answer = self._dispatch(environ, context)
         if tried.locks:
             self.lock_seen_at = time.monotonic()
-            return None
-        return answer
+            return None, [(k, v) for k, v in answer[1] if k.startswith(RATE_LIMIT_HEADERS)]
+        return answer, []
 
-    def _dispatch(
-        self, environ: dict[str, Any], context: contextvars.Context | None = None
-    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    def _dispatch(self, environ: dict[str, Any], context: contextvars.Context | None = None) -> Answer:
         """The request through the Flask app (in a thread of `dispatchers`, or on the loop)."""
         started: dict[str, Any] = {}
 
@@ -315,6 +319,13 @@ class TurnServer:
             task.cancel()
         self.readers.shutdown(wait=False, cancel_futures=True)
         self.dispatchers.shutdown(wait=False, cancel_futures=True)
+
+
+def _with_headers(answer: Answer, carried: Headers) -> Answer:
+    """The answer, with each of the `carried` headers it does not already have."""
+    status, headers, content = answer
+    have = {k for k, _ in headers}
+    return status, [*headers, *((k, v) for k, v in carried if k not in have)], content
 
 
 def _rolled_back(work: Callable[[], Any]) -> Any:
