@@ -14,13 +14,16 @@ from mcp.client.streamable_http import streamable_http_client
 from app.auth import create_token
 from app.extensions import db
 from app.models import Approval, Post, User
+from tests.conftest import DATABASE_URL
 from tests.helpers.mcp import (  # noqa: F401 (clients, mcp_process, server, tokens: fixtures)
     HTTP_TIMEOUT,
     PUBLIC,
+    ShortLockWait,
     client,
     clients,
     first_leg,
     mcp_process,
+    module_server,
     never,
     retry_leg,
     run,
@@ -28,6 +31,9 @@ from tests.helpers.mcp import (  # noqa: F401 (clients, mcp_process, server, tok
     tokens,
 )
 from tests.helpers.prompts import prompt_of, shown_in_elicitation
+
+short_wait_process, short_wait = module_server(ShortLockWait, "short_wait")
+UNAVAILABLE = "The service is briefly unavailable. Nothing was changed; please try again."
 
 
 def test_tools_carry_their_kind_as_annotations(server, tokens):
@@ -329,3 +335,46 @@ def test_a_revoked_token_is_401_over_mcp(app, server, tokens):
             headers={"Authorization": f"Bearer {tokens['alice']}", "Accept": "application/json, text/event-stream"},
         )
     assert response.status_code == 401
+
+
+# --- the database away or locked: Countersign's own words, never the error's --------------------
+
+
+@pytest.mark.skipif(
+    DATABASE_URL.startswith("postgres"), reason="SQLite's write lock (the PostgreSQL pass stops its server: test_faults.py)"
+)
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_a_tool_call_that_meets_a_lock_past_its_wait_is_a_tool_error_in_plain_words_and_keeps_nothing(
+    app, database_url, short_wait, clients, mode
+):
+    # Another connection holds SQLite's write lock past the process's wait (0.2 s here): the call's
+    # write fails. The SDK answered what the handler raised with the error's own text (the SQL and
+    # its values, to a handshake-era client) or "Internal server error" (a modern one); the model
+    # reads a tool error that says what happened, and the same call goes through once the lock goes.
+    import sqlite3
+
+    arguments = {"title": f"Locked {mode}", "body": "Text", "status": "draft"}
+
+    async def call():
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {clients['alice']}"}, timeout=HTTP_TIMEOUT) as http:
+            async with Client(streamable_http_client(short_wait.url, http_client=http), mode=mode) as c:
+                return await c.call_tool("draft_post", arguments)
+
+    run(call())  # (the process's first call opens its connections: not under the lock)
+    with app.app_context():
+        db.session.execute(sa.delete(Post).where(Post.title == arguments["title"]))
+        db.session.commit()
+    writer = sqlite3.connect(database_url.removeprefix("sqlite:///"), isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        locked = run(call())
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert locked.is_error and locked.content[0].text == UNAVAILABLE
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(Post.id)).where(Post.title == arguments["title"])) == 0
+    again = run(call())
+    assert not again.is_error
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(Post.id)).where(Post.title == arguments["title"])) == 1

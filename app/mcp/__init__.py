@@ -21,14 +21,20 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.errors import ServiceUnavailable
 from app.mcp.hints import ANNOTATIONS
 from app.status import ApprovalType, Decision
 
 log = logging.getLogger(__name__)
+# The database away, a lock held past the wait, no pooled connection free in time: the web's 503.
+DATABASE_AWAY = (OperationalError, PoolTimeout)
 AUDIENCE = "countersign"
 current_token: contextvars.ContextVar[int | None] = contextvars.ContextVar("countersign_mcp_token", default=None)
 
@@ -86,9 +92,18 @@ class BearerAuth:
             return
         headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
         auth = headers.get("authorization", "")
-        token_id = (
-            await anyio.to_thread.run_sync(self._token_id, auth[7:].strip()) if auth.lower().startswith("bearer ") else None
-        )
+        try:
+            token_id = (
+                await anyio.to_thread.run_sync(self._token_id, auth[7:].strip()) if auth.lower().startswith("bearer ") else None
+            )
+        except DATABASE_AWAY as error:  # (the token cannot be read: neither let in nor refused)
+            log.error("database error reading an MCP request's token: %s", error)
+            await JSONResponse(
+                {"error": "service_unavailable", "message": ServiceUnavailable.message},
+                status_code=ServiceUnavailable.status,
+                headers={"Retry-After": "1"},
+            )(scope, receive, send)
+            return
         if token_id is None:
             await JSONResponse(
                 {"error": "unauthorized", "message": "Send Authorization: Bearer <token>."},
@@ -120,8 +135,12 @@ def _session_owner(token_id: int) -> AuthenticatedUser:
     return AuthenticatedUser(AccessToken(token=principal, client_id=principal, scopes=[]))
 
 
-def _in_app(flask_app: Flask, fn: Any, *args: Any) -> Any:
-    """Run engine code in a worker thread, in a Flask app context (its own DB session)."""
+async def _in_app(flask_app: Flask, fn: Any, *args: Any, unavailable: Any = None) -> Any:
+    """Run engine code in a worker thread, in a Flask app context (its own DB session). What it
+    raises never reaches the client in its own words (the SDK sends a handshake-era client the
+    exception's text: an OperationalError's SQL and its values): the database away, locked past
+    its wait or out of connections is `unavailable` (a tool's error result, for the model to read)
+    or an error in Countersign's words; anything else, logged, is an internal error."""
     from app.extensions import db
 
     def run() -> Any:
@@ -131,7 +150,18 @@ def _in_app(flask_app: Flask, fn: Any, *args: Any) -> Any:
             finally:
                 db.session.remove()
 
-    return anyio.to_thread.run_sync(run)
+    try:
+        return await anyio.to_thread.run_sync(run)
+    except MCPError:
+        raise
+    except DATABASE_AWAY as error:
+        log.error("database error in an MCP request: %s", error)
+        if unavailable is not None:
+            return unavailable
+        raise MCPError(code=types.INTERNAL_ERROR, message=ServiceUnavailable.message) from None
+    except Exception:
+        log.exception("an MCP request raised")
+        raise MCPError(code=types.INTERNAL_ERROR, message="Internal server error") from None
 
 
 def _actor(token_id: int) -> Any:
@@ -174,7 +204,7 @@ MODERN = "2026-07-28"
 def _call_tool(flask_app: Flask) -> Any:
     async def handler(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
         token = current_token.get()
-        result = await _in_app(flask_app, _call, token, params)
+        result = await _in_app(flask_app, _call, token, params, unavailable=UNAVAILABLE)
         if not isinstance(result, Ask):
             return result
         caps = ctx.session.client_capabilities
@@ -187,7 +217,9 @@ def _call_tool(flask_app: Flask) -> Any:
         if result.by_url and not can_url:
             return _text(result.pending())
         if not result.by_url and not can_form:
-            return await _in_app(flask_app, _answer, token, result.approval_id, types.ElicitResult(action="decline"))
+            return await _in_app(
+                flask_app, _answer, token, result.approval_id, types.ElicitResult(action="decline"), unavailable=UNAVAILABLE
+            )
         if ctx.protocol_version >= MODERN:
             return result.input_required()
         # Handshake-era clients: a classic elicitation/create inside this call.
@@ -201,7 +233,7 @@ def _call_tool(flask_app: Flask) -> Any:
         except Exception as error:  # the client cannot be asked: nothing runs, it is told where to answer
             log.info("elicitation/create failed: %r", error)
             return _text(f"Pending: the person must answer this in Countersign: {result.url}")
-        return await _in_app(flask_app, _answer, token, result.approval_id, answer, True)
+        return await _in_app(flask_app, _answer, token, result.approval_id, answer, True, unavailable=UNAVAILABLE)
 
     return handler
 
@@ -238,6 +270,9 @@ class Ask:
 
 def _text(text: str, error: bool = False) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
+
+
+UNAVAILABLE = _text(ServiceUnavailable.message, error=True)  # (the web's 503, as a tool's error)
 
 
 def _call(token_id: int, params: types.CallToolRequestParams) -> Any:

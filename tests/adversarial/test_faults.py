@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import threading
 
+import httpx2
 import pytest
 import sqlalchemy as sa
 from flask_migrate import upgrade
@@ -91,6 +92,36 @@ def test_postgres_restarted_between_card_and_confirm_runs_it_once(pg_app, privat
     assert confirmed.status_code == 200, confirmed.get_data(as_text=True)
     assert alice.answer(approval_id, token).status_code == 409
     assert handle_calls["n"] == 1 and approval_status(pg_app, approval_id) == "done"
+
+
+def test_postgres_down_under_mcp_is_a_503_in_plain_words_not_a_500(pg_app, private_pg):
+    # The bearer token cannot be read: the request is neither let in nor refused as unauthorized,
+    # and the client is told to try again in Countersign's words (it was uvicorn's bare 500).
+    from tests.helpers.mcp import McpServer
+
+    with pg_app.app_context():
+        alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+        bearer = create_token(alice, scope="client")
+    server = McpServer(private_pg.url)
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    headers = {"Authorization": f"Bearer {bearer}", "Accept": "application/json, text/event-stream"}
+    try:
+        private_pg.stop()
+        try:
+            down = httpx2.post(server.url, json=initialize, headers=headers, timeout=WAIT)
+        finally:
+            private_pg.start()
+        assert down.status_code == 503 and down.headers["Retry-After"] == "1"
+        assert down.json() == {"error": "service_unavailable", "message": UNAVAILABLE}
+        back = httpx2.post(server.url, json=initialize, headers=headers, timeout=WAIT)
+        assert back.status_code == 200, back.text
+    finally:
+        server.kill()
 
 
 # --- SQLite: another writer holds the file locked past the busy timeout ------------------------

@@ -50,9 +50,12 @@ class McpServer:
     def url(self):
         return f"http://127.0.0.1:{self.port}/mcp"
 
+    def command(self):
+        return [sys.executable, "-m", "flask", "--app", "wsgi", "mcp", "--port", str(self.port)]
+
     def start(self):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "flask", "--app", "wsgi", "mcp", "--port", str(self.port)],
+            self.command(),
             env=self.env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -71,6 +74,25 @@ class McpServer:
         if self.proc.poll() is not None:
             self.start()
         return self
+
+
+# `flask mcp`, with the app's SQLite connections giving up on a write lock after 0.2 s (theirs is
+# 30 s): a write that meets a lock the test holds fails within the test, whatever the machine's speed.
+SHORT_LOCK_WAIT = """
+import contextvars, sys, uvicorn
+from app import create_app
+from app.asgi import create_asgi_app
+app = create_app({"SQLALCHEMY_ENGINE_OPTIONS": {"connect_args": {"timeout": 0.2}}})
+served = create_asgi_app(app)
+contextvars.Context().run(uvicorn.run, served, host="127.0.0.1", port=int(sys.argv[1]), proxy_headers=False)
+"""
+
+
+class ShortLockWait(McpServer):
+    """The MCP process whose SQLite writes wait 0.2 s for a lock, then fail (SHORT_LOCK_WAIT)."""
+
+    def command(self):
+        return [sys.executable, "-c", SHORT_LOCK_WAIT, str(self.port)]
 
 
 def module_server(kind=McpServer, name="server"):
