@@ -161,8 +161,8 @@ class TurnServer:
         a lock would have been waited for: the request was undone (nothing kept, its stream place
         given back) and the caller runs it again in a thread (marked AGAIN: its rate limits are not
         counted twice), with the X-RateLimit headers its try on the loop was answered with (the
-        count they tell is the one that stands). Requests in threads take the GIL from the loop that starts the
-        passes, which then start once the burst of them is through. Measured (bench/README,
+        count they tell is the one that stands). Requests in threads take the GIL from the loop
+        that starts the passes, which then start once the burst of them is through. Measured (bench/README,
         2026-12-07), streamed L1, pairs against the thread: on PostgreSQL turn end p99 5.62 /
         5.78 / 5.87 / 5.39 -> 5.10 / 5.17 / 4.66 / 4.39 s; on SQLite 3476 / 3408 / 3371 / 3530 /
         3740 -> 3398 / 3220 / 3202 / 3309 / 3481 ms, the POST answered in half the time. (On

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,12 +136,12 @@ def _session_owner(token_id: int) -> AuthenticatedUser:
     return AuthenticatedUser(AccessToken(token=principal, client_id=principal, scopes=[]))
 
 
-async def _in_app(flask_app: Flask, fn: Any, *args: Any, unavailable: Any = None) -> Any:
+async def _in_app(flask_app: Flask, fn: Any, *args: Any, unavailable: Callable[[], Any] | None = None) -> Any:
     """Run engine code in a worker thread, in a Flask app context (its own DB session). What it
     raises never reaches the client in its own words (the SDK sends a handshake-era client the
     exception's text: an OperationalError's SQL and its values): the database away, locked past
-    its wait or out of connections is `unavailable` (a tool's error result, for the model to read)
-    or an error in Countersign's words; anything else, logged, is an internal error."""
+    its wait or out of connections is what `unavailable()` gives (a tool's error result, for the
+    model to read), else an error in Countersign's words; anything else, logged, is an internal error."""
     from app.extensions import db
 
     def run() -> Any:
@@ -157,7 +158,7 @@ async def _in_app(flask_app: Flask, fn: Any, *args: Any, unavailable: Any = None
     except DATABASE_AWAY as error:
         log.error("database error in an MCP request: %s", error)
         if unavailable is not None:
-            return unavailable
+            return unavailable()
         raise MCPError(code=types.INTERNAL_ERROR, message=ServiceUnavailable.message) from None
     except Exception:
         log.exception("an MCP request raised")
@@ -204,7 +205,7 @@ MODERN = "2026-07-28"
 def _call_tool(flask_app: Flask) -> Any:
     async def handler(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
         token = current_token.get()
-        result = await _in_app(flask_app, _call, token, params, unavailable=UNAVAILABLE)
+        result = await _in_app(flask_app, _call, token, params, unavailable=_unavailable)
         if not isinstance(result, Ask):
             return result
         caps = ctx.session.client_capabilities
@@ -218,7 +219,7 @@ def _call_tool(flask_app: Flask) -> Any:
             return _text(result.pending())
         if not result.by_url and not can_form:
             return await _in_app(
-                flask_app, _answer, token, result.approval_id, types.ElicitResult(action="decline"), unavailable=UNAVAILABLE
+                flask_app, _answer, token, result.approval_id, types.ElicitResult(action="decline"), unavailable=_unavailable
             )
         if ctx.protocol_version >= MODERN:
             return result.input_required()
@@ -233,7 +234,7 @@ def _call_tool(flask_app: Flask) -> Any:
         except Exception as error:  # the client cannot be asked: nothing runs, it is told where to answer
             log.info("elicitation/create failed: %r", error)
             return _text(f"Pending: the person must answer this in Countersign: {result.url}")
-        return await _in_app(flask_app, _answer, token, result.approval_id, answer, True, unavailable=UNAVAILABLE)
+        return await _in_app(flask_app, _answer, token, result.approval_id, answer, True, unavailable=_unavailable)
 
     return handler
 
@@ -272,7 +273,9 @@ def _text(text: str, error: bool = False) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
 
 
-UNAVAILABLE = _text(ServiceUnavailable.message, error=True)  # (the web's 503, as a tool's error)
+def _unavailable() -> types.CallToolResult:
+    """The web's 503, as a tool's error (the database away, locked past its wait, no connection)."""
+    return _text(ServiceUnavailable.message, error=True)
 
 
 def _call(token_id: int, params: types.CallToolRequestParams) -> Any:
