@@ -122,6 +122,13 @@ no_lock_wait: ContextVar[bool] = ContextVar("countersign_no_lock_wait", default=
 LOOP_LOCK_WAIT_MS = 10
 
 
+# The database away: its server gone or refusing (OperationalError, a lock held past the wait
+# among them), or no pooled connection free within pool_timeout. Never an action's own failure nor
+# a text for a person or a client: a request answers the 503 of ServiceUnavailable, a pass fails
+# for Retry.
+DATABASE_AWAY = (sa.exc.OperationalError, sa.exc.TimeoutError)
+
+
 def lock_busy(error: BaseException) -> bool:
     """Whether a database error says that a lock another transaction holds was not waited for
     (PostgreSQL's `FOR UPDATE NOWAIT` or lock_timeout: lock_not_available; SQLite's write lock,

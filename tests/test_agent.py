@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import sqlalchemy as sa
 from pydantic_ai.messages import ModelRequest, ToolCallPart, ToolReturnPart, UserPromptPart
 
@@ -263,3 +264,63 @@ def test_model_failure_keeps_the_persons_message(app, alice, model, monkeypatch)
         kept = db.session.scalars(sa.select(Message.text).where(Message.conversation_id == convo)).all()
         assert kept[0] == "hello there" and len(kept) == 2
         assert db.session.scalar(sa.select(Run.status).where(Run.conversation_id == convo)) == "failed"
+
+
+# --- the database away inside an action: not the action's failure, never its error's text ------
+
+POOL_TIMEOUT = "QueuePool limit of size 5 overflow 10 reached, connection timed out, timeout 30.00"
+
+
+def database_away(kind):
+    """A real SQLAlchemy error of the kind a database away raises: no pooled connection free in
+    time, or the server gone (an OperationalError, as psycopg and sqlite3 raise it)."""
+    if kind == "pool":
+        return sa.exc.TimeoutError(POOL_TIMEOUT)
+    return sa.exc.OperationalError("SELECT posts.id FROM posts", {}, Exception("server closed the connection unexpectedly"))
+
+
+@pytest.mark.parametrize("kind", ["pool", "server gone"])
+def test_the_database_away_inside_an_action_fails_the_turn_for_retry_never_tells_its_text(app, alice, model, monkeypatch, kind):
+    # A helper's attack (2026-12-07): the ASGI process's pool held by calls waiting on a lock, a
+    # turn's list_posts met the pool's timeout inside handle(), and the person and the model read
+    # "Failed: QueuePool limit of size 5 overflow 10 reached, ..." as the action's own failure, in a
+    # turn that ended done (no Retry). It is the database away, not the action: the turn fails as
+    # a turn does when it cannot finish, and Retry runs it again.
+    from app.actions.list_posts import ListPosts
+
+    def away(self, ctx, input):
+        raise database_away(kind)
+
+    monkeypatch.setattr(ListPosts, "handle", away)
+    model.enqueue(tool_call("list_posts"), text("Here they are."))
+    convo = alice.new_conversation()
+    html = alice.say(convo, "what is on my list?")
+    assert "could not finish this turn" in html
+    with app.app_context():
+        said = db.session.scalars(sa.select(Message.text).where(Message.conversation_id == convo)).all()
+        assert said[0] == "what is on my list?"
+        assert not any(word in t for t in said for word in ("QueuePool", "SELECT", "server closed"))
+        assert db.session.scalar(sa.select(Run.status).where(Run.conversation_id == convo)) == "failed"
+    monkeypatch.undo()  # the database is back
+    model.enqueue(tool_call("list_posts"), text("Here they are."))
+    retried = alice.htmx_post(f"/c/{convo}/retry")
+    assert retried.status_code == 200 and "Here they are." in retried.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("kind", ["pool", "server gone"])
+def test_a_cards_handle_that_meets_the_database_away_tells_it_in_plain_words(app, alice, posts, monkeypatch, kind):
+    # After the confirm's claim, handle() met the database away: the card ends failed, as an
+    # action's failure does, but its words (the card's and the model's) never carry the error's.
+    from app.actions.delete_post import DeletePost
+
+    def away(self, ctx, input):
+        raise database_away(kind)
+
+    approval_id, token = alice.card(alice.say(alice.new_conversation(), f"/delete_post post={posts['Spring meetup']}"))
+    monkeypatch.setattr(DeletePost, "handle", away)
+    answered = alice.answer(approval_id, token).get_data(as_text=True)
+    assert "the database did not answer in time" in answered
+    assert not any(word in answered for word in ("QueuePool", "SELECT", "server closed"))
+    with app.app_context():
+        approval = db.session.get(Approval, approval_id)
+        assert approval.status == "failed" and approval.result == "the database did not answer in time"

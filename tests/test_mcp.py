@@ -378,3 +378,22 @@ def test_a_tool_call_that_meets_a_lock_past_its_wait_is_a_tool_error_in_plain_wo
     assert not again.is_error
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count(Post.id)).where(Post.title == arguments["title"])) == 1
+
+
+def test_an_mcp_call_whose_action_meets_the_database_away_is_the_503_in_plain_words(app, clients, monkeypatch):
+    # The same call in process (the server's own handler code): handle() meets no pooled
+    # connection free in time. It was "Failed: QueuePool limit of size 5 ..." as the action's own
+    # result (a helper's attack, through a streamed turn); it is the web's 503, as a tool error.
+    from app.actions.list_posts import ListPosts
+    from app.auth import find_token
+    from app.mcp import _call, _in_app, _unavailable
+
+    def away(self, ctx, input):
+        raise sa.exc.TimeoutError("QueuePool limit of size 5 overflow 10 reached, connection timed out, timeout 30.00")
+
+    monkeypatch.setattr(ListPosts, "handle", away)
+    with app.app_context():
+        token_id = find_token(clients["alice"]).id
+    params = types.CallToolRequestParams(name="list_posts", arguments={})
+    result = run(_in_app(app, _call, token_id, params, unavailable=_unavailable))
+    assert result.is_error and result.content[0].text == UNAVAILABLE

@@ -24,7 +24,8 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
 from app.errors import ServiceUnavailable
-from app.mcp.bearer import DATABASE_AWAY, BearerAuth, current_token, principal
+from app.extensions import DATABASE_AWAY
+from app.mcp.bearer import BearerAuth, current_token, principal
 from app.mcp.hints import ANNOTATIONS
 from app.status import ApprovalType, Decision
 

@@ -10,16 +10,13 @@ import anyio
 from flask import Flask
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from sqlalchemy.exc import OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.errors import ServiceUnavailable
+from app.extensions import DATABASE_AWAY
 
 log = logging.getLogger(__name__)
-# The database away, a lock held past the wait, no pooled connection free in time: the web's 503.
-DATABASE_AWAY = (OperationalError, PoolTimeout)
 current_token: contextvars.ContextVar[int | None] = contextvars.ContextVar("countersign_mcp_token", default=None)
 
 

@@ -34,7 +34,7 @@ from app.errors import (
     PartlyDone,
     WrongPerson,
 )
-from app.extensions import commit_kept, db, won
+from app.extensions import DATABASE_AWAY, commit_kept, db, won
 from app.models import Approval, Run, User, utcnow
 from app.status import ApprovalType, Refusal, Status
 
@@ -175,9 +175,14 @@ def filled_line(filled: list[str]) -> str:
 
 def short(exc: Exception) -> str:
     """A failure as the model and the card tell it: one line, never a server path (an OSError's
-    file names are left out); a PartlyDone keeps its whole account of what was and wasn't done."""
+    file names are left out) nor the database's own words (its statements, values, pool); a
+    PartlyDone keeps its whole account of what was and wasn't done."""
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
+    if isinstance(exc, DATABASE_AWAY):
+        return "the database did not answer in time"
+    if isinstance(exc, sa.exc.SQLAlchemyError):
+        return "the database refused the change"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[: 1000 if isinstance(exc, PartlyDone) else 200]
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flask import current_app
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from app.copilot import approvals, audit
 from app.copilot.actions import Action, ActionContext, Registry, missing_fields, needs_card_with, secret_fields
@@ -20,7 +20,7 @@ from app.copilot.starting import for_channel
 from app.copilot.turns import _llm as llm
 from app.copilot.turns import _runs as runs
 from app.errors import CountersignError, FormNeedsCard, NotFound, TooManyPending
-from app.extensions import db
+from app.extensions import DATABASE_AWAY, db
 from app.models import Approval, Run, User
 from app.status import RunStatus
 
@@ -137,16 +137,7 @@ def call_action(turn: Turn, action: type[Action], arguments: dict[str, Any], too
         )
         return "Refused: the person may not do this. Nothing was shown or done."
     if not action.needs_card(input):
-        try:
-            result = action().handle(ctx, input)
-        except NotFound as exc:
-            return f"Refused: {exc.message}"
-        except CountersignError as exc:
-            return f"Failed: {exc.message}"
-        except Exception as exc:  # the action's own failure: the model hears it in short
-            log.exception("handle() of %s failed", action.name)
-            return f"Failed: {short(exc)}"
-        return "Done." if result is None else str(result)
+        return _handled(action, ctx, input)
     try:
         approval = approvals.create(ctx, turn.run, action, input, tool_call_id=tool_call_id, step=turn.step)
     except NotFound as exc:
@@ -155,6 +146,22 @@ def call_action(turn: Turn, action: type[Action], arguments: dict[str, Any], too
         return "Refused: too many requests already wait for the person's answer. Nothing was shown."
     turn.created.append(approval)
     raise Paused(approval)
+
+
+def _handled(action: type[Action], ctx: ActionContext, input: BaseModel) -> str:
+    """A read's or a write's handle(), run now: what it says, or its failure in short."""
+    try:
+        result = action().handle(ctx, input)
+    except NotFound as exc:
+        return f"Refused: {exc.message}"
+    except CountersignError as exc:
+        return f"Failed: {exc.message}"
+    except DATABASE_AWAY:  # not the action's failure: the pass fails (Retry), a call is a 503
+        raise
+    except Exception as exc:  # the action's own failure: the model hears it in short
+        log.exception("handle() of %s failed", action.name)
+        return f"Failed: {short(exc)}"
+    return "Done." if result is None else str(result)
 
 
 def _ask_or_refuse(turn: Turn, action: type[Action], arguments: dict[str, Any], missing: list[str], tool_call_id: str) -> str:
