@@ -4,15 +4,17 @@ limits fall back to the process's memory while it is down, and go back to Redis 
 
 from __future__ import annotations
 
+import threading
 import time
+from datetime import timedelta
 
 import pytest
 import redis
 import sqlalchemy as sa
 
 from app.extensions import db
-from app.models import Approval
-from tests.services import PrivateRedis
+from app.models import Approval, User
+from tests.services import WAIT, PrivateRedis, eventually
 
 
 @pytest.fixture
@@ -50,3 +52,60 @@ def test_redis_stopped_then_restarted_empty_web_cards_still_work(app, alice, pos
         assert time.monotonic() < deadline, "rate limits never went back to Redis"
         assert alice.htmx_post(f"/c/{convo}/messages", text="").status_code == 204
         time.sleep(0.5)
+
+
+def test_a_message_kept_while_redis_is_down_is_answered_as_queued_and_its_turn_runs_once_it_is_back(
+    app, alice, private_redis, monkeypatch
+):
+    # A helper's attack (2026-12-07): with Redis stopped, an API message was kept, its job could
+    # not be queued, and the answer waiting for its turn (no `Prefer: respond-async`) was a 500 (a
+    # client retrying it kept the message twice). The run then stayed queued after Redis was back,
+    # and every later message of the conversation waited behind it. Now the answer is the 202 of a
+    # turn still going, and the worker's housekeeping hands a run left queued to the runner again.
+    from app.auth import create_token
+    from app.copilot.turns import _jobs as jobs
+    from app.copilot.turns import _sweep as sweep
+    from app.models import Message, Run, utcnow
+    from tests.conftest import api_headers
+
+    with app.app_context():
+        user = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+        headers = api_headers(create_token(user, scope="client"))
+    client = app.test_client()
+    convo = client.post("/api/conversations", json={}, headers=headers).get_json()["id"]
+    # The production runner (jobs to Redis, for a worker: none runs here), its jobs noted as sent.
+    runner, submitted = jobs.Dramatiq(app), []
+    send = runner.submit
+    monkeypatch.setattr(runner, "submit", lambda run_id: (send(run_id), submitted.append(run_id)))
+    monkeypatch.setitem(app.extensions, "turns", runner)
+    private_redis.stop()
+    try:
+        answered = client.post(f"/api/conversations/{convo}/messages", json={"text": "while away"}, headers=headers)
+    finally:
+        private_redis.start()
+    assert answered.status_code == 202, answered.get_data(as_text=True)
+    run_id = answered.get_json()["run"]
+    with app.app_context():
+        said = db.session.scalars(sa.select(Message.text).where(Message.conversation_id == convo)).all()
+        assert said == ["while away"]
+        assert db.session.get(Run, run_id).status == "queued" and submitted == []  # (its job not sent)
+        assert sweep.resubmit_stranded(60) == []  # (queued just now: its job may be on its way)
+        two_minutes_ago = utcnow() - timedelta(seconds=120)
+        db.session.execute(sa.update(Run).where(Run.id == run_id).values(queued_at=two_minutes_ago))
+        db.session.commit()
+        assert sweep.resubmit_stranded(60) == [run_id]  # (left queued for longer: handed over again)
+        assert sweep.resubmit_stranded(60) == []  # (once a period: the job just handed over may be on its way)
+        assert submitted == [run_id]
+    # A worker's housekeeping does it by itself (each TURN_HEARTBEAT, for runs queued TURN_DEAD_AFTER).
+    from app.copilot.turns._pass import keep_alive
+
+    redis.Redis.from_url(private_redis.url).delete(f"turn-resubmitted:{run_id}")
+    monkeypatch.setitem(app.config, "TURN_HEARTBEAT", 1)
+    done = threading.Event()
+    housekeeping = threading.Thread(target=keep_alive, args=(app, done), daemon=True)
+    housekeeping.start()
+    try:
+        eventually(lambda: submitted == [run_id, run_id], "the worker's housekeeping queued it again")
+    finally:
+        done.set()
+        housekeeping.join(WAIT)

@@ -52,7 +52,8 @@ def run_task(app: Flask, target: str, args: list[Any]) -> Any:
 
 def submit(run_id: int) -> None:
     """Hand a queued pass to the app's runner. A runner that cannot take it leaves the run queued:
-    the person sees it waiting and the sweep or a retry picks it up."""
+    the person sees it waiting, and a worker's housekeeping hands it over again once it has waited
+    TURN_DEAD_AFTER (turns._sweep.resubmit_stranded)."""
     runner: Runner = current_app.extensions["turns"]
     try:
         runner.submit(run_id)

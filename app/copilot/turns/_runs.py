@@ -319,4 +319,8 @@ def wait(conversation_id: int, run_id: int, cursor: str, seconds: float) -> bool
     db.session.rollback()
     if status not in GOING:
         return True
-    return events.wait_for_end(conversation_id, run_id, cursor, seconds) is not None
+    try:
+        return events.wait_for_end(conversation_id, run_id, cursor, seconds) is not None
+    except RedisError as error:  # (the turn's events cannot be followed: it is still going, as far as we know)
+        log.warning("could not wait for run %s: %s", run_id, error)
+        return False

@@ -8,6 +8,7 @@ from datetime import timedelta
 import sqlalchemy as sa
 from redis.exceptions import RedisError
 
+from app.copilot.turns._jobs import submit
 from app.copilot.turns._line import queue_next
 from app.copilot.turns._runs import alive_key, publish_end
 from app.extensions import db, redis_client, won
@@ -33,6 +34,49 @@ def sweep_dead(grace_seconds: int, conversation_id: int | None = None) -> list[R
         if mark_interrupted(run):
             ended.append(run)
     return ended
+
+
+def resubmit_stranded(after_seconds: int) -> list[int]:
+    """Hand again to the runner each run queued for more than `after_seconds` that is first in
+    its conversation's line with no pass running there: its job was never queued (the broker was
+    away when its message was kept: the message stays, the job is lost) or was lost since. Once a
+    period each (a Redis key), so that a job merely waiting its turn is not queued over and over;
+    a second job is harmless anyway (the claim runs a pass once). Its ids."""
+    cutoff = utcnow() - timedelta(seconds=after_seconds)
+    first = sa.orm.aliased(Run)
+    ahead = sa.orm.aliased(Run)
+    stale = (
+        sa.select(first.id)
+        .where(first.status == RunStatus.QUEUED, first.queued_at < cutoff)
+        .where(
+            ~sa.select(ahead.id)
+            .where(
+                ahead.conversation_id == first.conversation_id,
+                sa.or_(
+                    ahead.status == RunStatus.RUNNING,
+                    sa.and_(
+                        ahead.status == RunStatus.QUEUED,
+                        sa.tuple_(ahead.queued_at, ahead.id) < sa.tuple_(first.queued_at, first.id),
+                    ),
+                ),
+            )
+            .exists()
+        )
+        .order_by(first.queued_at)
+        .limit(500)
+    )
+    stranded = list(db.session.scalars(stale))
+    db.session.rollback()
+    handed: list[int] = []
+    for run_id in stranded:
+        try:
+            if not redis_client.client.set(f"turn-resubmitted:{run_id}", "1", nx=True, ex=max(1, after_seconds)):
+                continue
+        except RedisError:
+            return handed  # (the broker is away too: next time)
+        submit(run_id)
+        handed.append(run_id)
+    return handed
 
 
 # A run's error once the sweep ends it: its pass ran on a worker or on the ASGI process (a streamed
