@@ -397,3 +397,29 @@ def test_an_mcp_call_whose_action_meets_the_database_away_is_the_503_in_plain_wo
     params = types.CallToolRequestParams(name="list_posts", arguments={})
     result = run(_in_app(app, _call, token_id, params, unavailable=_unavailable))
     assert result.is_error and result.content[0].text == UNAVAILABLE
+
+
+def test_two_first_calls_at_once_share_the_channels_one_conversation(app, monkeypatch):
+    # Both found none, both started one: the second's INSERT meets the first's, committed by
+    # another process between the second's look and its INSERT, on the key's unique index. It was
+    # a 500 ("Internal server error" over MCP, 1 call in 8 in a helper's attack); the second call
+    # now takes the first's conversation.
+    from app.copilot import starting
+    from app.models import Conversation
+
+    with app.app_context():
+        alice = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+        rival: list[int] = []
+        real_start = starting.start
+
+        def started_meanwhile(user, title=None, channel_key=None):
+            with db.engine.begin() as other:  # (the other call's transaction, committed first)
+                values = {"tenant_id": user.tenant_id, "user_id": user.id, "channel_key": channel_key, "title": title}
+                rival.append(other.execute(sa.insert(Conversation).values(**values).returning(Conversation.id)).scalar_one())
+            return real_start(user, title, channel_key)
+
+        monkeypatch.setattr(starting, "start", started_meanwhile)
+        mine = starting.for_channel(alice, "mcp", "mcp client")
+        assert rival and mine.id == rival[0]
+        kept = db.session.scalar(sa.select(sa.func.count(Conversation.id)).where(Conversation.channel_key == "mcp"))
+        assert kept == 1
