@@ -157,6 +157,8 @@ def register_errorhandlers(app: Flask) -> None:
     @app.errorhandler(CountersignError)
     def domain_error(error: CountersignError) -> Any:
         headers = {"Retry-After": str(error.retry_after)} if isinstance(error, TooManyAttempts) else {}
+        if error.status == 503:  # (the database briefly away, a lock met on the loop: a moment, as MCP says too)
+            headers = {"Retry-After": "1"}
         if wants_json():
             fields = getattr(error, "fields", None)
             extra = {"fields": fields} if fields else {}

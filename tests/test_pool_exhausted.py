@@ -33,6 +33,6 @@ def test_a_request_that_finds_no_free_connection_is_a_503_that_keeps_nothing(app
     finally:
         held.close()
     assert answer.status_code == 503, answer.get_data(as_text=True)
-    assert answer.get_json()["error"] == "ServiceUnavailable"
+    assert answer.get_json()["error"] == "ServiceUnavailable" and answer.headers["Retry-After"] == "1"
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count(Conversation.id))) == before

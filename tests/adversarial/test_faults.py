@@ -142,7 +142,7 @@ def test_sqlite_locked_at_confirm_is_a_clear_503_then_the_retry_runs_once(app, d
     finally:
         writer.execute("ROLLBACK")
         writer.close()
-    assert locked.status_code == 503
+    assert locked.status_code == 503 and locked.headers["Retry-After"] == "1"
     assert UNAVAILABLE in locked.get_data(as_text=True)
     assert handle_calls["n"] == 0 and approval_status(app, approval_id) == "pending"
 

@@ -21,7 +21,7 @@ ERRORS = {
     410: "Expired",
     413: "Message over MESSAGE_MAX_CHARS (refused whole, never cut)",
     429: "Too many requests; Retry-After says when to try again",
-    503: "Briefly unavailable; nothing changed",
+    503: "Briefly unavailable; nothing changed; Retry-After says when to try again",
 }
 PREFER = {
     "name": "Prefer",
