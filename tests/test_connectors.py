@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from app.extensions import db, redis_client
 from app.models import Approval, ConnectorIdentity, Conversation, User
-from tests.conftest import make_approvals
+from tests.conftest import DATABASE_URL, make_approvals
 from tests.fake_chat import Chat, chat_fixtures, queued_jobs, slack_headers
 from tests.helpers.prompts import newest_prompt, shown_in_chat
 from tests.services import REDIS_TIMEOUTS, WAIT, PrivateRedis, eventually
@@ -356,3 +356,40 @@ def test_a_thread_whose_conversation_was_deleted_answers_nothing_and_starts_a_ne
         said = db.session.scalars(sa.select(Message.text).where(Message.conversation_id == new.id, Message.role == "user"))
         assert list(said) == ["/list_posts"]
         assert db.session.get(Conversation, old_id).deleted_at is not None
+
+
+@pytest.mark.skipif(DATABASE_URL.startswith("postgres"), reason="SQLite's write lock")
+def test_a_chat_message_that_meets_the_database_away_is_told_to_send_it_again_and_nothing_is_kept(app, services, database_url):
+    # Its webhook was answered 200 before the job ran (the service never sends it again); the job
+    # met the database away (here: SQLite locked by another writer past the wait) and failed with
+    # nothing said, and the message was lost (a helper's attack, PostgreSQL stopped). The person is
+    # told to send it again, nothing is kept, and sent again once the database is back, it runs.
+    import sqlite3
+
+    from app.models import Message
+
+    chat = Chat(app, "telegram", services)
+    with app.app_context():
+        engine = db.engine
+
+    def short_wait(dbapi_connection, _record):  # (the app's connections give up on the lock at once)
+        dbapi_connection.execute("PRAGMA busy_timeout = 100")
+
+    sa.event.listen(engine, "connect", short_wait)
+    engine.dispose()
+    writer = sqlite3.connect(database_url.removeprefix("sqlite:///"), isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        chat.say("/list_posts")
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+        sa.event.remove(engine, "connect", short_wait)
+        engine.dispose()
+    told = "Countersign is briefly unavailable, so nothing was done with your message. Please send it again in a moment."
+    assert chat.sent()[-1] == told
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(Message.id)).where(Message.text == "/list_posts")) == 0
+    chat.say("/list_posts")
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(Message.id)).where(Message.text == "/list_posts")) == 1

@@ -17,13 +17,14 @@ from app.copilot import audit, conversations
 from app.copilot.approvals import REASON_MAX, Actor, ChannelProof, Prompt, card_url, prompt_for, recover
 from app.copilot.text import check_message
 from app.errors import CountersignError
-from app.extensions import db, redis_client
+from app.extensions import DATABASE_AWAY, db, redis_client
 from app.models import Approval, ConnectorIdentity, ConnectorThread, Conversation
 from app.status import OUTCOMES, Decision, Status
 
 log = logging.getLogger(__name__)
 
 RETRY = "I couldn't check your confirmation — try again in a moment, or use the link: {link}"
+SEND_AGAIN = "Countersign is briefly unavailable, so nothing was done with your message. Please send it again in a moment."
 UNKNOWN = (
     "Sorry, I don't know who you are here. Link this account on Countersign's Linked channels page, or ask an admin to link it."
 )
@@ -42,6 +43,12 @@ def receive(connector: Connector, inbound: Inbound) -> str:
         db.session.rollback()
         _send_raw(connector, inbound, RETRY.format(link=_latest_link(inbound)))
         return "redis down"
+    except DATABASE_AWAY as error:  # (its webhook was answered already: the person is told here)
+        log.warning("database unavailable for %s: %s", inbound.connector, error)
+        db.session.rollback()
+        dedupe.release(inbound)
+        _send_raw(connector, inbound, SEND_AGAIN)
+        return "database down"
     except Exception:
         dedupe.release(inbound)
         raise
