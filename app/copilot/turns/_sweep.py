@@ -1,5 +1,6 @@
 """A pass whose worker died: no heartbeat (turns._runs.alive_key) for the grace period, and its
-run becomes `interrupted`, shown with Retry; its conversation's next pass is queued."""
+run becomes `interrupted`, shown with Retry; its conversation's next pass is queued. And a run
+left queued with no job (the broker away when its message was kept): queued again."""
 
 from __future__ import annotations
 
