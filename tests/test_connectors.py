@@ -393,3 +393,24 @@ def test_a_chat_message_that_meets_the_database_away_is_told_to_send_it_again_an
     chat.say("/list_posts")
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count(Message.id)).where(Message.text == "/list_posts")) == 1
+
+
+def test_with_redis_down_a_message_that_answers_no_card_here_is_told_to_send_it_again(app, services, handle_calls, private_redis):
+    # A helper's attack (2026-12-07): with Redis stopped, a new chat message (no answer to
+    # anything) got "I couldn't check your confirmation — ... use the link: <the person's newest
+    # pending card>", a card from another conversation (an agent's). Only a card waiting in this
+    # thread is linked; anything else is to be sent again, and nothing was done.
+    import redis
+
+    from app.models import Message
+
+    make_approvals(app, 1, prefix="elsewhere")  # (alice's, pending, in a conversation of its own)
+    app.extensions["redis"] = redis.Redis.from_url(private_redis.url, **REDIS_TIMEOUTS)
+    chat = Chat(app, "telegram", services)
+    private_redis.stop()
+    chat.say("/list_posts")
+    told = "Countersign is briefly unavailable, so nothing was done with your message. Please send it again in a moment."
+    assert chat.sent()[-1] == told
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(Message.id)).where(Message.text == "/list_posts")) == 0
+    assert handle_calls["n"] == 0

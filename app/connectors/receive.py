@@ -18,7 +18,7 @@ from app.copilot.approvals import REASON_MAX, Actor, ChannelProof, Prompt, card_
 from app.copilot.text import check_message
 from app.errors import CountersignError
 from app.extensions import DATABASE_AWAY, db, redis_client
-from app.models import Approval, ConnectorIdentity, ConnectorThread, Conversation
+from app.models import Approval, ConnectorIdentity, ConnectorThread, Conversation, utcnow
 from app.status import OUTCOMES, Decision, Status
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ def receive(connector: Connector, inbound: Inbound) -> str:
     except RedisError as error:
         log.warning("redis unavailable for %s: %s", inbound.connector, error)
         db.session.rollback()
-        _send_raw(connector, inbound, RETRY.format(link=_latest_link(inbound)))
+        _send_raw(connector, inbound, _unchecked(inbound))
         return "redis down"
     except DATABASE_AWAY as error:  # (its webhook was answered already: the person is told here)
         log.warning("database unavailable for %s: %s", inbound.connector, error)
@@ -253,17 +253,33 @@ def _keep_wait(run_id: int) -> None:
         pass  # post_card then links the new card (its nx set fails closed)
 
 
-def _latest_link(inbound: Inbound) -> str:
-    """A link to the sender's newest pending card, for when Redis cannot be asked."""
+def _unchecked(inbound: Inbound) -> str:
+    """What the sender is told when Redis cannot be asked (nothing was done): a reply to a card
+    still waiting in this thread is pointed to that card's page; anything else is to be sent again.
+    Never another conversation's card (it was the person's newest anywhere: an agent's, from
+    elsewhere, offered to a message that was no answer at all)."""
     identity = _identity(inbound)
     if identity is None:
-        return card_url("")
-    approval = db.session.scalar(
-        sa.select(Approval)
-        .where(Approval.user_id == identity.user_id, Approval.status == Status.PENDING)
-        .order_by(Approval.created_at.desc())
+        return SEND_AGAIN
+    conversation_id = db.session.scalar(
+        sa.select(ConnectorThread.conversation_id).where(
+            ConnectorThread.connector == inbound.connector,
+            ConnectorThread.thread_key == inbound.thread_key,
+            ConnectorThread.user_id == identity.user_id,
+        )
     )
-    return card_url(approval.id) if approval else current_app.config["PUBLIC_URL"]
+    waiting = db.session.scalar(
+        sa.select(Approval.id)
+        .where(
+            Approval.conversation_id == conversation_id,
+            Approval.user_id == identity.user_id,
+            Approval.status == Status.PENDING,
+            Approval.expires_at > utcnow(),
+        )
+        .order_by(Approval.created_at.desc())
+        .limit(1)
+    )
+    return RETRY.format(link=card_url(waiting)) if waiting is not None else SEND_AGAIN
 
 
 def _send_raw(connector: Connector, inbound: Inbound, text: str) -> None:
