@@ -404,7 +404,7 @@ def test_with_redis_down_a_message_that_answers_no_card_here_is_told_to_send_it_
 
     from app.models import Message
 
-    make_approvals(app, 1, prefix="elsewhere")  # (alice's, pending, in a conversation of its own)
+    make_approvals(app, 1, prefix="e")  # (alice's, pending, in a conversation of its own)
     app.extensions["redis"] = redis.Redis.from_url(private_redis.url, **REDIS_TIMEOUTS)
     chat = Chat(app, "telegram", services)
     private_redis.stop()

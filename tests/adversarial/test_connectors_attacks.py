@@ -265,8 +265,8 @@ def test_with_redis_down_someone_else_in_the_thread_gets_no_link_to_alices_card(
         server.stop()
         chat.say("yes", who="bob")
         assert chat.sent()[-1] == (
-            "I couldn't check your confirmation — try again in a moment, or use the link: https://countersign.example"
-        )  # bob's own (none), never alice's card
+            "Countersign is briefly unavailable, so nothing was done with your message. Please send it again in a moment."
+        )  # no card of bob's waits here: sent again, never a link to alice's card
         assert handle_calls["n"] == 0 and statuses(app) == ["pending"]
     finally:
         if server.proc and server.proc.poll() is None:
@@ -800,7 +800,7 @@ def test_with_redis_down_an_unproven_sender_gets_no_retry_mail(app, services, po
         assert len(refusals(app)) == 1  # recorded all the same
         email.say(CANARY, redeliver="<proven@example.com>")  # alice's own mail is told to retry
         assert services[1].inbox.messages[-1]["To"] == "alice@example.com"
-        assert "try again in a moment" in services[1].inbox.messages[-1].get_payload()
+        assert "send it again in a moment" in services[1].inbox.messages[-1].get_payload()
     finally:
         if server.proc and server.proc.poll() is None:
             server.stop()
