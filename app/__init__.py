@@ -14,7 +14,6 @@ from urllib.parse import urlsplit
 from flask import Flask, g, jsonify, render_template, request
 from flask_limiter import RateLimitExceeded
 from sqlalchemy.exc import OperationalError, ProgrammingError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
@@ -22,7 +21,18 @@ from app import config as settings
 from app import json_body, no_nul, static_gzip
 from app.copilot.text import seconds
 from app.errors import CountersignError, CrossSite, ServiceUnavailable, TooManyAttempts
-from app.extensions import LOOP_LOCK_WAIT_MS, csrf, db, htmx, init_migrate, limiter, login, no_lock_wait, redis_client
+from app.extensions import (
+    DATABASE_AWAY,
+    LOOP_LOCK_WAIT_MS,
+    csrf,
+    db,
+    htmx,
+    init_migrate,
+    limiter,
+    login,
+    no_lock_wait,
+    redis_client,
+)
 
 log = logging.getLogger(__name__)
 startup.imported()
@@ -181,9 +191,9 @@ def register_errorhandlers(app: Flask) -> None:
             return error
         return jsonify(error=type(error).__name__, message=error.description), error.code
 
-    @app.errorhandler(OperationalError)
-    @app.errorhandler(PoolTimeout)  # (no pooled connection free in time: every one held, by requests waiting for a lock)
-    def database_down(error: OperationalError | PoolTimeout) -> Any:
+    def database_down(error: Exception) -> Any:
+        """extensions.DATABASE_AWAY: the server gone, a lock held past the wait, or no pooled
+        connection free in time (every one held, by requests waiting for a lock)."""
         log.error("database error: %s", error)
         try:
             db.session.rollback()
@@ -191,6 +201,9 @@ def register_errorhandlers(app: Flask) -> None:
             pass  # the server is still away; the pool drops the dead connection
         g._login_user = login.anonymous_user()  # render the page without asking the database who this is
         return domain_error(ServiceUnavailable())
+
+    for away in DATABASE_AWAY:
+        app.register_error_handler(away, database_down)
 
 
 def register_engine(app: Flask) -> None:

@@ -106,8 +106,8 @@ class TurnServer:
         config = flask_app.config
         self.limit, self.timeout = config["WORKER_THREADS"], config["TURN_TIMEOUT"]
         # A streamed message's request runs on the loop, waiting there for a lock 10 ms at most
-        # (_on_loop); under the `inline` runner in a thread (it would run a pass from the request, inside this
-        # loop).
+        # (_on_loop); under the `inline` runner in a thread (it would run a pass from the request,
+        # inside this loop).
         self.requests_on_loop = config["TURNS_RUNNER"] != "inline"
         self.lock_seen_at = -math.inf  # when a request tried on the loop last found a lock held
         self.passes: set[asyncio.Task[None]] = set()
@@ -162,10 +162,10 @@ class TurnServer:
         given back) and the caller runs it again in a thread (marked AGAIN: its rate limits are not
         counted twice), with the X-RateLimit headers its try on the loop was answered with (the
         count they tell is the one that stands). Requests in threads take the GIL from the loop
-        that starts the passes, which then start once the burst of them is through. Measured (bench/README,
-        2026-12-07), streamed L1, pairs against the thread: on PostgreSQL turn end p99 5.62 /
-        5.78 / 5.87 / 5.39 -> 5.10 / 5.17 / 4.66 / 4.39 s; on SQLite 3476 / 3408 / 3371 / 3530 /
-        3740 -> 3398 / 3220 / 3202 / 3309 / 3481 ms, the POST answered in half the time. (On
+        that starts the passes, which then start once the burst of them is through. Measured
+        (bench/README, 2026-12-07), streamed L1, pairs against the thread: on PostgreSQL turn end
+        p99 5.62 / 5.78 / 5.87 / 5.39 -> 5.10 / 5.17 / 4.66 / 4.39 s; on SQLite 3476 / 3408 / 3371
+        / 3530 / 3740 -> 3398 / 3220 / 3202 / 3309 / 3481 ms, the POST answered in half the time. (On
         SQLite it was reverted once: with another process holding the write lock, a burst of such
         requests froze the loop, which waited for a pooled connection that threads waiting for the
         lock held. It no longer does (app/loop_pool.py), and LOCK_BACKOFF_S spares it the rest.)"""

@@ -51,11 +51,15 @@ def done(inbound: Inbound) -> None:
     redis_client.client.set(seen_key(inbound), DONE, ex=DONE_FOR)
 
 
-def release(inbound: Inbound) -> None:
-    """The turn raised before its work was committed: let a redelivery process it."""
+def release(inbound: Inbound) -> bool:
+    """The turn raised before its work was committed: let a redelivery process it. False when
+    this delivery was not held (done already: its work was committed) or Redis was away (the
+    lease runs out on its own)."""
     try:
         redis = redis_client.client
         if text_of(redis.get(seen_key(inbound))) == inbound.claim:
             redis.delete(seen_key(inbound))
+            return True
     except RedisError:
-        pass  # the lease runs out on its own
+        pass
+    return False

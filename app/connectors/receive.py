@@ -46,7 +46,8 @@ def receive(connector: Connector, inbound: Inbound) -> str:
     except DATABASE_AWAY as error:  # (its webhook was answered already: the person is told here)
         log.warning("database unavailable for %s: %s", inbound.connector, error)
         db.session.rollback()
-        dedupe.release(inbound)
+        if not dedupe.release(inbound):  # (done: its message was kept before the database went)
+            raise
         _send_raw(connector, inbound, SEND_AGAIN)
         return "database down"
     except Exception:
