@@ -281,7 +281,7 @@ class TurnServer:
         """The next events: from the tap while the pass is here, else from Redis (in a thread)."""
         if tapped:
             try:
-                event = await asyncio.wait_for(handoff.tap.get(), wait)
+                event = await handoff.tap.get(wait)
             except TimeoutError:
                 return []
             return event if event is FOLLOW_REDIS else [event]
