@@ -66,6 +66,10 @@ class Run(Model):
     __tablename__ = "runs"
     __table_args__ = (
         sa.Index("ix_runs_conversation_status", "conversation_id", "status"),
+        # The sweeps' look for passes gone silent and for runs left queued (every worker, every
+        # TURN_HEARTBEAT): the runs in one state, not every run ever kept. (Not a partial index:
+        # naming PostgreSQL's `where` here would load its dialect in every process, SQLite's too.)
+        sa.Index("ix_runs_status_updated", "status", "updated_at"),
         sa.CheckConstraint(sa.column("status").in_([s.value for s in RunStatus]), name="ck_runs_status"),
     )
     id: Mapped[int] = mapped_column(primary_key=True)
