@@ -4,6 +4,7 @@ repeat; a keep-alive comment every EVENTS_HEARTBEAT seconds; holds no database t
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 import threading
@@ -20,6 +21,8 @@ from app.copilot import events
 from app.copilot.events import Event
 from app.errors import TooManyAttempts
 from app.extensions import db, redis_client
+
+log = logging.getLogger(__name__)
 
 EVENT_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
 
@@ -72,14 +75,20 @@ def stream(
                 yield lines(event, shown)
                 if until_run is not None and event.ends_turn() and event.run == until_run:
                     return
+        except RedisError as error:  # (the stream ends whole; the client comes back after `retry`)
+            log.warning("an event stream ended: Redis did not answer (%s); its client reconnects", error)
         finally:
             give_back()
 
     # The body's end and the response's close each let the stream's place go (a server usually
     # reaches both, whichever comes first does it): once.
     give_back = _once(lambda: _let_go(redis, person_id, held))
-    response = Response(stream_with_context(body()), mimetype="text/event-stream")
-    response.call_on_close(give_back)
+    return _response(body(), give_back)
+
+
+def _response(body: Iterator[str], on_close: Callable[[], None]) -> Response:
+    response = Response(stream_with_context(body), mimetype="text/event-stream")
+    response.call_on_close(on_close)
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
     return response

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from flask import Flask
+from redis.exceptions import RedisError
 from starlette.types import Receive, Scope, Send
 
 from app import copilot
@@ -267,6 +268,8 @@ class TurnServer:
                     await send({"type": "http.response.body", "body": self._render(handoff, event), "more_body": True})
                     if event.ends_turn() and event.run == handoff.run_id:
                         return
+        except RedisError as error:  # (following Redis: the stream ends whole, the client resumes after `retry`)
+            log.warning("a streamed turn's stream ended: Redis did not answer (%s); its client reconnects", error)
         finally:
             handoff.let_go()
             in_app.pop()

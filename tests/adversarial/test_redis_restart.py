@@ -109,3 +109,67 @@ def test_a_message_kept_while_redis_is_down_is_answered_as_queued_and_its_turn_r
     finally:
         done.set()
         housekeeping.join(WAIT)
+
+
+@pytest.mark.parametrize("route", ["/api/conversations/{}/events", "/c/{}/events"], ids=["api", "page"])
+def test_an_event_stream_whose_redis_stops_ends_whole_and_says_so_once(app, alice, private_redis, caplog, route):
+    # Redis stopped under open streams: each raised out of the response's body, which the WSGI
+    # server logged as a traceback and cut mid-chunk, every reconnect (2 s) of every open page.
+    # Now the stream ends as a stream does (its client reconnects after `retry`), one line logged.
+    from app.auth import create_token
+    from tests.conftest import api_headers
+
+    convo = alice.new_conversation()
+    if route.startswith("/api"):
+        with app.app_context():
+            user = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+            client, headers = app.test_client(), api_headers(create_token(user, scope="client"))
+    else:
+        client, headers = alice.client, {}
+    answer = client.get(route.format(convo), headers=headers, buffered=False)
+    assert answer.status_code == 200
+    body = iter(answer.response)
+    assert next(body) == b"retry: 2000\n\n"
+    private_redis.stop()
+    with caplog.at_level("WARNING", logger="app.sse"):
+        rest = list(body)  # (raised RedisError out of the body before)
+    answer.close()
+    assert all(part.startswith(b": keep-alive") for part in rest), rest
+    ended = [r for r in caplog.records if "event stream ended: Redis did not answer" in r.getMessage()]
+    assert len(ended) == 1 and ended[0].exc_info is None, caplog.records
+
+
+def test_a_streamed_turn_following_redis_when_it_stops_ends_whole_and_says_so_once(app, alice, private_redis, caplog):
+    # The ASGI server's stream of a turn whose pass runs elsewhere reads Redis (a thread's XREAD):
+    # with Redis stopped the read's error left the stream for uvicorn to log as a traceback.
+    import asyncio
+
+    from app.api.turn_server import Handoff, TurnServer
+
+    convo = alice.new_conversation()
+    sent: list[dict] = []
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    async def receive() -> dict:
+        await asyncio.Event().wait()  # (the client stays)
+        return {"type": "http.disconnect"}
+
+    async def follow() -> None:
+        server = TurnServer(app)
+        handoff = Handoff(convo, False, asyncio.get_running_loop())  # (its pass is not here: Redis is followed)
+        handoff.run_id, handoff.after = 1, "0-0"
+        handoff.render, handoff.live, handoff.let_go = (lambda event: None), (lambda: True), (lambda: None)
+        try:
+            await server._stream(handoff, receive, send)  # (raised the RedisError before)
+        finally:
+            server.readers.shutdown(wait=True)
+            server.dispatchers.shutdown(wait=True)
+
+    private_redis.stop()
+    with caplog.at_level("WARNING", logger="app.api.turn_server"):
+        asyncio.run(follow())
+    assert [m.get("body") for m in sent] == [b"retry: 2000\n\n", b""]  # (and the stream's end)
+    ended = [r for r in caplog.records if "stream ended: Redis did not answer" in r.getMessage()]
+    assert len(ended) == 1 and ended[0].exc_info is None, caplog.records
