@@ -15,7 +15,7 @@ import redis
 from flask import current_app
 from redis.exceptions import RedisError
 
-from app.copilot import taps
+from app.copilot import kept_events, taps
 from app.extensions import redis_client, redis_from_url
 from app.status import PASS_ENDS, EventType, TurnState
 
@@ -80,10 +80,31 @@ def publish(
     **data: Any,
 ) -> str | None:
     """Append an event (trimmed to EVENTS_MAXLEN, kept EVENTS_TTL seconds after the last one); its
-    id, or None when Redis is away (the turn goes on: the database is the truth). With `unless`, a
-    Redis key: Refused when it exists, and then nothing was appended (nor deleted or set). In the
-    same round trip, the keys in `forget` are deleted and `alive` (a key, seconds) is set. `known`
-    goes with the event to this process's taps only (Event.known)."""
+    id, or None when Redis is away (the turn goes on: the database is the truth; what a page must
+    still learn is published later: app.copilot.kept_events). With `unless`, a Redis key: Refused when
+    it exists, and then nothing was appended (nor deleted or set). In the same round trip, the keys
+    in `forget` are deleted and `alive` (a key, seconds) is set. `known` goes with the event to this
+    process's taps only (Event.known)."""
+    if kept_events.waiting():
+        publish_later()  # (first: the events kept while Redis was away go out in their order)
+    try:
+        return _append(conversation_id, type, unless, forget, alive, known, data)
+    except RedisError as error:
+        log.warning("event %s of conversation %s not published: %s", type, conversation_id, error)
+        if unless is None and alive is None:
+            kept_events.keep(conversation_id, type, known, data)
+        return None
+
+
+def _append(
+    conversation_id: int,
+    type: str,
+    unless: str | None,
+    forget: tuple[str, ...],
+    alive: tuple[str, int] | None,
+    known: dict[str, Any] | None,
+    data: dict[str, Any],
+) -> str:
     config = current_app.config
     keys = [key(conversation_id), *([unless] if unless else []), *forget, *([alive[0]] if alive else [])]
     args = [
@@ -95,16 +116,35 @@ def publish(
         len(forget),
         alive[1] if alive else "",
     ]
-    try:
-        event_id = _appender()(keys=keys, args=args)
-    except RedisError as error:
-        log.warning("event %s of conversation %s not published: %s", type, conversation_id, error)
-        return None
+    event_id = _appender()(keys=keys, args=args)
     if event_id is None:
         raise Refused(unless)
     appended = _text(event_id)
     taps.hand_over(conversation_id, Event(appended, str(type), data, known))
     return appended
+
+
+def publish_later() -> int:
+    """Publish the events kept while Redis was away, in order, until Redis fails again: how many
+    went. One thread at a time (another one flushing already: none here)."""
+    kept, flushing = kept_events.kept(), kept_events.flushing()
+    if not kept or not flushing.acquire(blocking=False):
+        return 0
+    sent = 0
+    try:
+        while kept:
+            conversation_id, type, known, data = kept[0]
+            try:
+                _append(conversation_id, type, None, (), None, known, data)
+            except RedisError:
+                break
+            kept.popleft()
+            sent += 1
+    finally:
+        flushing.release()
+    if sent:
+        log.info("%d events kept while Redis was away published", sent)
+    return sent
 
 
 def card_changed(conversation_id: int, approval_id: str, status: str) -> None:

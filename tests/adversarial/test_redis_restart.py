@@ -55,7 +55,7 @@ def test_redis_stopped_then_restarted_empty_web_cards_still_work(app, alice, pos
 
 
 def test_a_message_kept_while_redis_is_down_is_answered_as_queued_and_its_turn_runs_once_it_is_back(
-    app, alice, private_redis, monkeypatch
+    app, alice, private_redis, monkeypatch, caplog
 ):
     # A helper's attack (2026-12-07): with Redis stopped, an API message was kept, its job could
     # not be queued, and the answer waiting for its turn (no `Prefer: respond-async`) was a 500 (a
@@ -85,6 +85,8 @@ def test_a_message_kept_while_redis_is_down_is_answered_as_queued_and_its_turn_r
         private_redis.start()
     assert answered.status_code == 202, answered.get_data(as_text=True)
     run_id = answered.get_json()["run"]
+    told = [r for r in caplog.records if "could not queue the pass" in r.getMessage()]
+    assert told and all(r.levelname == "WARNING" and r.exc_info is None for r in told), told  # (one line, no traceback)
     with app.app_context():
         said = db.session.scalars(sa.select(Message.text).where(Message.conversation_id == convo)).all()
         assert said == ["while away"]

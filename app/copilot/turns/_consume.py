@@ -16,7 +16,9 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from dramatiq.errors import BrokerConnectionError
 from flask import Flask
+from redis.exceptions import RedisError
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +100,10 @@ class PassLoop:
                     job = next(self.consumer)  # (None after a wait of up to wake_ms when the queue is empty)
                     if job is not None:
                         self.loop.call_soon_threadsafe(self._begin, job)
-            except Exception:  # Redis unreachable, most often: the jobs wait in Redis meanwhile
+            except (RedisError, BrokerConnectionError) as error:  # (the jobs wait in Redis meanwhile)
+                log.warning("could not take, acknowledge or give back turn jobs (Redis: %s); trying again", error)
+                time.sleep(1)
+            except Exception:
                 log.exception("could not take, acknowledge or give back turn jobs; trying again")
                 time.sleep(1)
 

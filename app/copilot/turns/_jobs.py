@@ -7,6 +7,7 @@ once while their models think (turns/_consume.py);
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Coroutine
@@ -52,13 +53,37 @@ def run_task(app: Flask, target: str, args: list[Any]) -> Any:
 
 def submit(run_id: int) -> None:
     """Hand a queued pass to the app's runner. A runner that cannot take it leaves the run queued:
-    the person sees it waiting, and a worker's housekeeping hands it over again once it has waited
-    TURN_DEAD_AFTER (turns._sweep.resubmit_stranded)."""
+    the person sees it waiting. Its id is kept in this process and handed over again before the
+    next pass this process submits (a message sent once Redis is back brings the ones sent while
+    it was away, in their order); one that no later message brings, a worker's housekeeping hands
+    over once it has waited TURN_DEAD_AFTER (turns._sweep.resubmit_stranded)."""
     runner: Runner = current_app.extensions["turns"]
-    try:
-        runner.submit(run_id)
-    except Exception:  # a broker that is down must not lose the person's message (it is committed)
-        log.exception("could not queue the pass of run %s", run_id)
+    unsent: list[int] = current_app.extensions.setdefault("turns_unsent", [])
+    for waiting in dict.fromkeys([*unsent, run_id]):  # (in order, each once)
+        try:
+            runner.submit(waiting)
+        except Exception as error:  # a broker that is down must not lose the person's message (it is committed)
+            if _broker_away(error):
+                log.warning("could not queue the pass of run %s (Redis: %s); it is queued again later", waiting, error)
+            else:
+                log.exception("could not queue the pass of run %s", waiting)
+            if run_id not in unsent:
+                unsent.append(run_id)
+                del unsent[:-UNSENT_MAX]  # (the oldest, past that, are left to the housekeeping)
+            return
+        with contextlib.suppress(ValueError):  # (another thread's submit may have sent it first)
+            unsent.remove(waiting)
+
+
+UNSENT_MAX = 10_000
+
+
+def _broker_away(error: Exception) -> bool:
+    """Whether `error` says Redis did not answer (Dramatiq's broker wraps redis-py's errors)."""
+    from dramatiq.errors import BrokerConnectionError  # (here, not at start: the web may never queue)
+    from redis.exceptions import RedisError
+
+    return isinstance(error, RedisError | BrokerConnectionError)
 
 
 def runs_now() -> bool:

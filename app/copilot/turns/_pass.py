@@ -301,11 +301,13 @@ def _forget_alive(run_id: int) -> None:
 
 
 def keep_alive(app: Flask, done: Any) -> None:
-    """The worker's housekeeping until `done`: passes whose worker died become interrupted, and
-    runs left queued with no job (the broker away when their message was kept) are queued again."""
+    """The worker's housekeeping until `done`: passes whose worker died become interrupted, runs
+    left queued with no job (the broker away when their message was kept) are queued again, and
+    the events kept while Redis was away (app.copilot.kept_events) are published."""
     while not done.wait(app.config["TURN_HEARTBEAT"]):
         with app.app_context():
             try:
+                events.publish_later()
                 sweep.sweep_dead(app.config["TURN_DEAD_AFTER"])
                 sweep.resubmit_stranded(app.config["TURN_DEAD_AFTER"])
             except Exception:

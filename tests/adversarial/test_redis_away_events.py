@@ -1,0 +1,130 @@
+"""Redis away while a turn ends: what a page must learn — the turn's end, a card's change, a title
+— is kept by the process that could not publish it and published once Redis answers (before that
+process's next event, and at a worker's housekeeping). A helper's try (2026-12-07): Redis stopped
+0.8 s into a reply; the pass ended and its messages were kept, but its end never reached the
+stream, and every open page kept the half-written reply and its Stop button until a reload."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from app.copilot import events, kept_events
+from app.status import EventType
+from tests.services import WAIT, PrivateRedis, eventually
+
+
+@pytest.fixture
+def private_redis(tmp_path):
+    server = PrivateRedis(tmp_path)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def app_config(private_redis):
+    # (Jobs go to the private Redis, where nothing takes them: each test runs its pass itself.)
+    return {"REDIS_URL": private_redis.url, "TURNS_RUNNER": "dramatiq", "EVENTS_TEXT_EVERY_MS": 600_000}
+
+
+def _stream(app: Any, convo: int) -> list[events.Event]:
+    with app.app_context():
+        return events.read(convo, "0-0", None)
+
+
+def test_what_a_page_must_learn_is_published_in_order_once_redis_answers_and_nothing_else(app, private_redis):
+    convo = 4242  # (a stream is keyed by the id alone)
+    private_redis.stop()
+    with app.app_context():
+        assert events.publish(convo, EventType.TURN, run=7, step=1, state="started") is None
+        assert events.publish(convo, EventType.TEXT, run=7, step=1, text="half a rep") is None
+        assert events.publish(convo, EventType.TURN, run=7, step=1, state="done", messages=[1]) is None
+        assert events.publish(convo, EventType.APPROVAL, id="card-1", status="done") is None
+    private_redis.start()
+    with app.app_context():
+        assert events.publish(convo, EventType.TITLE) is not None  # (the kept ones go first)
+        assert not kept_events.waiting()
+    got = [(e.type, e.data.get("state") or e.data.get("status")) for e in _stream(app, convo)]
+    assert got == [("turn", "done"), ("approval", "done"), ("title", None)]  # (no start, no words)
+
+
+def test_a_turn_that_ends_while_redis_is_away_reaches_a_reconnecting_client_by_the_workers_housekeeping(
+    app, private_redis, monkeypatch
+):
+    from app.auth import create_token
+    from app.copilot.turns._pass import keep_alive
+    from app.extensions import db
+    from app.models import User
+    from tests.conftest import api_headers
+    from tests.helpers.turns import status_of
+
+    with app.app_context():
+        user = db.session.query(User).filter_by(email="alice@example.com").one()
+        headers = api_headers(create_token(user, scope="client"))
+    client = app.test_client()
+    convo = client.post("/api/conversations", json={}, headers=headers).get_json()["id"]
+    posted = client.post(
+        f"/api/conversations/{convo}/messages", json={"text": "hello"}, headers={**headers, "Prefer": "respond-async"}
+    )
+    assert posted.status_code == 202
+    seen = _stream(app, convo)[-1].id  # (where the client's Last-Event-ID stands)
+    private_redis.stop()
+    from app.copilot.turns import execute
+
+    asyncio.run(execute(app, posted.get_json()["run"]))  # (the pass ends done; none of its events published)
+    assert status_of(app, posted.get_json()["run"]) == "done"
+    private_redis.start()
+    monkeypatch.setitem(app.config, "TURN_HEARTBEAT", 1)
+    done = threading.Event()
+    housekeeping = threading.Thread(target=keep_alive, args=(app, done), daemon=True)
+    housekeeping.start()
+    try:
+        eventually(lambda: any(e.ends_turn() for e in _stream(app, convo)), "the worker's housekeeping published the end")
+    finally:
+        done.set()
+        housekeeping.join(WAIT)
+    answer = client.get(f"/api/conversations/{convo}/events", headers={**headers, "Last-Event-ID": seen}, buffered=False)
+    body = b""
+    for part in answer.response:  # (a reconnect: what came after its last event)
+        body += part
+        if b'"state": "done"' in body:
+            break
+    answer.close()
+    end = json.loads(body.split(b"event: turn\ndata: ")[-1].split(b"\n")[0])
+    assert end["state"] == "done" and end["run"] == posted.get_json()["run"]
+    assert [m["role"] for m in end["messages"]] == ["assistant"] and end["messages"][0]["text"]
+
+
+def test_a_message_kept_while_redis_was_away_is_queued_before_the_next_one_this_process_sends(app, private_redis, monkeypatch):
+    # The same try: a message sent while Redis was away waited for the workers' housekeeping
+    # (TURN_DEAD_AFTER, about a minute), and one sent after Redis was back waited behind it.
+    from app.auth import create_token
+    from app.copilot.turns import _jobs as jobs
+    from app.extensions import db
+    from app.models import User
+    from tests.conftest import api_headers
+
+    with app.app_context():
+        user = db.session.query(User).filter_by(email="alice@example.com").one()
+        headers = {**api_headers(create_token(user, scope="client")), "Prefer": "respond-async"}
+    client = app.test_client()
+    first, second = (client.post("/api/conversations", json={}, headers=headers).get_json()["id"] for _ in range(2))
+    runner, submitted = jobs.Dramatiq(app), []
+    send = runner.submit
+    monkeypatch.setattr(runner, "submit", lambda run_id: (send(run_id), submitted.append(run_id)))  # (noted once sent)
+    monkeypatch.setitem(app.extensions, "turns", runner)
+    private_redis.stop()
+    try:
+        away = client.post(f"/api/conversations/{first}/messages", json={"text": "while away"}, headers=headers)
+    finally:
+        private_redis.start()
+    assert away.status_code == 202 and submitted == []
+    back = client.post(f"/api/conversations/{second}/messages", json={"text": "once back"}, headers=headers)
+    assert back.status_code == 202
+    assert submitted == [away.get_json()["run"], back.get_json()["run"]]  # (the one kept first, in its order)
+    again = client.post(f"/api/conversations/{second}/messages", json={"text": "and again"}, headers=headers)
+    assert submitted[2:] == [again.get_json()["run"]]  # (sent once: no longer kept)
