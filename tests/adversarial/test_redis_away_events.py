@@ -128,3 +128,40 @@ def test_a_message_kept_while_redis_was_away_is_queued_before_the_next_one_this_
     assert submitted == [away.get_json()["run"], back.get_json()["run"]]  # (the one kept first, in its order)
     again = client.post(f"/api/conversations/{second}/messages", json={"text": "and again"}, headers=headers)
     assert submitted[2:] == [again.get_json()["run"]]  # (sent once: no longer kept)
+
+
+def test_what_a_web_process_kept_goes_out_with_its_next_request_of_any_kind(app, private_redis, monkeypatch):
+    # The helper's second try: a Stop pressed during the outage (its end published by the web
+    # process) stayed unshown for minutes after Redis was back, and a message sent during it waited
+    # for the workers' housekeeping when the next message went to the other web process. Any
+    # request to the process that kept them sends them now (an open page's stream reconnects
+    # every 2 s), at most once a second while Redis is still away.
+    from app.auth import create_token
+    from app.copilot.turns import _jobs as jobs
+    from app.copilot.turns import _kept
+    from app.extensions import db
+    from app.models import User
+    from tests.conftest import api_headers
+
+    with app.app_context():
+        user = db.session.query(User).filter_by(email="alice@example.com").one()
+        headers = {**api_headers(create_token(user, scope="client")), "Prefer": "respond-async"}
+    client = app.test_client()
+    convo = client.post("/api/conversations", json={}, headers=headers).get_json()["id"]
+    runner, submitted = jobs.Dramatiq(app), []
+    send = runner.submit
+    monkeypatch.setattr(runner, "submit", lambda run_id: (send(run_id), submitted.append(run_id)))
+    monkeypatch.setitem(app.extensions, "turns", runner)
+    monkeypatch.setattr(_kept, "TRY_EVERY_S", 0.0)  # (each request tries: the test's requests come fast)
+    private_redis.stop()
+    try:
+        away = client.post(f"/api/conversations/{convo}/messages", json={"text": "while away"}, headers=headers)
+        with app.app_context():
+            events.publish(convo, EventType.TURN, run=99, step=1, state="stopped", messages=[])
+        assert client.get("/login").status_code == 200  # (a request while Redis is still away: kept still)
+    finally:
+        private_redis.start()
+    assert away.status_code == 202 and submitted == []
+    assert client.get("/login").status_code == 200
+    assert submitted == [away.get_json()["run"]]
+    assert [(e.type, e.data.get("state")) for e in _stream(app, convo)][-1] == ("turn", "stopped")

@@ -52,14 +52,22 @@ def run_task(app: Flask, target: str, args: list[Any]) -> Any:
 
 
 def submit(run_id: int) -> None:
-    """Hand a queued pass to the app's runner. A runner that cannot take it leaves the run queued:
-    the person sees it waiting. Its id is kept in this process and handed over again before the
-    next pass this process submits (a message sent once Redis is back brings the ones sent while
-    it was away, in their order); one that no later message brings, a worker's housekeeping hands
-    over once it has waited TURN_DEAD_AFTER (turns._sweep.resubmit_stranded)."""
+    """Hand a queued pass to the app's runner. One it cannot take stays queued (the person sees it
+    waiting), kept here for this process's next submit and send_kept() (turns._kept); a worker's
+    housekeeping hands over any run left queued TURN_DEAD_AFTER (turns._sweep)."""
+    _send(run_id)
+
+
+def submit_unsent() -> None:
+    """The passes this process could not hand over (Redis away), handed over again in order."""
+    if current_app.extensions.get("turns_unsent"):
+        _send(None)
+
+
+def _send(run_id: int | None) -> None:
     runner: Runner = current_app.extensions["turns"]
     unsent: list[int] = current_app.extensions.setdefault("turns_unsent", [])
-    for waiting in dict.fromkeys([*unsent, run_id]):  # (in order, each once)
+    for waiting in dict.fromkeys([*unsent, *([] if run_id is None else [run_id])]):  # (in order, each once)
         try:
             runner.submit(waiting)
         except Exception as error:  # a broker that is down must not lose the person's message (it is committed)
@@ -67,7 +75,7 @@ def submit(run_id: int) -> None:
                 log.warning("could not queue the pass of run %s (Redis: %s); it is queued again later", waiting, error)
             else:
                 log.exception("could not queue the pass of run %s", waiting)
-            if run_id not in unsent:
+            if run_id is not None and run_id not in unsent:
                 unsent.append(run_id)
                 del unsent[:-UNSENT_MAX]  # (the oldest, past that, are left to the housekeeping)
             return

@@ -36,6 +36,7 @@ from app.copilot.turns import _sweep as sweep
 from app.copilot.turns._agent import Engine, Turn, context_for, engine
 from app.copilot.turns._endings import end_failed, end_finished, end_stopped, save_progress
 from app.copilot.turns._history import Pass, prepare
+from app.copilot.turns._kept import send_kept
 from app.copilot.turns._writes import written
 from app.extensions import db, redis_client
 from app.models import Run
@@ -303,11 +304,11 @@ def _forget_alive(run_id: int) -> None:
 def keep_alive(app: Flask, done: Any) -> None:
     """The worker's housekeeping until `done`: passes whose worker died become interrupted, runs
     left queued with no job (the broker away when their message was kept) are queued again, and
-    the events kept while Redis was away (app.copilot.kept_events) are published."""
+    what this process kept while Redis was away is sent (turns._kept)."""
     while not done.wait(app.config["TURN_HEARTBEAT"]):
         with app.app_context():
             try:
-                events.publish_later()
+                send_kept(now=True)
                 sweep.sweep_dead(app.config["TURN_DEAD_AFTER"])
                 sweep.resubmit_stranded(app.config["TURN_DEAD_AFTER"])
             except Exception:
