@@ -1,7 +1,8 @@
 """The events a page must learn to show the truth — a turn's end, a card's change, a new title —
 that Redis was away for (app.copilot.events.publish), kept by the app in this process (at most
 KEPT_MAX, the oldest let go first) until events.publish_later() publishes them in their order:
-before this process's next event, and at a worker's housekeeping each TURN_HEARTBEAT. Without it,
+before this process's next event, before its next request and at a worker's housekeeping
+(app.copilot.turns._kept). Without it,
 a reply streaming when Redis stopped stayed half-written, its Stop button on, on every open page
 until a reload, later turns' replies arriving live beside it (a helper's try, 2026-12-07).
 
