@@ -165,3 +165,46 @@ def test_what_a_web_process_kept_goes_out_with_its_next_request_of_any_kind(app,
     assert client.get("/login").status_code == 200
     assert submitted == [away.get_json()["run"]]
     assert [(e.type, e.data.get("state")) for e in _stream(app, convo)][-1] == ("turn", "stopped")
+
+
+def test_a_stop_asked_while_redis_is_away_is_a_plain_503_not_a_500(app, alice, private_redis):
+    # The helper's third try: Stop on a running reply with Redis away was a 500 with a traceback,
+    # and the page showed nothing. A running pass reads its stop from Redis, so none can be taken
+    # then: the person is told so, the reply goes on, and Stop once Redis is back stops it.
+    import sqlalchemy as sa
+
+    from app.auth import create_token
+    from app.copilot.turns._runs import NOT_STOPPED, stop_key
+    from app.extensions import db
+    from app.models import Run, User
+    from tests.conftest import api_headers
+
+    with app.app_context():
+        user = db.session.query(User).filter_by(email="alice@example.com").one()
+        headers = api_headers(create_token(user, scope="client"))
+    client = app.test_client()
+    convo = client.post("/api/conversations", json={}, headers=headers).get_json()["id"]
+    posted = client.post(
+        f"/api/conversations/{convo}/messages", json={"text": "hello"}, headers={**headers, "Prefer": "respond-async"}
+    )
+    run_id = posted.get_json()["run"]
+    with app.app_context():  # (its pass is running: nothing takes jobs here)
+        db.session.execute(sa.update(Run).where(Run.id == run_id).values(status="running"))
+        db.session.commit()
+    private_redis.stop()
+    try:
+        api = client.post(f"/api/conversations/{convo}/stop", headers=headers)
+        page = alice.htmx_post(f"/c/{convo}/stop")
+    finally:
+        private_redis.start()
+    assert api.status_code == 503 and api.headers["Retry-After"] == "1", api.get_data(as_text=True)
+    assert api.get_json()["message"] == NOT_STOPPED
+    assert page.status_code == 503 and NOT_STOPPED in page.get_data(as_text=True)
+    with app.app_context():
+        assert db.session.get(Run, run_id).status == "running"
+    again = client.post(f"/api/conversations/{convo}/stop", headers=headers)  # (Redis back: taken)
+    assert again.status_code in (200, 202), again.get_data(as_text=True)
+    with app.app_context():
+        from app.extensions import redis_client
+
+        assert redis_client.client.exists(stop_key(run_id))

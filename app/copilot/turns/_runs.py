@@ -18,7 +18,7 @@ from app.copilot.text import first_title
 from app.copilot.turns import _jobs as jobs
 from app.copilot.turns._line import Claimed, claim_now, queue_next
 from app.copilot.turns._rows import as_written, message_and_run
-from app.errors import AgentNotItsTurn, NotFound
+from app.errors import AgentNotItsTurn, NotFound, ServiceUnavailable
 from app.extensions import commit_kept, core, db, on_loop, redis_client, won
 from app.models import Approval, Conversation, Message, Run, utcnow
 from app.status import FINAL, GOING, RETRYABLE, EventType, Role, RunNext, RunStatus
@@ -284,8 +284,14 @@ def stop(conversation: Conversation, actor: Actor) -> Run | None:
         queue_next(conversation.id)
         return run
     db.session.rollback()
-    redis_client.client.set(stop_key(run.id), "1", ex=STOP_FOR)
+    try:
+        redis_client.client.set(stop_key(run.id), "1", ex=STOP_FOR)
+    except RedisError:  # (a running pass reads its stop from Redis: none can be asked without it)
+        raise ServiceUnavailable(NOT_STOPPED) from None
     return run
+
+
+NOT_STOPPED = "Your Stop could not be taken just now (a service is briefly away), and the reply goes on. Please press Stop again."
 
 
 def stop_key(run_id: int) -> str:
