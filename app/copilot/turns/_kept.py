@@ -1,9 +1,9 @@
 """What this process kept while Redis was away — the events a page must learn (app.copilot
 .kept_events) and the passes it could not queue (turns._jobs) — tried again once Redis answers:
 before a request to this process while any is kept (at most once a second), and at a worker's
-housekeeping. An open page's event stream reconnects every 2 s, so a web process that kept a
-card's change or a Stop's end sees a request soon after Redis is back, even with no new message
-(a helper's try, 2026-12-07: a Stop pressed during an outage stayed unshown for minutes)."""
+housekeeping. A web process that kept a card's change or a Stop's end sends it with its next
+request of any kind (a helper's try, 2026-12-07: a Stop pressed during an outage stayed unshown
+for minutes, its process publishing nothing more); one that gets none keeps it until one comes."""
 
 from __future__ import annotations
 
