@@ -2,9 +2,9 @@
 that Redis was away for (app.copilot.events.publish), kept by the app in this process (at most
 KEPT_MAX, the oldest let go first) until events.publish_later() publishes them in their order:
 before this process's next event, before its next request and at a worker's housekeeping
-(app.copilot.turns._kept). Without it,
-a reply streaming when Redis stopped stayed half-written, its Stop button on, on every open page
-until a reload, later turns' replies arriving live beside it (a helper's try, 2026-12-07).
+(app.copilot.turns._kept). Without it, a reply streaming when Redis stopped stayed half-written,
+its Stop button on, on every open page until a reload, later turns' replies arriving live beside
+it (a helper's try, 2026-12-07).
 
 A turn's start and its words are not kept, nor an event a stop holds back (`unless`): a start
 shown after its end would open a reply that never ends, and the end carries what the words said."""

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from app.copilot import events, kept_events
-from app.status import EventType
+from app.status import EventType, RunStatus
 from tests.services import WAIT, PrivateRedis, eventually
 
 
@@ -29,6 +29,18 @@ def private_redis(tmp_path):
 def app_config(private_redis):
     # (Jobs go to the private Redis, where nothing takes them: each test runs its pass itself.)
     return {"REDIS_URL": private_redis.url, "TURNS_RUNNER": "dramatiq", "EVENTS_TEXT_EVERY_MS": 600_000}
+
+
+def _alices_client(app: Any) -> tuple[Any, dict[str, str]]:
+    """A test client and alice's API credential."""
+    from app.auth import create_token
+    from app.extensions import db
+    from app.models import User
+    from tests.conftest import api_headers
+
+    with app.app_context():
+        user = db.session.query(User).filter_by(email="alice@example.com").one()
+        return app.test_client(), api_headers(create_token(user, scope="client"))
 
 
 def _stream(app: Any, convo: int) -> list[events.Event]:
@@ -55,17 +67,10 @@ def test_what_a_page_must_learn_is_published_in_order_once_redis_answers_and_not
 def test_a_turn_that_ends_while_redis_is_away_reaches_a_reconnecting_client_by_the_workers_housekeeping(
     app, private_redis, monkeypatch
 ):
-    from app.auth import create_token
     from app.copilot.turns._pass import keep_alive
-    from app.extensions import db
-    from app.models import User
-    from tests.conftest import api_headers
     from tests.helpers.turns import status_of
 
-    with app.app_context():
-        user = db.session.query(User).filter_by(email="alice@example.com").one()
-        headers = api_headers(create_token(user, scope="client"))
-    client = app.test_client()
+    client, headers = _alices_client(app)
     convo = client.post("/api/conversations", json={}, headers=headers).get_json()["id"]
     posted = client.post(
         f"/api/conversations/{convo}/messages", json={"text": "hello"}, headers={**headers, "Prefer": "respond-async"}
@@ -102,16 +107,10 @@ def test_a_turn_that_ends_while_redis_is_away_reaches_a_reconnecting_client_by_t
 def test_a_message_kept_while_redis_was_away_is_queued_before_the_next_one_this_process_sends(app, private_redis, monkeypatch):
     # The same try: a message sent while Redis was away waited for the workers' housekeeping
     # (TURN_DEAD_AFTER, about a minute), and one sent after Redis was back waited behind it.
-    from app.auth import create_token
     from app.copilot.turns import _jobs as jobs
-    from app.extensions import db
-    from app.models import User
-    from tests.conftest import api_headers
 
-    with app.app_context():
-        user = db.session.query(User).filter_by(email="alice@example.com").one()
-        headers = {**api_headers(create_token(user, scope="client")), "Prefer": "respond-async"}
-    client = app.test_client()
+    client, headers = _alices_client(app)
+    headers["Prefer"] = "respond-async"
     first, second = (client.post("/api/conversations", json={}, headers=headers).get_json()["id"] for _ in range(2))
     runner, submitted = jobs.Dramatiq(app), []
     send = runner.submit
@@ -136,17 +135,11 @@ def test_what_a_web_process_kept_goes_out_with_its_next_request_of_any_kind(app,
     # for the workers' housekeeping when the next message went to the other web process. Any
     # request to the process that kept them sends them now (an open page's stream reconnects
     # every 2 s), at most once a second while Redis is still away.
-    from app.auth import create_token
     from app.copilot.turns import _jobs as jobs
     from app.copilot.turns import _kept
-    from app.extensions import db
-    from app.models import User
-    from tests.conftest import api_headers
 
-    with app.app_context():
-        user = db.session.query(User).filter_by(email="alice@example.com").one()
-        headers = {**api_headers(create_token(user, scope="client")), "Prefer": "respond-async"}
-    client = app.test_client()
+    client, headers = _alices_client(app)
+    headers["Prefer"] = "respond-async"
     convo = client.post("/api/conversations", json={}, headers=headers).get_json()["id"]
     runner, submitted = jobs.Dramatiq(app), []
     send = runner.submit
@@ -173,23 +166,18 @@ def test_a_stop_asked_while_redis_is_away_is_a_plain_503_not_a_500(app, alice, p
     # then: the person is told so, the reply goes on, and Stop once Redis is back stops it.
     import sqlalchemy as sa
 
-    from app.auth import create_token
     from app.copilot.turns._runs import NOT_STOPPED, stop_key
     from app.extensions import db
-    from app.models import Run, User
-    from tests.conftest import api_headers
+    from app.models import Run
 
-    with app.app_context():
-        user = db.session.query(User).filter_by(email="alice@example.com").one()
-        headers = api_headers(create_token(user, scope="client"))
-    client = app.test_client()
+    client, headers = _alices_client(app)
     convo = client.post("/api/conversations", json={}, headers=headers).get_json()["id"]
     posted = client.post(
         f"/api/conversations/{convo}/messages", json={"text": "hello"}, headers={**headers, "Prefer": "respond-async"}
     )
     run_id = posted.get_json()["run"]
     with app.app_context():  # (its pass is running: nothing takes jobs here)
-        db.session.execute(sa.update(Run).where(Run.id == run_id).values(status="running"))
+        db.session.execute(sa.update(Run).where(Run.id == run_id).values(status=RunStatus.RUNNING))
         db.session.commit()
     private_redis.stop()
     try:
@@ -201,7 +189,7 @@ def test_a_stop_asked_while_redis_is_away_is_a_plain_503_not_a_500(app, alice, p
     assert api.get_json()["message"] == NOT_STOPPED
     assert page.status_code == 503 and NOT_STOPPED in page.get_data(as_text=True)
     with app.app_context():
-        assert db.session.get(Run, run_id).status == "running"
+        assert db.session.get(Run, run_id).status == RunStatus.RUNNING
     again = client.post(f"/api/conversations/{convo}/stop", headers=headers)  # (Redis back: taken)
     assert again.status_code in (200, 202), again.get_data(as_text=True)
     with app.app_context():

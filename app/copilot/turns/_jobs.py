@@ -51,17 +51,21 @@ def run_task(app: Flask, target: str, args: list[Any]) -> Any:
             db.session.remove()
 
 
+UNSENT_MAX = 10_000  # runs a process keeps while Redis is away (older ones: the housekeeping's)
+
+
 def submit(run_id: int) -> None:
-    """Hand a queued pass to the app's runner. One it cannot take stays queued (the person sees it
-    waiting), kept here for this process's next submit and send_kept() (turns._kept); a worker's
-    housekeeping hands over any run left queued TURN_DEAD_AFTER (turns._sweep)."""
+    """Hand a queued pass to the app's runner; one it cannot take is kept for this process's next
+    submit and turns._kept (a run left queued TURN_DEAD_AFTER: turns._sweep)."""
     _send(run_id)
 
 
+def has_unsent() -> bool:  # (passes this process could not hand over: submit_unsent() tries again)
+    return bool(current_app.extensions.get("turns_unsent"))
+
+
 def submit_unsent() -> None:
-    """The passes this process could not hand over (Redis away), handed over again in order."""
-    if current_app.extensions.get("turns_unsent"):
-        _send(None)
+    _send(None)
 
 
 def _send(run_id: int | None) -> None:
@@ -70,20 +74,17 @@ def _send(run_id: int | None) -> None:
     for waiting in dict.fromkeys([*unsent, *([] if run_id is None else [run_id])]):  # (in order, each once)
         try:
             runner.submit(waiting)
-        except Exception as error:  # a broker that is down must not lose the person's message (it is committed)
+        except Exception as error:  # a broker away must not lose the person's message (it is committed)
             if _broker_away(error):
                 log.warning("could not queue the pass of run %s (Redis: %s); it is queued again later", waiting, error)
             else:
                 log.exception("could not queue the pass of run %s", waiting)
             if run_id is not None and run_id not in unsent:
                 unsent.append(run_id)
-                del unsent[:-UNSENT_MAX]  # (the oldest, past that, are left to the housekeeping)
+                del unsent[:-UNSENT_MAX]
             return
         with contextlib.suppress(ValueError):  # (another thread's submit may have sent it first)
             unsent.remove(waiting)
-
-
-UNSENT_MAX = 10_000
 
 
 def _broker_away(error: Exception) -> bool:

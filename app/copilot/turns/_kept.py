@@ -24,7 +24,7 @@ def send_kept(now: bool = False) -> None:
     """Publish the kept events and queue the kept passes, if any are kept; unless `now`, not
     within TRY_EVERY_S of the last try (a request during an outage tries once a second at most)."""
     extensions = current_app.extensions
-    if not (kept_events.waiting() or extensions.get("turns_unsent")):
+    if not (kept_events.waiting() or _jobs.has_unsent()):
         return
     if not now and time.monotonic() - extensions.get("kept_tried_at", 0.0) < TRY_EVERY_S:
         return

@@ -262,6 +262,9 @@ def retry(conversation: Conversation, actor: Actor) -> Run | None:
     return run
 
 
+NOT_STOPPED = "Your Stop could not be taken just now (a service is briefly away), and the reply goes on. Please press Stop again."
+
+
 def stop(conversation: Conversation, actor: Actor) -> Run | None:
     """End the conversation's current pass at its next step (a queued one at once): the run
     that will stop, or None when nothing runs. Refused (check_own) for another's run."""
@@ -289,9 +292,6 @@ def stop(conversation: Conversation, actor: Actor) -> Run | None:
     except RedisError:  # (a running pass reads its stop from Redis: none can be asked without it)
         raise ServiceUnavailable(NOT_STOPPED) from None
     return run
-
-
-NOT_STOPPED = "Your Stop could not be taken just now (a service is briefly away), and the reply goes on. Please press Stop again."
 
 
 def stop_key(run_id: int) -> str:
