@@ -318,6 +318,8 @@ def app(
     if hasattr(runner, "wait_idle"):
         runner.wait_idle(60)  # a turn still running would hold a connection past the pool's disposal
     runner.close()
+    for kept in ("events_kept", "turns_unsent"):  # (what a test left kept: its sender thread ends)
+        app.extensions.get(kept, []).clear()
     for name in ("redis", "redis_blocking"):  # their sockets closed now, not whenever a GC cycle finds them
         pool = getattr(app.extensions.get(name), "connection_pool", None)
         if pool is not None:

@@ -86,7 +86,7 @@ def publish(
     in `forget` are deleted and `alive` (a key, seconds) is set. `known` goes with the event to this
     process's taps only (Event.known)."""
     if kept_events.waiting():
-        publish_later()  # (first: the events kept while Redis was away go out in their order)
+        publish_later(wait=True)  # (first: the events kept while Redis was away go out in their order)
     try:
         return _append(conversation_id, type, unless, forget, alive, known, data)
     except RedisError as error:
@@ -124,11 +124,12 @@ def _append(
     return appended
 
 
-def publish_later() -> int:
+def publish_later(wait: bool = False) -> int:
     """Publish the events kept while Redis was away, in order, until Redis fails again: how many
-    went. One thread at a time (another one flushing already: none here)."""
+    went. One thread at a time: with another one flushing, none here, or with `wait` (an event
+    about to follow them) after it is done."""
     kept, flushing = kept_events.kept(), kept_events.flushing()
-    if not kept or not flushing.acquire(blocking=False):
+    if not kept or not flushing.acquire(blocking=wait):
         return 0
     sent = 0
     try:

@@ -1,7 +1,7 @@
 """The events a page must learn to show the truth — a turn's end, a card's change, a new title —
 that Redis was away for (app.copilot.events.publish), kept by the app in this process (at most
 KEPT_MAX, the oldest let go first) until events.publish_later() publishes them in their order:
-before this process's next event, before its next request and at a worker's housekeeping
+before this process's next event, and by a thread that tries once a second until none is kept
 (app.copilot.turns._kept). Without it, a reply streaming when Redis stopped stayed half-written,
 its Stop button on, on every open page until a reload, later turns' replies arriving live beside
 it (a helper's try, 2026-12-07).
@@ -57,3 +57,12 @@ def keep(conversation_id: int, type: str, known: dict[str, Any] | None, data: di
     if len(held) == held.maxlen:
         log.warning("more than %d events wait for Redis: the oldest is let go", KEPT_MAX)
     held.append((conversation_id, type, known, data))
+    try_again_soon()
+
+
+def try_again_soon() -> None:
+    """Start the app's sender of what is kept, if it is not running (turns.init_app registers it
+    as `kept.sender`; none: kept for the next event)."""
+    sender = current_app.extensions.get("kept.sender")
+    if sender is not None:
+        sender()

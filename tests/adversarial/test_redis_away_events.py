@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from typing import Any
 
 import pytest
 
 from app.copilot import events, kept_events
 from app.status import EventType, RunStatus
-from tests.services import WAIT, PrivateRedis, eventually
+from tests.services import PrivateRedis, eventually
 
 
 @pytest.fixture
@@ -64,10 +63,7 @@ def test_what_a_page_must_learn_is_published_in_order_once_redis_answers_and_not
     assert got == [("turn", "done"), ("approval", "done"), ("title", None)]  # (no start, no words)
 
 
-def test_a_turn_that_ends_while_redis_is_away_reaches_a_reconnecting_client_by_the_workers_housekeeping(
-    app, private_redis, monkeypatch
-):
-    from app.copilot.turns._pass import keep_alive
+def test_a_turn_that_ends_while_redis_is_away_reaches_a_reconnecting_client_once_redis_answers(app, private_redis):
     from tests.helpers.turns import status_of
 
     client, headers = _alices_client(app)
@@ -82,16 +78,8 @@ def test_a_turn_that_ends_while_redis_is_away_reaches_a_reconnecting_client_by_t
 
     asyncio.run(execute(app, posted.get_json()["run"]))  # (the pass ends done; none of its events published)
     assert status_of(app, posted.get_json()["run"]) == "done"
-    private_redis.start()
-    monkeypatch.setitem(app.config, "TURN_HEARTBEAT", 1)
-    done = threading.Event()
-    housekeeping = threading.Thread(target=keep_alive, args=(app, done), daemon=True)
-    housekeeping.start()
-    try:
-        eventually(lambda: any(e.ends_turn() for e in _stream(app, convo)), "the worker's housekeeping published the end")
-    finally:
-        done.set()
-        housekeeping.join(WAIT)
+    private_redis.start()  # (and nothing more is published or asked: the process's sender sends it)
+    eventually(lambda: any(e.ends_turn() for e in _stream(app, convo)), "the kept end published")
     answer = client.get(f"/api/conversations/{convo}/events", headers={**headers, "Last-Event-ID": seen}, buffered=False)
     body = b""
     for part in answer.response:  # (a reconnect: what came after its last event)
@@ -108,7 +96,9 @@ def test_a_message_kept_while_redis_was_away_is_queued_before_the_next_one_this_
     # The same try: a message sent while Redis was away waited for the workers' housekeeping
     # (TURN_DEAD_AFTER, about a minute), and one sent after Redis was back waited behind it.
     from app.copilot.turns import _jobs as jobs
+    from app.copilot.turns import _kept
 
+    monkeypatch.setattr(_kept, "TRY_EVERY_S", 3600.0)  # (here the next submit sends it, not the sender)
     client, headers = _alices_client(app)
     headers["Prefer"] = "respond-async"
     first, second = (client.post("/api/conversations", json={}, headers=headers).get_json()["id"] for _ in range(2))
@@ -129,12 +119,12 @@ def test_a_message_kept_while_redis_was_away_is_queued_before_the_next_one_this_
     assert submitted[2:] == [again.get_json()["run"]]  # (sent once: no longer kept)
 
 
-def test_what_a_web_process_kept_goes_out_with_its_next_request_of_any_kind(app, private_redis, monkeypatch):
-    # The helper's second try: a Stop pressed during the outage (its end published by the web
-    # process) stayed unshown for minutes after Redis was back, and a message sent during it waited
-    # for the workers' housekeeping when the next message went to the other web process. Any
-    # request to the process that kept them sends them now (an open page's stream reconnects
-    # every 2 s), at most once a second while Redis is still away.
+def test_what_a_web_process_kept_goes_out_by_itself_once_redis_answers_with_no_request_after(app, private_redis, monkeypatch):
+    # Helpers' tries: a Stop pressed during the outage (its end published by the web process)
+    # stayed unshown for minutes after Redis was back, and a message sent during it waited for the
+    # workers' housekeeping (TURN_DEAD_AFTER) whenever no later request reached the process that
+    # kept it (two web processes; a page's reconnected stream stays open). The process's sender
+    # sends both within about a second of Redis answering, with no request at all.
     from app.copilot.turns import _jobs as jobs
     from app.copilot.turns import _kept
 
@@ -145,19 +135,19 @@ def test_what_a_web_process_kept_goes_out_with_its_next_request_of_any_kind(app,
     send = runner.submit
     monkeypatch.setattr(runner, "submit", lambda run_id: (send(run_id), submitted.append(run_id)))
     monkeypatch.setitem(app.extensions, "turns", runner)
-    monkeypatch.setattr(_kept, "TRY_EVERY_S", 0.0)  # (each request tries: the test's requests come fast)
     private_redis.stop()
     try:
         away = client.post(f"/api/conversations/{convo}/messages", json={"text": "while away"}, headers=headers)
         with app.app_context():
             events.publish(convo, EventType.TURN, run=99, step=1, state="stopped", messages=[])
-        assert client.get("/login").status_code == 200  # (a request while Redis is still away: kept still)
+            assert kept_events.waiting() and _kept.has_unsent()
     finally:
         private_redis.start()
-    assert away.status_code == 202 and submitted == []
-    assert client.get("/login").status_code == 200
-    assert submitted == [away.get_json()["run"]]
-    assert [(e.type, e.data.get("state")) for e in _stream(app, convo)][-1] == ("turn", "stopped")
+    assert away.status_code == 202
+    eventually(lambda: submitted == [away.get_json()["run"]], "the kept pass queued")
+    last = lambda: [(e.type, e.data.get("state")) for e in _stream(app, convo)][-1:]  # noqa: E731
+    eventually(lambda: last() == [("turn", "stopped")], "the kept end published")
+    eventually(lambda: not app.extensions["kept_sending"], "the sender ended, nothing kept")
 
 
 def test_a_stop_asked_while_redis_is_away_is_a_plain_503_not_a_500(app, alice, private_redis):

@@ -14,7 +14,7 @@ from flask import Flask
 from app.copilot.turns import _jobs
 from app.copilot.turns._agent import Engine, call_direct, context_for, engine, tell
 from app.copilot.turns._jobs import call, drain, submit
-from app.copilot.turns._kept import send_kept
+from app.copilot.turns._kept import send_until_sent
 from app.copilot.turns._line import Claimed
 from app.copilot.turns._notices import queue_countersign_notice
 from app.copilot.turns._runs import (
@@ -86,7 +86,7 @@ def init_app(app: Flask) -> None:
     app.extensions["turns.execute"] = execute
     app.extensions.setdefault("turns.listeners", [])
     _jobs.init_app(app)
-    app.before_request(send_kept)
+    app.extensions["kept.sender"] = send_until_sent  # (what Redis was away for: turns._kept)
 
 
 def listen_cards(app: Flask, listener: Callable[[list[str]], None]) -> None:

@@ -7,7 +7,6 @@ once while their models think (turns/_consume.py);
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 from collections.abc import Callable, Coroutine
@@ -15,6 +14,8 @@ from concurrent.futures import Future
 from typing import Any
 
 from flask import Flask, current_app
+
+from app.copilot.turns import _kept
 
 log = logging.getLogger(__name__)
 
@@ -51,48 +52,10 @@ def run_task(app: Flask, target: str, args: list[Any]) -> Any:
             db.session.remove()
 
 
-UNSENT_MAX = 10_000  # runs a process keeps while Redis is away (older ones: the housekeeping's)
-
-
 def submit(run_id: int) -> None:
-    """Hand a queued pass to the app's runner; one it cannot take is kept for this process's next
-    submit and turns._kept (a run left queued TURN_DEAD_AFTER: turns._sweep)."""
-    _send(run_id)
-
-
-def has_unsent() -> bool:  # (passes this process could not hand over: submit_unsent() tries again)
-    return bool(current_app.extensions.get("turns_unsent"))
-
-
-def submit_unsent() -> None:
-    _send(None)
-
-
-def _send(run_id: int | None) -> None:
-    runner: Runner = current_app.extensions["turns"]
-    unsent: list[int] = current_app.extensions.setdefault("turns_unsent", [])
-    for waiting in dict.fromkeys([*unsent, *([] if run_id is None else [run_id])]):  # (in order, each once)
-        try:
-            runner.submit(waiting)
-        except Exception as error:  # a broker away must not lose the person's message (it is committed)
-            if _broker_away(error):
-                log.warning("could not queue the pass of run %s (Redis: %s); it is queued again later", waiting, error)
-            else:
-                log.exception("could not queue the pass of run %s", waiting)
-            if run_id is not None and run_id not in unsent:
-                unsent.append(run_id)
-                del unsent[:-UNSENT_MAX]
-            return
-        with contextlib.suppress(ValueError):  # (another thread's submit may have sent it first)
-            unsent.remove(waiting)
-
-
-def _broker_away(error: Exception) -> bool:
-    """Whether `error` says Redis did not answer (Dramatiq's broker wraps redis-py's errors)."""
-    from dramatiq.errors import BrokerConnectionError  # (here, not at start: the web may never queue)
-    from redis.exceptions import RedisError
-
-    return isinstance(error, RedisError | BrokerConnectionError)
+    """Hand a queued pass to the app's runner; one it cannot take (Redis away) is kept by
+    turns._kept and sent once Redis answers (one whose process stopped: turns._sweep)."""
+    _kept.send(run_id)
 
 
 def runs_now() -> bool:

@@ -36,7 +36,6 @@ from app.copilot.turns import _sweep as sweep
 from app.copilot.turns._agent import Engine, Turn, context_for, engine
 from app.copilot.turns._endings import end_failed, end_finished, end_stopped, save_progress
 from app.copilot.turns._history import Pass, prepare
-from app.copilot.turns._kept import send_kept
 from app.copilot.turns._writes import written
 from app.extensions import db, redis_client
 from app.models import Run
@@ -302,13 +301,12 @@ def _forget_alive(run_id: int) -> None:
 
 
 def keep_alive(app: Flask, done: Any) -> None:
-    """The worker's housekeeping until `done`: passes whose worker died become interrupted, runs
-    left queued with no job (the broker away when their message was kept) are queued again, and
-    what this process kept while Redis was away is sent (turns._kept)."""
+    """The worker's housekeeping until `done`: passes whose worker died become interrupted, and
+    runs left queued with no job (kept by a process that stopped while Redis was away) are queued
+    again."""
     while not done.wait(app.config["TURN_HEARTBEAT"]):
         with app.app_context():
             try:
-                send_kept(now=True)
                 sweep.sweep_dead(app.config["TURN_DEAD_AFTER"])
                 sweep.resubmit_stranded(app.config["TURN_DEAD_AFTER"])
             except Exception:
