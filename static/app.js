@@ -319,6 +319,27 @@
     button.addEventListener("blur", back, { once: true });
   }
 
+  // The live updates' health, told to the person: a stream ends now and then and reconnects (one
+  // error, then open again), but one that fails again before it has stayed open STEADY_MS is lost
+  // (Redis or the server away: the page no longer follows), and the notice says so until a stream
+  // has stayed open that long. What happened meanwhile comes with the reconnected stream.
+  var STEADY_MS = 3000;
+  var failures = 0, steady = null;
+  document.addEventListener("htmx:sseError", function () {
+    clearTimeout(steady);
+    failures += 1;
+    var lost = document.getElementById("live-lost");
+    if (lost && failures >= 2) lost.hidden = false;
+  });
+  document.addEventListener("htmx:sseOpen", function () {
+    clearTimeout(steady);
+    steady = setTimeout(function () {
+      failures = 0;
+      var lost = document.getElementById("live-lost");
+      if (lost) lost.hidden = true;
+    }, STEADY_MS);
+  });
+
   // A message's time is written in UTC by the server; shown here in the person's own time zone
   // (the UTC value stays in the tooltip and in datetime).
   var clock = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });

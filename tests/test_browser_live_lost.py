@@ -1,0 +1,68 @@
+"""A page whose live updates are lost says so, in a real Chromium. Helpers' tries (2026-12-07):
+with Redis stopped under an open chat, the reply being written froze with nothing on the page to
+say that it was no longer live (the console logged an error every 2 s), so the person could not
+tell a frozen page from a slow model. Now a notice says the live updates are reconnecting, and it
+goes once the stream has stayed open again; what happened meanwhile is shown then, no reload.
+
+The app's Redis is a private server the test stops and starts; turns run in the app's pool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+from pydantic_ai.messages import TextPart
+
+from tests.helpers.browser import ask, sign_in_and_open_chat
+from tests.services import PrivateRedis
+
+pytestmark = pytest.mark.browser
+
+LOST = "#live-lost"
+
+
+@pytest.fixture
+def private_redis(tmp_path: Any) -> Any:
+    server = PrivateRedis(tmp_path)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def app_config(private_redis: PrivateRedis) -> dict[str, Any]:
+    return {"REDIS_URL": private_redis.url, "TURNS_RUNNER": "pool"}
+
+
+def test_a_chat_says_its_live_updates_are_lost_while_redis_is_away_and_catches_up_once_back(page, server, model, private_redis):
+    sign_in_and_open_chat(page, server)
+    page.wait_for_function("() => (window.__seen['htmx:sseOpen'] || 0) >= 1")  # (the stream is open)
+    expect(page.locator(LOST)).to_be_hidden()
+    private_redis.stop()
+    try:
+        expect(page.locator(LOST)).to_be_visible()
+        expect(page.locator(LOST)).to_contain_text("reconnecting")
+        model.enqueue(TextPart("Noted while the live updates were away."))
+        ask(page, "hello while away")  # (kept, and its reply's end kept: Redis is away)
+        expect(page.locator("#messages .message--user")).to_contain_text("hello while away")
+    finally:
+        private_redis.start()
+    expect(page.locator(LOST)).to_be_hidden()
+    expect(page.locator("#messages .message--assistant:not(.message--live)")).to_contain_text(
+        "Noted while the live updates were away."
+    )
+
+
+def test_a_stream_that_ends_and_reconnects_as_usual_shows_no_notice(page, server, app):
+    # A stream ends every EVENTS_STREAM_SECONDS and its page reconnects: one error, then open
+    # again, not a loss. (Here a few seconds, longer than the page waits to call a stream steady.)
+    app.config["EVENTS_STREAM_SECONDS"] = 4
+    sign_in_and_open_chat(page, server)
+    page.evaluate(
+        """() => { window.__lostShown = false; const lost = document.getElementById("live-lost");
+        new MutationObserver(() => { if (!lost.hidden) window.__lostShown = true; }).observe(lost, {attributes: true}); }"""
+    )
+    page.wait_for_function("() => (window.__seen['htmx:sseError'] || 0) >= 2", timeout=60_000)  # (two ends)
+    page.wait_for_function("() => (window.__seen['htmx:sseOpen'] || 0) >= 3", timeout=60_000)  # (two reopens)
+    assert page.evaluate("() => window.__lostShown") is False
+    expect(page.locator(LOST)).to_be_hidden()
