@@ -18,7 +18,7 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app import config as settings
-from app import json_body, no_nul, static_gzip
+from app import json_body, logs, no_nul, static_gzip
 from app.copilot.text import seconds
 from app.errors import CountersignError, CrossSite, ServiceUnavailable, TooManyAttempts
 from app.extensions import (
@@ -52,6 +52,7 @@ def _build(config: dict[str, Any] | None) -> Flask:
         static_folder=str(settings.ROOT / "static"),
     )
     app.config.from_mapping(settings.load(config))
+    logs.init_app(app)
     settings.INSTANCE.mkdir(parents=True, exist_ok=True)
     register_proxies(app)
     register_extensions(app)

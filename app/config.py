@@ -119,6 +119,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SESSION_MAX_AGE", "int", 7 * 24 * 3600),
     Setting("SQLALCHEMY_ENGINE_OPTIONS", "fixed", {}),
     Setting("SWEEP_ON_START", "bool", True),
+    Setting("LOG_LEVEL", "text", "INFO"),  # the app's own log lines from this level (app/logs.py)
     # Turns are jobs (app/copilot/jobs.py): `dramatiq` (a worker process; the default with
     # REDIS_URL), `pool` (in this process; the default without) or `inline` (the test kit).
     Setting("TURNS_RUNNER", "text", ""),

@@ -21,8 +21,10 @@ from app.copilot import events
 from app.copilot.events import Event
 from app.errors import TooManyAttempts
 from app.extensions import db, redis_client
+from app.logs import Sparing
 
 log = logging.getLogger(__name__)
+ended_unheard = Sparing(log)  # (every open page reconnects every 2 s while Redis is away)
 
 EVENT_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
 
@@ -76,7 +78,7 @@ def stream(
                 if until_run is not None and event.ends_turn() and event.run == until_run:
                     return
         except RedisError as error:  # (the stream ends whole; the client comes back after `retry`)
-            log.warning("an event stream ended: Redis did not answer (%s); its client reconnects", error)
+            ended_unheard.warning("an event stream ended: Redis did not answer (%s); its client reconnects", error)
         finally:
             give_back()
 

@@ -130,6 +130,11 @@ MEANINGS: dict[str, str] = {
         " transaction's BEGIN (app/pg_checkout.py: no ping of its own)"
     ),
     "SWEEP_ON_START": "end dead claims and dead workers' turns as `interrupted` when the app starts",
+    "LOG_LEVEL": (
+        "the app's own log lines from this level (`DEBUG`, `INFO`, `WARNING`, `ERROR`), the libraries' from"
+        " `WARNING`; each line with its time, process id, level and logger, on standard error, unless the"
+        " server configured logging itself"
+    ),
     "TURNS_RUNNER": (
         "where turns run: `dramatiq` (the `flask --app wsgi worker` processes; the default with `REDIS_URL`),"
         " `pool` (a bounded pool in the web process; the default without), `inline` (in the caller: the test "

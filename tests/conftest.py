@@ -313,6 +313,10 @@ def app(
         from app.extensions import redis_client
 
         redis_client.client.flushdb()  # the tests' own Redis database: waits, dedupe keys, queue
+    from app.logs import Sparing
+
+    for sparing in Sparing.made:  # (a warning another test said is said again here)
+        sparing.forget()
     yield app
     runner = app.extensions["turns"]
     if hasattr(runner, "wait_idle"):

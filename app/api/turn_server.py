@@ -33,11 +33,13 @@ from app.api.streamed import SERVER, wants_stream
 from app.copilot import events, taps
 from app.copilot.events import Event
 from app.extensions import AGAIN, OnLoop, db, no_lock_wait, on_loop
+from app.logs import Sparing
 from app.models import Run, User
 from app.sse import lines
 from app.status import RunStatus
 
 log = logging.getLogger(__name__)
+ended_unheard = Sparing(log)  # (each client reconnects every 2 s while Redis is away)
 
 
 # After a request tried on the loop found a lock held, the streamed messages of the next
@@ -269,7 +271,7 @@ class TurnServer:
                     if event.ends_turn() and event.run == handoff.run_id:
                         return
         except RedisError as error:  # (following Redis: the stream ends whole, the client resumes after `retry`)
-            log.warning("a streamed turn's stream ended: Redis did not answer (%s); its client reconnects", error)
+            ended_unheard.warning("a streamed turn's stream ended: Redis did not answer (%s); its client reconnects", error)
         finally:
             handoff.let_go()
             in_app.pop()

@@ -17,9 +17,11 @@ from redis.exceptions import RedisError
 
 from app.copilot import kept_events, taps
 from app.extensions import redis_client, redis_from_url
+from app.logs import Sparing
 from app.status import PASS_ENDS, EventType, TurnState
 
 log = logging.getLogger(__name__)
+unpublished = Sparing(log)  # (an outage: one line every few seconds, not one an event)
 
 # What a turn's end says; a turn-start event and one of these bracket every pass.
 ENDS = PASS_ENDS
@@ -90,7 +92,7 @@ def publish(
     try:
         return _append(conversation_id, type, unless, forget, alive, known, data)
     except RedisError as error:
-        log.warning("event %s of conversation %s not published: %s", type, conversation_id, error)
+        unpublished.warning("event %s of conversation %s not published: %s", type, conversation_id, error)
         if unless is None and alive is None:
             kept_events.keep(conversation_id, type, known, data)
         return None

@@ -20,7 +20,10 @@ from dramatiq.errors import BrokerConnectionError
 from flask import Flask
 from redis.exceptions import RedisError
 
+from app.logs import Sparing
+
 log = logging.getLogger(__name__)
+unreachable = Sparing(log)  # (a try every second while Redis is away: a line every few seconds)
 
 Execute = Callable[[Flask, int], Coroutine[Any, Any, None]]
 
@@ -101,7 +104,7 @@ class PassLoop:
                     if job is not None:
                         self.loop.call_soon_threadsafe(self._begin, job)
             except (RedisError, BrokerConnectionError) as error:  # (the jobs wait in Redis meanwhile)
-                log.warning("could not take, acknowledge or give back turn jobs (Redis: %s); trying again", error)
+                unreachable.warning("could not take, acknowledge or give back turn jobs (Redis: %s); trying again", error)
                 time.sleep(1)
             except Exception:
                 log.exception("could not take, acknowledge or give back turn jobs; trying again")
