@@ -219,6 +219,11 @@ def load(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     config.update(overrides)
     config["SQLALCHEMY_DATABASE_URI"] = _normalise_db_url(config["SQLALCHEMY_DATABASE_URI"])
     config["SQLALCHEMY_ENGINE_OPTIONS"] = _engine_options(config["SQLALCHEMY_DATABASE_URI"], config["SQLALCHEMY_ENGINE_OPTIONS"])
+    if config["EMAIL_WEBHOOK_SECRET"] and not config["SMTP_URL"]:  # (each answer would fail: a 500 when Redis is away)
+        raise RuntimeError(
+            "EMAIL_WEBHOOK_SECRET is set but SMTP_URL is not: the email connector would take mail in and "
+            "answer nobody (no reply, no card). Set SMTP_URL, or unset EMAIL_WEBHOOK_SECRET."
+        )
     return config
 
 

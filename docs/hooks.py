@@ -75,7 +75,10 @@ MEANINGS: dict[str, str] = {
     "SLACK_BOT_TOKEN": "the Slack bot's token",
     "SLACK_SIGNING_SECRET": "verifies Slack's v0 signatures (five-minute window)",
     "SLACK_API_BASE": "Slack's Web API base URL (the tests point it at a local fake)",
-    "EMAIL_WEBHOOK_SECRET": ("verifies the mail provider's inbound webhook (`X-Countersign-Signature` over timestamp and body)"),
+    "EMAIL_WEBHOOK_SECRET": (
+        "verifies the mail provider's inbound webhook (`X-Countersign-Signature` over timestamp and body);"
+        " needs `SMTP_URL` (the app does not start with one and not the other: it could answer nobody)"
+    ),
     "CARDS_UNSEEN_AFTER": "seconds a card waits, no page of its person open, before `flask connectors push-unseen` sends it",
     "LINK_CODE_TTL": "seconds a code (or a mailed link) that links a person's chat account or address is good for",
     "EMAIL_REQUIRE_AUTH": (

@@ -317,3 +317,13 @@ def test_every_sqlite_connection_waits_for_the_disk_at_each_commit_whatever_the_
     assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert raw.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     raw.close()
+
+
+def test_an_email_connector_that_could_answer_nobody_stops_the_start():
+    # Mail in, no SMTP_URL to answer by: every reply and card failed, and with Redis away the
+    # webhook itself answered 500. Said at the start instead, with what to do.
+    from app import config
+
+    with pytest.raises(RuntimeError, match="EMAIL_WEBHOOK_SECRET is set but SMTP_URL is not"):
+        config.load({"COUNTERSIGN_ENV": "testing", "EMAIL_WEBHOOK_SECRET": "s"})
+    assert config.load({"COUNTERSIGN_ENV": "testing", "EMAIL_WEBHOOK_SECRET": "s", "SMTP_URL": "smtp://mail"})["SMTP_URL"]
