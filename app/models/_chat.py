@@ -113,6 +113,9 @@ class Approval(Model):
         sa.Index("ix_approvals_tenant_status_created", "tenant_id", "status", "created_at", "id"),
         sa.Index("ix_approvals_tenant_created", "tenant_id", "created_at", "id"),
         sa.Index("ix_approvals_tenant_decided", "tenant_id", "decided_at"),
+        # The cards past their time, looked for at every conversation's page and the cron sweep
+        # (and the claims that died, by status): without it, every card ever kept was read.
+        sa.Index("ix_approvals_status_expires", "status", "expires_at"),
         sa.CheckConstraint(sa.column("status").in_([s.value for s in Status]), name="ck_approvals_status"),
         sa.CheckConstraint(sa.column("type").in_([t.value for t in ApprovalType]), name="ck_approvals_type"),
     )
