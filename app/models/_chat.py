@@ -116,6 +116,8 @@ class Approval(Model):
         # The cards past their time, looked for at every conversation's page and the cron sweep
         # (and the claims that died, by status): without it, every card ever kept was read.
         sa.Index("ix_approvals_status_expires", "status", "expires_at"),
+        # The cards of calls still open when the person writes again (turns._history.answers_for).
+        sa.Index("ix_approvals_conversation_call", "conversation_id", "tool_call_id"),
         sa.CheckConstraint(sa.column("status").in_([s.value for s in Status]), name="ck_approvals_status"),
         sa.CheckConstraint(sa.column("type").in_([t.value for t in ApprovalType]), name="ck_approvals_type"),
     )

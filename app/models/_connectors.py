@@ -37,7 +37,11 @@ class ConnectorThread(Model):
     """A chat thread's conversation, per person; `address` is where replies go (email)."""
 
     __tablename__ = "connector_threads"
-    __table_args__ = (sa.UniqueConstraint("connector", "thread_key", "user_id", name="uq_connector_threads_key"),)
+    __table_args__ = (
+        sa.UniqueConstraint("connector", "thread_key", "user_id", name="uq_connector_threads_key"),
+        # Every turn's end asks whether its conversation has a thread to post to (most have none).
+        sa.Index("ix_connector_threads_conversation", "conversation_id"),
+    )
     id: Mapped[int] = mapped_column(primary_key=True)
     connector: Mapped[str] = mapped_column(sa.String(20))
     thread_key: Mapped[str] = mapped_column(sa.String(500))

@@ -56,7 +56,10 @@ def mark_agents_words(messages: list[Message]) -> None:
     said = {m.id: m for m in messages if m.role == Role.USER}
     if not said:
         return
-    runs = sa.select(Run.message_id, Run.via).where(Run.message_id.in_(said), Run.agent.is_(True))
+    conversations = {m.conversation_id for m in said.values()}  # (its runs by index, not every run ever kept)
+    runs = sa.select(Run.message_id, Run.via).where(
+        Run.conversation_id.in_(conversations), Run.message_id.in_(said), Run.agent.is_(True)
+    )
     for message_id, via in db.session.execute(runs):
         if message_id is not None:
             said[message_id].written_by = credential_words("Written", via, agent=True)  # type: ignore[attr-defined]
