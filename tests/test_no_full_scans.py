@@ -1,4 +1,4 @@
-"""What a person's turns, a card's answer and the pages read is found by an index, never by reading
+"""What a person's turns, a card's answer and the pages (an admin's too) read is found by an index, never by reading
 a whole table: each statement they make is put to the database for its plan. Found this way
 (2026-12-07), each growing with everything ever kept: every turn's end read every chat thread
 (whether the conversation has one: 8.7 ms with 100,000 threads, SQLite), a message written while a
@@ -48,7 +48,7 @@ def _whole_tables_read(statement: str, parameters: Any) -> list[str]:
         return [step.strip() for step in steps if "Seq Scan on" in step]
 
 
-def test_a_persons_turns_cards_and_pages_read_no_whole_table(app, alice):
+def test_a_persons_turns_cards_and_pages_read_no_whole_table(app, alice, sign_in):
     from app.auth import create_token
     from app.models import User
 
@@ -64,6 +64,9 @@ def test_a_persons_turns_cards_and_pages_read_no_whole_table(app, alice):
         assert alice.answer(approval, token).status_code == 200
         for page in ("/", "/?q=post", f"/c/{convo}", f"/approvals/{approval}", "/settings/channels"):
             assert alice.client.get(page).status_code == 200, page
+        admin = sign_in("admin@example.com")
+        for page in ("/admin/", "/admin/live", "/admin/audit", "/admin/audit.csv", "/admin/channels", "/admin/tokens"):
+            assert admin.client.get(page).status_code == 200, page
         api = app.test_client()
         for path in ("/api/conversations", f"/api/conversations/{convo}", "/api/approvals"):
             assert api.get(path, headers=headers).status_code == 200, path
