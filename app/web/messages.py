@@ -20,6 +20,9 @@ def own_conversation(conversation_id: int, user: User) -> Conversation:
     return conversations.own(conversation_id, user)
 
 
+Group = tuple[str | None, list[Message], int | None]  # (turn key, its messages, the message it answers)
+
+
 def render_messages(messages: list[Message], actor: Actor, oob: bool = False) -> str:
     """Messages as the chat shows them: a turn's messages inside its group (`turn-{run}-{step}`),
     the one its live reply streamed into. With `oob`, every group and line replaces the one with
@@ -28,7 +31,7 @@ def render_messages(messages: list[Message], actor: Actor, oob: bool = False) ->
     return render_template("partials/_messages.html", groups=grouped(messages), actor=actor, card_context=card_context, oob=oob)
 
 
-def grouped(messages: list[Message]) -> list[tuple[str | None, list[Message], int | None]]:
+def grouped(messages: list[Message]) -> list[Group]:
     """Consecutive messages of one pass together, keyed `turn-{run}-{step}`, with the person's
     message a first pass answers; others alone."""
     firsts = {
@@ -38,7 +41,7 @@ def grouped(messages: list[Message]) -> list[tuple[str | None, list[Message], in
         )
     }
     mark_agents_words(messages)
-    groups: list[tuple[str | None, list[Message], int | None]] = []
+    groups: list[Group] = []
     for message in messages:
         key = f"turn-{message.run_id}-{message.step}" if message.run_id is not None else None
         if key is not None and groups and groups[-1][0] == key:
@@ -46,7 +49,33 @@ def grouped(messages: list[Message]) -> list[tuple[str | None, list[Message], in
         else:
             answers = firsts.get(message.run_id) if message.step == 1 and message.run_id is not None else None
             groups.append((key, [message], answers))
-    return groups
+    return _after_what_they_answer(groups)
+
+
+def _after_what_they_answer(groups: list[Group]) -> list[Group]:
+    """Each pass's first group right after the person's message it answers (when that message is
+    among them), as the page places it live (static/app.js), not where its writing put it: the
+    person may have written again before it came, and a reload must read as the page did."""
+    shown = {message.id for _, messages, _ in groups for message in messages}
+    following: dict[int, list[Group]] = {}
+    for group in groups:
+        key, messages, answers = group
+        if answers is not None and answers in shown and all(m.id != answers for m in messages):
+            following.setdefault(answers, []).append(group)
+    moved = {id(group) for placed in following.values() for group in placed}
+    ordered: list[Group] = []
+
+    def place(group: Group) -> None:
+        ordered.append(group)
+        for message in group[1]:
+            for after in following.pop(message.id, []):
+                place(after)
+
+    for group in groups:
+        if id(group) not in moved:
+            place(group)
+    ordered.extend(group for left in following.values() for group in left)  # (none is ever dropped)
+    return ordered
 
 
 def mark_agents_words(messages: list[Message]) -> None:
