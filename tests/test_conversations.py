@@ -572,3 +572,16 @@ def test_a_deletion_cannot_commit_between_a_messages_liveness_check_and_its_comm
     assert tried == ["database is locked"]
     assert answer.status_code in (200, 202), answer.get_json()
     assert stored(app, convo)[1] is None  # not deleted: the message won, and a deletion now sees its turn
+
+
+def test_the_chat_pages_list_tells_two_conversations_of_the_same_title_apart_by_when(app, alice):
+    # A helper saw two "hello" conversations side by side in the chat page's list, nothing else
+    # to tell them apart (the conversations page showed when each began; this list did not).
+    import re
+
+    first, second = alice.new_conversation(), alice.new_conversation()
+    for convo in (first, second):
+        alice.say(convo, "hello")
+    page = alice.client.get(f"/c/{second}").get_data(as_text=True)
+    listed = re.findall(r'id="conversation-link-(\d+)"[^>]*>hello</a>\s*<time datetime="([^"]+)">', page)
+    assert sorted(int(convo) for convo, _ in listed) == [first, second], listed
