@@ -268,6 +268,8 @@ def text_before(conversation_id: int, run: object, step: object, before: str) ->
             break
         if event.type == EventType.TEXT:
             pieces.append(str(event.data.get("text", "")))
+            if event.data.get("whole"):  # (the whole text up to it: nothing before counts)
+                break
     return "".join(reversed(pieces))
 
 

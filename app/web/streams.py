@@ -59,10 +59,11 @@ class LiveText:
     def add(self, event: Event) -> tuple[str, str | None]:
         """The reply so far, and its HTML (None: nothing new worth sending yet)."""
         key = (event.data.get("run"), event.data.get("step"))
+        whole = bool(event.data.get("whole"))  # (the whole reply so far: after words Redis was away for)
         if key not in self.so_far:
-            self.so_far[key] = (events.text_before(self.conversation_id, *key, event.id), Live())
+            self.so_far[key] = ("" if whole else events.text_before(self.conversation_id, *key, event.id), Live())
         text, renderer = self.so_far[key]
-        text += str(event.data.get("text", ""))
+        text = str(event.data.get("text", "")) if whole else text + str(event.data.get("text", ""))
         self.so_far[key] = (text, renderer)
         return text, renderer.html(text)
 

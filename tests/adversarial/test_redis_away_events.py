@@ -186,3 +186,28 @@ def test_a_stop_asked_while_redis_is_away_is_a_plain_503_not_a_500(app, alice, p
         from app.extensions import redis_client
 
         assert redis_client.client.exists(stop_key(run_id))
+
+
+def test_words_redis_was_away_for_reach_a_page_with_the_next_ones_as_the_whole_text(app, private_redis):
+    # A helper's try: a reply streaming when Redis stopped (and came back empty) lost on every open
+    # page the words it had shown; after the return, only the words written since. The first
+    # words after a gap now carry the whole text so far, and a page shows it all.
+    from app.copilot.turns._pass import _Words
+    from app.web.streams import LiveText
+
+    convo, run = 4343, 11
+    with app.app_context():
+        words = _Words(convo, run, 1, every=0.0, per_second=0.0)
+        words.add("Here is ")
+        private_redis.stop()
+        words.add("what I ")  # (not published: Redis is away)
+        private_redis.start()  # (empty: what was published before is gone too)
+        words.add("can do.")
+        live = LiveText(convo)  # (a page reconnecting now)
+        shown = [live.add(e)[0] for e in events.read(convo, "0-0", None) if e.type == EventType.TEXT]
+        assert shown == ["Here is what I can do."]
+        words.add(" More.")  # (and after it, words as usual: the next ones only)
+        more = [e for e in events.read(convo, "0-0", None) if e.type == EventType.TEXT]
+        assert [e.data["text"] for e in more] == ["Here is what I can do.", " More."]
+        assert [live.add(e)[0] for e in more[1:]] == ["Here is what I can do. More."]
+        assert events.text_before(convo, run, 1, "9999999999999-0") == "Here is what I can do. More."

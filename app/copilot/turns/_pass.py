@@ -213,6 +213,7 @@ class _Words:
         self.shown = ""
         self.fresh = False
         self.stopped = False  # an append was refused: a stop was asked for, nothing more goes out
+        self.gap = False  # words Redis was away for: the next event carries the whole text (`whole`)
         self.started_at = 0  # where the latest response's words begin in `shown`
         self.later: asyncio.TimerHandle | None = None
 
@@ -259,18 +260,23 @@ class _Words:
         piece = "".join(self.buffer)
         self.buffer.clear()
         self.sent_at = time.monotonic()
+        # After words Redis was away for (or lost, restarted empty), the whole text so far, marked
+        # `whole`: a page that showed the words before would otherwise lose them or miss the middle.
+        whole: dict[str, Any] = {"whole": True} if self.gap else {}
         try:
-            events.publish(
+            said = events.publish(
                 self.conversation_id,
                 EventType.TEXT,
                 unless=runs.stop_key(self.run_id),
                 run=self.run_id,
                 step=self.step,
-                text=piece,
+                text=self.shown + piece if whole else piece,
+                **whole,
             )
         except events.Refused:
             self.stopped = True
             return
+        self.gap = said is None
         self.shown += piece
 
 
