@@ -323,8 +323,15 @@
   // error, then open again), but one that fails again before it has stayed open STEADY_MS is lost
   // (Redis or the server away: the page no longer follows), and the notice says so until a stream
   // has stayed open that long. What happened meanwhile comes with the reconnected stream.
+  // An event that comes is as good a sign as a stream that stays open.
   var STEADY_MS = 3000;
   var failures = 0, steady = null;
+  function live() {
+    clearTimeout(steady);
+    failures = 0;
+    var lost = document.getElementById("live-lost");
+    if (lost) lost.hidden = true;
+  }
   document.addEventListener("htmx:sseError", function () {
     clearTimeout(steady);
     failures += 1;
@@ -333,11 +340,23 @@
   });
   document.addEventListener("htmx:sseOpen", function () {
     clearTimeout(steady);
-    steady = setTimeout(function () {
-      failures = 0;
-      var lost = document.getElementById("live-lost");
-      if (lost) lost.hidden = true;
-    }, STEADY_MS);
+    steady = setTimeout(live, STEADY_MS);
+  });
+  document.addEventListener("htmx:sseMessage", live);
+
+  // A 5xx answer of ours carries its note (partials/_error.html), which htmx does not swap in (a
+  // proxy's error page must never land in the chat): the chat shows ours at its end, so a Stop
+  // refused while Redis is away, or a message the database could not keep, says so.
+  document.addEventListener("htmx:responseError", function (event) {
+    var log = document.getElementById("messages");
+    var xhr = event.detail.xhr;
+    if (!log || !xhr || xhr.status < 500) return;
+    var parsed = document.createElement("template");
+    parsed.innerHTML = xhr.responseText;
+    var note = parsed.content.querySelector(".message--error");
+    if (!note) return;
+    log.appendChild(note);
+    scrollToEnd();
   });
 
   // A message's time is written in UTC by the server; shown here in the person's own time zone

@@ -14,8 +14,9 @@ import pytest
 from playwright.sync_api import expect
 from pydantic_ai.messages import TextPart
 
-from tests.helpers.browser import ask, sign_in_and_open_chat
+from tests.helpers.browser import LONG, ask, sign_in_and_open_chat
 from tests.services import PrivateRedis
+from tests.streamed import StreamedModel
 
 pytestmark = pytest.mark.browser
 
@@ -27,6 +28,16 @@ def private_redis(tmp_path: Any) -> Any:
     server = PrivateRedis(tmp_path)
     yield server
     server.stop()
+
+
+@pytest.fixture
+def gate() -> Any:
+    """A gate the test opens (opened at teardown too: no pass is left waiting on it)."""
+    import threading
+
+    event = threading.Event()
+    yield event
+    event.set()
 
 
 @pytest.fixture
@@ -51,6 +62,40 @@ def test_a_chat_says_its_live_updates_are_lost_while_redis_is_away_and_catches_u
     expect(page.locator("#messages .message--assistant:not(.message--live)")).to_contain_text(
         "Noted while the live updates were away."
     )
+
+
+def test_the_notice_covers_nothing_the_person_needs_the_message_box_stays_where_it_was(page, server, private_redis):
+    # A helper's try: the notice came in above the page and pushed the chat down 90 px, the
+    # message box half out of view.
+    sign_in_and_open_chat(page, server)
+    page.wait_for_function("() => (window.__seen['htmx:sseOpen'] || 0) >= 1")
+    box = page.get_by_label("Message").bounding_box()
+    private_redis.stop()
+    try:
+        expect(page.locator(LOST)).to_be_visible()
+        assert page.get_by_label("Message").bounding_box() == box
+        notice = page.locator(LOST).bounding_box()
+        assert notice["y"] + notice["height"] <= box["y"], (notice, box)  # (it is over the top bar, not the box)
+    finally:
+        private_redis.start()
+
+
+def test_a_stop_refused_while_redis_is_away_says_so_on_the_page(page, server, streamed: StreamedModel, private_redis, gate):
+    # A helper's try: Stop pressed during an outage answered 503 with its note, and the page showed
+    # nothing: the button stayed and the reply went on, with no word of why.
+    streamed.enqueue("Alpha bravo charlie delta", gate=gate)
+    sign_in_and_open_chat(page, server)
+    ask(page, "Say four words")
+    expect(page.locator("#messages .turn--live [id^='text-']")).to_have_text("Alpha", timeout=LONG)
+    private_redis.stop()
+    try:
+        page.locator("button.stop").click()
+        expect(page.locator("#messages .message--error")).to_contain_text("Your Stop could not be taken just now")
+        expect(page.locator("#messages .message--error")).to_contain_text("Please press Stop again")
+    finally:
+        private_redis.start()
+        gate.set()
+    expect(page.locator("#messages .message--assistant:not(.message--live) p")).to_have_text("Alpha bravo charlie delta")
 
 
 def test_a_stream_that_ends_and_reconnects_as_usual_shows_no_notice(page, server, app):
