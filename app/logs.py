@@ -27,14 +27,17 @@ def init_app(app: Flask) -> None:
     logging.getLogger("app").setLevel(app.config["LOG_LEVEL"].upper())
 
 
-class Sparing:
+class Sparing(logging.Filter):
     """A warning said at most once every `seconds` by this process, the ones held back counted in
-    the next: an outage of Redis is one line every few seconds, not one per streamed chunk, per
-    reconnecting page or per poll (a helper counted 53 lines for one reply)."""
+    the next, and with ok() one line when what went wrong is over (the count of the rest): an
+    outage of Redis is a line every few seconds and one at its end, not one per streamed chunk,
+    per reconnecting page or per poll (a helper counted 53 lines for one reply). Also a filter for
+    a library's logger (Dramatiq's consumer says its connection error every 3 s)."""
 
     made: list[Sparing] = []  # (every one, so that tests can start each afresh: forget())
 
-    def __init__(self, logger: logging.Logger, seconds: float = 10.0) -> None:
+    def __init__(self, logger: logging.Logger | None = None, seconds: float = 10.0) -> None:
+        super().__init__()
         self.logger, self.seconds = logger, seconds
         self._lock = threading.Lock()
         self.forget()
@@ -42,14 +45,42 @@ class Sparing:
 
     def forget(self) -> None:
         """As if nothing had been said yet."""
-        self._said_at, self._held_back = -float("inf"), 0
+        self._said_at, self._held_back, self.failing = -float("inf"), 0, False
 
-    def warning(self, message: str, *args: object) -> None:
+    def _say(self) -> int | None:
+        """None: hold this one back; else say it, with the count held back since the last."""
         now = time.monotonic()
         with self._lock:
+            self.failing = True
             if now - self._said_at < self.seconds:
                 self._held_back += 1
-                return
+                return None
             held_back, self._held_back, self._said_at = self._held_back, 0, now
-        more = f" ({held_back} more like it since the last such line)" if held_back else ""
-        self.logger.warning(message + more, *args)
+            return held_back
+
+    def warning(self, message: str, *args: object) -> None:
+        held_back = self._say()
+        if held_back is not None and self.logger is not None:
+            self.logger.warning(message + _more(held_back), *args)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        held_back = self._say()
+        if held_back:
+            record.msg = f"{record.msg}{_more(held_back)}"
+        return held_back is not None
+
+    def ok(self, message: str) -> None:
+        """It works again: said once (at INFO), with the count held back since the last warning.
+        Cheap when nothing failed (one attribute read): call it on every success."""
+        if not self.failing:
+            return
+        with self._lock:
+            if not self.failing:
+                return
+            held_back, self._held_back, self.failing, self._said_at = self._held_back, 0, False, -float("inf")
+        if self.logger is not None:
+            self.logger.info(message + (f" ({held_back} more warnings like the last were held back)" if held_back else ""))
+
+
+def _more(held_back: int) -> str:
+    return f" ({held_back} more like it since the last such line)" if held_back else ""

@@ -75,8 +75,9 @@ def test_redis_away_for_many_events_is_one_line_then_one_saying_how_many_more(ap
     def away(*args, **kwargs):
         raise RedisDown("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
 
+    append = events._append
     monkeypatch.setattr(events, "_append", away)
-    with app.app_context(), caplog.at_level("WARNING", logger="app.copilot.events"):
+    with app.app_context(), caplog.at_level("INFO", logger="app.copilot.events"):
         for chunk in range(50):
             assert events.publish(7, EventType.TEXT, run=1, step=1, text=f"chunk {chunk}") is None
         said = [r.getMessage() for r in caplog.records if r.name == "app.copilot.events"]
@@ -84,4 +85,39 @@ def test_redis_away_for_many_events_is_one_line_then_one_saying_how_many_more(ap
         monkeypatch.setattr(events.unpublished, "seconds", 0.0)  # (the next is past the quiet time)
         events.publish(7, EventType.TEXT, run=1, step=1, text="one more")
         said = [r.getMessage() for r in caplog.records if r.name == "app.copilot.events"]
-    assert len(said) == 2 and said[1].endswith("(49 more like it since the last such line)")
+        assert len(said) == 2 and said[1].endswith("(49 more like it since the last such line)")
+        monkeypatch.setattr(events.unpublished, "seconds", 10.0)
+        for _ in range(3):
+            events.publish(7, EventType.TEXT, run=1, step=1, text="held back")
+        monkeypatch.setattr(events, "_append", append)  # (Redis answers again: its end is said once)
+        for _ in range(3):
+            assert events.publish(7, EventType.TEXT, run=1, step=1, text="back") is not None
+        said = [r.getMessage() for r in caplog.records if r.name == "app.copilot.events"][2:]
+        assert said == ["events are published again: Redis answers (3 more warnings like the last were held back)"]
+        monkeypatch.setattr(events, "_append", away)  # (a new outage is said at once)
+        events.publish(7, EventType.TEXT, run=1, step=1, text="away again")
+        said = [r.getMessage() for r in caplog.records if r.name == "app.copilot.events"][3:]
+    assert said == ["event text of conversation 7 not published: Error 111 connecting to 127.0.0.1:6379. Connection refused."]
+
+
+def test_a_librarys_repeated_line_is_held_to_one_every_few_seconds_by_the_filter(caplog):
+    # Dramatiq's consumer logged its connection error every 3 s of an outage (CRITICAL, each time).
+    import logging
+
+    from app.logs import Sparing
+
+    logger = logging.getLogger("tests.a_library")
+    quiet = Sparing()
+    logger.addFilter(quiet)
+    try:
+        with caplog.at_level("INFO", logger="tests.a_library"):
+            for _ in range(5):
+                logger.critical("Consumer encountered a connection error: refused")
+            quiet.seconds = 0.0
+            logger.critical("Consumer encountered a connection error: refused")
+    finally:
+        logger.removeFilter(quiet)
+    assert [r.getMessage() for r in caplog.records] == [
+        "Consumer encountered a connection error: refused",
+        "Consumer encountered a connection error: refused (4 more like it since the last such line)",
+    ]

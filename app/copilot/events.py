@@ -23,9 +23,6 @@ from app.status import PASS_ENDS, EventType, TurnState
 log = logging.getLogger(__name__)
 unpublished = Sparing(log)  # (an outage: one line every few seconds, not one an event)
 
-# What a turn's end says; a turn-start event and one of these bracket every pass.
-ENDS = PASS_ENDS
-
 
 @dataclass(frozen=True)
 class Event:
@@ -44,7 +41,7 @@ class Event:
         return int(run) if run is not None else None
 
     def ends_turn(self) -> bool:
-        return self.type == EventType.TURN and self.data.get("state") in ENDS
+        return self.type == EventType.TURN and self.data.get("state") in PASS_ENDS  # (a pass's start and end bracket it)
 
 
 def key(conversation_id: int) -> str:
@@ -90,12 +87,14 @@ def publish(
     if kept_events.waiting():
         publish_later(wait=True)  # (first: the events kept while Redis was away go out in their order)
     try:
-        return _append(conversation_id, type, unless, forget, alive, known, data)
+        appended = _append(conversation_id, type, unless, forget, alive, known, data)
     except RedisError as error:
         unpublished.warning("event %s of conversation %s not published: %s", type, conversation_id, error)
         if unless is None and alive is None:
             kept_events.keep(conversation_id, type, known, data)
         return None
+    unpublished.ok("events are published again: Redis answers")
+    return appended
 
 
 def _append(

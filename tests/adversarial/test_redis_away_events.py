@@ -150,7 +150,7 @@ def test_what_a_web_process_kept_goes_out_by_itself_once_redis_answers_with_no_r
     eventually(lambda: not app.extensions["kept_sending"], "the sender ended, nothing kept")
 
 
-def test_a_stop_asked_while_redis_is_away_is_a_plain_503_not_a_500(app, alice, private_redis):
+def test_a_stop_asked_while_redis_is_away_is_a_plain_503_not_a_500(app, alice, private_redis, caplog):
     # The helper's third try: Stop on a running reply with Redis away was a 500 with a traceback,
     # and the page showed nothing. A running pass reads its stop from Redis, so none can be taken
     # then: the person is told so, the reply goes on, and Stop once Redis is back stops it.
@@ -178,6 +178,8 @@ def test_a_stop_asked_while_redis_is_away_is_a_plain_503_not_a_500(app, alice, p
     assert api.status_code == 503 and api.headers["Retry-After"] == "1", api.get_data(as_text=True)
     assert api.get_json()["message"] == NOT_STOPPED
     assert page.status_code == 503 and NOT_STOPPED in page.get_data(as_text=True)
+    refused = [r.getMessage() for r in caplog.records if "Stop of run" in r.getMessage()]
+    assert len(refused) == 2 and refused[0].startswith(f"a Stop of run {run_id} refused (503)"), refused  # (logged)
     with app.app_context():
         assert db.session.get(Run, run_id).status == RunStatus.RUNNING
     again = client.post(f"/api/conversations/{convo}/stop", headers=headers)  # (Redis back: taken)

@@ -101,6 +101,7 @@ class PassLoop:
                     self._room.wait(self.wake_s)
                 else:
                     job = next(self.consumer)  # (None after a wait of up to wake_ms when the queue is empty)
+                    unreachable.ok("turn jobs are taken again: Redis answers")
                     if job is not None:
                         self.loop.call_soon_threadsafe(self._begin, job)
             except (RedisError, BrokerConnectionError) as error:  # (the jobs wait in Redis meanwhile)

@@ -16,6 +16,7 @@ from typing import Any
 from flask import Flask, current_app
 
 from app.copilot.turns import _kept
+from app.logs import Sparing
 
 log = logging.getLogger(__name__)
 
@@ -300,7 +301,12 @@ def _worker(broker: Any, threads: int, thread_wake_ms: int = THREAD_WAKE_MS, con
             thread.start()
             self.workers.append(thread)
 
+    # Its consumer says its connection error every 3 s while Redis is away: one line every 10 s.
+    logging.getLogger(f"dramatiq.worker.ConsumerThread({TASKS})").addFilter(_CONSUMER_QUIET)
     return TaskWorker(broker, worker_threads=threads, queues={TASKS}, worker_timeout=consumer_wake_ms)
+
+
+_CONSUMER_QUIET = Sparing()
 
 
 def _idle(broker: Any) -> bool:

@@ -289,7 +289,8 @@ def stop(conversation: Conversation, actor: Actor) -> Run | None:
     db.session.rollback()
     try:
         redis_client.client.set(stop_key(run.id), "1", ex=STOP_FOR)
-    except RedisError:  # (a running pass reads its stop from Redis: none can be asked without it)
+    except RedisError as error:  # (a running pass reads its stop from Redis: none can be asked without it)
+        log.warning("a Stop of run %s refused (503): Redis did not answer (%s)", run.id, error)
         raise ServiceUnavailable(NOT_STOPPED) from None
     return run
 
