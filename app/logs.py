@@ -36,9 +36,9 @@ class Sparing(logging.Filter):
 
     made: list[Sparing] = []  # (every one, so that tests can start each afresh: forget())
 
-    def __init__(self, logger: logging.Logger | None = None, seconds: float = 10.0) -> None:
+    def __init__(self, logger: logging.Logger | None = None, seconds: float = 10.0, level: int | None = None) -> None:
         super().__init__()
-        self.logger, self.seconds = logger, seconds
+        self.logger, self.seconds, self.level = logger, seconds, level  # (level: a filter's records', said at)
         self._lock = threading.Lock()
         self.forget()
         Sparing.made.append(self)
@@ -47,27 +47,29 @@ class Sparing(logging.Filter):
         """As if nothing had been said yet."""
         self._said_at, self._held_back, self.failing = -float("inf"), 0, False
 
-    def _say(self) -> int | None:
-        """None: hold this one back; else say it, with the count held back since the last."""
+    def _say(self) -> str | None:
+        """None: hold this one back; else say it, with what was held back since the last."""
         now = time.monotonic()
         with self._lock:
             self.failing = True
             if now - self._said_at < self.seconds:
                 self._held_back += 1
                 return None
-            held_back, self._held_back, self._said_at = self._held_back, 0, now
-            return held_back
+            held_back, self._held_back, said_at, self._said_at = self._held_back, 0, self._said_at, now
+        return f" ({held_back} more like it since the last such line, {now - said_at:.0f} s ago)" if held_back else ""
 
     def warning(self, message: str, *args: object) -> None:
-        held_back = self._say()
-        if held_back is not None and self.logger is not None:
-            self.logger.warning(message + _more(held_back), *args)
+        more = self._say()
+        if more is not None and self.logger is not None:
+            self.logger.warning(message + more, *args)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        held_back = self._say()
-        if held_back:
-            record.msg = f"{record.msg}{_more(held_back)}"
-        return held_back is not None
+        more = self._say()
+        if more:
+            record.msg = f"{record.msg}{more}"
+        if self.level is not None:
+            record.levelno, record.levelname = self.level, logging.getLevelName(self.level)
+        return more is not None
 
     def ok(self, message: str) -> None:
         """It works again: said once (at INFO), with the count held back since the last warning.
@@ -79,8 +81,5 @@ class Sparing(logging.Filter):
                 return
             held_back, self._held_back, self.failing, self._said_at = self._held_back, 0, False, -float("inf")
         if self.logger is not None:
-            self.logger.info(message + (f" ({held_back} more warnings like the last were held back)" if held_back else ""))
-
-
-def _more(held_back: int) -> str:
-    return f" ({held_back} more like it since the last such line)" if held_back else ""
+            more = f" ({held_back} more warning{'s' if held_back > 1 else ''} like the last held back)" if held_back else ""
+            self.logger.info(message + more)

@@ -164,7 +164,6 @@ def _hold_a_stream(redis: Any, person_id: int, look_back: Callable[[Any], None] 
         _, _, open_now, _, *looked = pipe.execute()
     except RedisError:
         return mine, None  # no Redis, no stream either: events.read fails and the client retries
-    ended_unheard.ok("event streams open again: Redis answers")
     if open_now > config["EVENTS_MAX_STREAMS_PER_PERSON"]:
         _let_go(redis, person_id, mine)
         raise TooManyAttempts(

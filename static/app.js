@@ -346,7 +346,11 @@
 
   // A 5xx answer of ours carries its note (partials/_error.html), which htmx does not swap in (a
   // proxy's error page must never land in the chat): the chat shows ours at its end, so a Stop
-  // refused while Redis is away, or a message the database could not keep, says so.
+  // refused while Redis is away, or a message the database could not keep, says so. A Stop's note
+  // lasts while it is true: until Stop is pressed again or no reply is live any more.
+  function dropStopNotes() {
+    document.querySelectorAll("#messages .message--error[data-stop-note]").forEach(function (el) { el.remove(); });
+  }
   document.addEventListener("htmx:responseError", function (event) {
     var log = document.getElementById("messages");
     var xhr = event.detail.xhr;
@@ -355,8 +359,17 @@
     parsed.innerHTML = xhr.responseText;
     var note = parsed.content.querySelector(".message--error");
     if (!note) return;
+    var stop = event.detail.elt && event.detail.elt.classList && event.detail.elt.classList.contains("stop");
+    if (stop) { dropStopNotes(); note.setAttribute("data-stop-note", ""); }
     log.appendChild(note);
     scrollToEnd();
+  });
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var elt = event.detail.elt;
+    if (elt && elt.classList && elt.classList.contains("stop")) dropStopNotes();
+  });
+  document.addEventListener("htmx:sseMessage", function () {
+    if (!document.querySelector("#messages .turn--live")) dropStopNotes();
   });
 
   // A message's time is written in UTC by the server; shown here in the person's own time zone

@@ -76,26 +76,38 @@ def test_the_notice_covers_nothing_the_person_needs_the_message_box_stays_where_
         assert page.get_by_label("Message").bounding_box() == box
         notice = page.locator(LOST).bounding_box()
         assert notice["y"] + notice["height"] <= box["y"], (notice, box)  # (it is over the top bar, not the box)
+        # A second try: it lay over the top bar's links and took their clicks. A click goes through.
+        middle = [notice["x"] + notice["width"] / 2, notice["y"] + notice["height"] / 2]
+        under = page.evaluate("([x, y]) => document.elementFromPoint(x, y).id", middle)
+        assert under != "live-lost"
     finally:
         private_redis.start()
 
 
-def test_a_stop_refused_while_redis_is_away_says_so_on_the_page(page, server, streamed: StreamedModel, private_redis, gate):
+def test_a_stop_refused_while_redis_is_away_says_so_while_it_is_true(page, server, streamed: StreamedModel, private_redis, gate):
     # A helper's try: Stop pressed during an outage answered 503 with its note, and the page showed
     # nothing: the button stayed and the reply went on, with no word of why.
     streamed.enqueue("Alpha bravo charlie delta", gate=gate)
     sign_in_and_open_chat(page, server)
     ask(page, "Say four words")
     expect(page.locator("#messages .turn--live [id^='text-']")).to_have_text("Alpha", timeout=LONG)
+    count = "() => document.addEventListener('htmx:responseError', () => { window.__refused = 1 + (window.__refused || 0) })"
+    page.evaluate(count)
     private_redis.stop()
     try:
         page.locator("button.stop").click()
         expect(page.locator("#messages .message--error")).to_contain_text("Your Stop could not be taken just now")
         expect(page.locator("#messages .message--error")).to_contain_text("Please press Stop again")
+        page.wait_for_function("() => !document.querySelector('button.stop').disabled")
+        page.locator("button.stop").click()  # (as the note says: refused again, still one note)
+        page.wait_for_function("() => (window.__refused || 0) >= 2")
+        expect(page.locator("#messages .message--error")).to_have_count(1)
     finally:
         private_redis.start()
         gate.set()
     expect(page.locator("#messages .message--assistant:not(.message--live) p")).to_have_text("Alpha bravo charlie delta")
+    # A second try: the note stayed under the ended reply, the last thing read "the reply goes on".
+    expect(page.locator("#messages .message--error")).to_have_count(0)
 
 
 def test_a_stream_that_ends_and_reconnects_as_usual_shows_no_notice(page, server, app):

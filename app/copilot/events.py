@@ -22,6 +22,7 @@ from app.status import PASS_ENDS, EventType, TurnState
 
 log = logging.getLogger(__name__)
 unpublished = Sparing(log)  # (an outage: one line every few seconds, not one an event)
+NOT_SENT = "event %s of conversation %s not sent to its open pages (Redis: %s); they catch up once it answers"
 
 
 @dataclass(frozen=True)
@@ -89,11 +90,11 @@ def publish(
     try:
         appended = _append(conversation_id, type, unless, forget, alive, known, data)
     except RedisError as error:
-        unpublished.warning("event %s of conversation %s not published: %s", type, conversation_id, error)
+        unpublished.warning(NOT_SENT, type, conversation_id, error)
         if unless is None and alive is None:
             kept_events.keep(conversation_id, type, known, data)
         return None
-    unpublished.ok("events are published again: Redis answers")
+    unpublished.ok("events reach open pages again: Redis answers")
     return appended
 
 

@@ -119,13 +119,17 @@ def test_a_message_kept_while_redis_was_away_is_queued_before_the_next_one_this_
     assert submitted[2:] == [again.get_json()["run"]]  # (sent once: no longer kept)
 
 
-def test_what_a_web_process_kept_goes_out_by_itself_once_redis_answers_with_no_request_after(app, private_redis, monkeypatch):
+def test_what_a_web_process_kept_goes_out_by_itself_once_redis_answers_with_no_request_after(
+    app, private_redis, monkeypatch, caplog
+):
     # Helpers' tries: a Stop pressed during the outage (its end published by the web process)
     # stayed unshown for minutes after Redis was back, and a message sent during it waited for the
     # workers' housekeeping (TURN_DEAD_AFTER) whenever no later request reached the process that
     # kept it (two web processes; a page's reconnected stream stays open). The process's sender
     # sends both within about a second of Redis answering, with no request at all.
     from app.copilot.turns import _jobs as jobs
+
+    caplog.set_level("INFO", logger="app.copilot.turns._kept")
     from app.copilot.turns import _kept
 
     client, headers = _alices_client(app)
@@ -148,6 +152,8 @@ def test_what_a_web_process_kept_goes_out_by_itself_once_redis_answers_with_no_r
     last = lambda: [(e.type, e.data.get("state")) for e in _stream(app, convo)][-1:]  # noqa: E731
     eventually(lambda: last() == [("turn", "stopped")], "the kept end published")
     eventually(lambda: not app.extensions["kept_sending"], "the sender ended, nothing kept")
+    said = [r.getMessage() for r in caplog.records if r.name == "app.copilot.turns._kept"]
+    assert f"the pass of run {away.get_json()['run']}, kept while Redis was away, is queued" in said, said  # (its end, told)
 
 
 def test_a_stop_asked_while_redis_is_away_is_a_plain_503_not_a_500(app, alice, private_redis, caplog):

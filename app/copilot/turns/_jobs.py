@@ -306,7 +306,7 @@ def _worker(broker: Any, threads: int, thread_wake_ms: int = THREAD_WAKE_MS, con
     return TaskWorker(broker, worker_threads=threads, queues={TASKS}, worker_timeout=consumer_wake_ms)
 
 
-_CONSUMER_QUIET = Sparing()
+_CONSUMER_QUIET = Sparing(level=logging.WARNING)  # (CRITICAL, it says, for an outage it rides out)
 
 
 def _idle(broker: Any) -> bool:

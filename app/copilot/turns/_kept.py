@@ -45,6 +45,8 @@ def send(run_id: int | None) -> None:
                 del unsent[:-UNSENT_MAX]
             send_until_sent()
             return
+        if waiting != run_id:
+            log.info("the pass of run %s, kept while Redis was away, is queued", waiting)
         with contextlib.suppress(ValueError):  # (another thread's send may have sent it first)
             unsent.remove(waiting)
 
