@@ -83,6 +83,7 @@ def test_redis_away_for_many_events_is_one_line_then_one_saying_how_many_more(ap
 
     append = events._append
     monkeypatch.setattr(events, "_append", away)
+    monkeypatch.setattr(events.unpublished, "seconds", 3600.0)  # (a stalled machine still holds them back)
     with app.app_context(), caplog.at_level("INFO", logger="app.copilot.events"):
         for chunk in range(50):
             assert events.publish(7, EventType.TEXT, run=1, step=1, text=f"chunk {chunk}") is None
@@ -92,7 +93,7 @@ def test_redis_away_for_many_events_is_one_line_then_one_saying_how_many_more(ap
         events.publish(7, EventType.TEXT, run=1, step=1, text="one more")
         said = [r.getMessage() for r in caplog.records if r.name == "app.copilot.events"]
         assert len(said) == 2 and re.search(r"\(49 more like it since the last such line, \d+ s ago\)$", said[1]), said
-        monkeypatch.setattr(events.unpublished, "seconds", 10.0)
+        monkeypatch.setattr(events.unpublished, "seconds", 3600.0)
         for _ in range(3):
             events.publish(7, EventType.TEXT, run=1, step=1, text="held back")
         monkeypatch.setattr(events, "_append", append)  # (Redis answers again: its end is said once)
@@ -113,7 +114,7 @@ def test_a_librarys_repeated_line_is_held_to_one_every_few_seconds_by_the_filter
     from app.logs import Sparing
 
     logger = logging.getLogger("tests.a_library")
-    quiet = Sparing(level=logging.WARNING)  # (and said as a warning: the app rides the outage out)
+    quiet = Sparing(seconds=3600.0, level=logging.WARNING)  # (said as a warning: the app rides the outage out)
     logger.addFilter(quiet)
     try:
         with caplog.at_level("INFO", logger="tests.a_library"):

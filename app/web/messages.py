@@ -59,7 +59,7 @@ def _after_what_they_answer(groups: list[Group]) -> list[Group]:
     shown = {message.id for _, messages, _ in groups for message in messages}
     following: dict[int, list[Group]] = {}
     for group in groups:
-        key, messages, answers = group
+        _, messages, answers = group
         if answers is not None and answers in shown and all(m.id != answers for m in messages):
             following.setdefault(answers, []).append(group)
     moved = {id(group) for placed in following.values() for group in placed}

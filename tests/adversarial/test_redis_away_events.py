@@ -14,6 +14,7 @@ import pytest
 
 from app.copilot import events, kept_events
 from app.status import EventType, RunStatus
+from tests.helpers.turns import noted_runner
 from tests.services import PrivateRedis, eventually
 
 
@@ -95,17 +96,13 @@ def test_a_turn_that_ends_while_redis_is_away_reaches_a_reconnecting_client_once
 def test_a_message_kept_while_redis_was_away_is_queued_before_the_next_one_this_process_sends(app, private_redis, monkeypatch):
     # The same try: a message sent while Redis was away waited for the workers' housekeeping
     # (TURN_DEAD_AFTER, about a minute), and one sent after Redis was back waited behind it.
-    from app.copilot.turns import _jobs as jobs
     from app.copilot.turns import _kept
 
     monkeypatch.setattr(_kept, "TRY_EVERY_S", 3600.0)  # (here the next submit sends it, not the sender)
     client, headers = _alices_client(app)
     headers["Prefer"] = "respond-async"
     first, second = (client.post("/api/conversations", json={}, headers=headers).get_json()["id"] for _ in range(2))
-    runner, submitted = jobs.Dramatiq(app), []
-    send = runner.submit
-    monkeypatch.setattr(runner, "submit", lambda run_id: (send(run_id), submitted.append(run_id)))  # (noted once sent)
-    monkeypatch.setitem(app.extensions, "turns", runner)
+    submitted = noted_runner(app, monkeypatch)
     private_redis.stop()
     try:
         away = client.post(f"/api/conversations/{first}/messages", json={"text": "while away"}, headers=headers)
@@ -127,18 +124,13 @@ def test_what_a_web_process_kept_goes_out_by_itself_once_redis_answers_with_no_r
     # workers' housekeeping (TURN_DEAD_AFTER) whenever no later request reached the process that
     # kept it (two web processes; a page's reconnected stream stays open). The process's sender
     # sends both within about a second of Redis answering, with no request at all.
-    from app.copilot.turns import _jobs as jobs
-
-    caplog.set_level("INFO", logger="app.copilot.turns._kept")
     from app.copilot.turns import _kept
 
+    caplog.set_level("INFO", logger="app.copilot.turns._kept")
     client, headers = _alices_client(app)
     headers["Prefer"] = "respond-async"
     convo = client.post("/api/conversations", json={}, headers=headers).get_json()["id"]
-    runner, submitted = jobs.Dramatiq(app), []
-    send = runner.submit
-    monkeypatch.setattr(runner, "submit", lambda run_id: (send(run_id), submitted.append(run_id)))
-    monkeypatch.setitem(app.extensions, "turns", runner)
+    submitted = noted_runner(app, monkeypatch)
     private_redis.stop()
     try:
         away = client.post(f"/api/conversations/{convo}/messages", json={"text": "while away"}, headers=headers)

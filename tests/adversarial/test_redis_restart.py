@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.models import Approval, User
+from tests.helpers.turns import noted_runner
 from tests.services import WAIT, PrivateRedis, eventually
 
 
@@ -63,7 +64,6 @@ def test_a_message_kept_while_redis_is_down_is_answered_as_queued_and_its_turn_r
     # and every later message of the conversation waited behind it. Now the answer is the 202 of a
     # turn still going, and the worker's housekeeping hands a run left queued to the runner again.
     from app.auth import create_token
-    from app.copilot.turns import _jobs as jobs
     from app.copilot.turns import _sweep as sweep
     from app.models import Message, Run, utcnow
     from tests.conftest import api_headers
@@ -73,11 +73,7 @@ def test_a_message_kept_while_redis_is_down_is_answered_as_queued_and_its_turn_r
         headers = api_headers(create_token(user, scope="client"))
     client = app.test_client()
     convo = client.post("/api/conversations", json={}, headers=headers).get_json()["id"]
-    # The production runner (jobs to Redis, for a worker: none runs here), its jobs noted as sent.
-    runner, submitted = jobs.Dramatiq(app), []
-    send = runner.submit
-    monkeypatch.setattr(runner, "submit", lambda run_id: (send(run_id), submitted.append(run_id)))
-    monkeypatch.setitem(app.extensions, "turns", runner)
+    submitted = noted_runner(app, monkeypatch)
     private_redis.stop()
     try:
         answered = client.post(f"/api/conversations/{convo}/messages", json={"text": "while away"}, headers=headers)

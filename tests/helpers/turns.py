@@ -81,3 +81,15 @@ def handed_over(app: Any, api: Any, convo: int, text: str = "hello there") -> An
         return exchange.taken
 
     return asyncio.run(post())
+
+
+def noted_runner(app: Any, monkeypatch: Any) -> list[int]:
+    """The production runner (jobs to Redis, for a worker: none runs here) in the app's place, each
+    job it queued noted, in order: the list it notes them in."""
+    from app.copilot.turns import _jobs as jobs
+
+    runner, submitted = jobs.Dramatiq(app), []
+    send = runner.submit
+    monkeypatch.setattr(runner, "submit", lambda run_id: (send(run_id), submitted.append(run_id)))
+    monkeypatch.setitem(app.extensions, "turns", runner)
+    return submitted
