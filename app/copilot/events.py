@@ -8,7 +8,6 @@ import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import redis
@@ -16,6 +15,7 @@ from flask import current_app
 from redis.exceptions import RedisError
 
 from app.copilot import kept_events, taps
+from app.copilot.stream_append import GONE, appender
 from app.extensions import redis_client, redis_from_url
 from app.logs import Sparing
 from app.status import PASS_ENDS, EventType, TurnState
@@ -53,21 +53,9 @@ class Refused(Exception):
     """The event was not appended: the key it was to be held back by exists (a stop asked for)."""
 
 
-# One round trip: append, keep the stream EVENTS_TTL seconds more; with an `unless` key (ARGV[5]
-# is 1: KEYS[2]), only while that key does not exist (checked by Redis in the same step, so nothing
-# is appended after it is set). Then, in the same step, the keys after it: ARGV[6] of them are
-# deleted (a pass's end forgets its heartbeat and its stop request), and with ARGV[7] the last
-# one is set for that many seconds (a pass's start says it is alive).
-_APPEND = """
-local unless = tonumber(ARGV[5])
-if unless == 1 and redis.call('EXISTS', KEYS[2]) == 1 then return false end
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'type', ARGV[2], 'data', ARGV[3])
-redis.call('EXPIRE', KEYS[1], ARGV[4])
-local forget = tonumber(ARGV[6])
-for i = 2 + unless, 1 + unless + forget do redis.call('DEL', KEYS[i]) end
-if ARGV[7] ~= '' then redis.call('SET', KEYS[#KEYS], '1', 'EX', ARGV[7]) end
-return id
-"""
+class Gone(Exception):
+    """The event was not appended: it was to follow others, and the stream is gone (Redis came
+    back empty): what it follows must be sent again with it."""
 
 
 def publish(
@@ -77,6 +65,7 @@ def publish(
     forget: tuple[str, ...] = (),
     alive: tuple[str, int] | None = None,
     known: dict[str, Any] | None = None,
+    follows: bool = False,
     **data: Any,
 ) -> str | None:
     """Append an event (trimmed to EVENTS_MAXLEN, kept EVENTS_TTL seconds after the last one); its
@@ -84,11 +73,12 @@ def publish(
     still learn is published later: app.copilot.kept_events). With `unless`, a Redis key: Refused when
     it exists, and then nothing was appended (nor deleted or set). In the same round trip, the keys
     in `forget` are deleted and `alive` (a key, seconds) is set. `known` goes with the event to this
-    process's taps only (Event.known)."""
+    process's taps only (Event.known). With `follows`, the event continues others (a reply's next
+    words): Gone when the stream is no longer there, and then nothing was appended."""
     if kept_events.waiting():
         publish_later(wait=True)  # (first: the events kept while Redis was away go out in their order)
     try:
-        appended = _append(conversation_id, type, unless, forget, alive, known, data)
+        appended = _append(conversation_id, type, unless, forget, alive, known, data, follows)
     except RedisError as error:
         unpublished.warning(NOT_SENT, type, conversation_id, error)
         if unless is None and alive is None:
@@ -106,6 +96,7 @@ def _append(
     alive: tuple[str, int] | None,
     known: dict[str, Any] | None,
     data: dict[str, Any],
+    follows: bool = False,
 ) -> str:
     config = current_app.config
     keys = [key(conversation_id), *([unless] if unless else []), *forget, *([alive[0]] if alive else [])]
@@ -117,10 +108,13 @@ def _append(
         1 if unless else 0,
         len(forget),
         alive[1] if alive else "",
+        1 if follows else 0,
     ]
-    event_id = _appender()(keys=keys, args=args)
+    event_id = appender()(keys=keys, args=args)
     if event_id is None:
         raise Refused(unless)
+    if event_id == GONE:
+        raise Gone()
     appended = _text(event_id)
     taps.hand_over(conversation_id, Event(appended, str(type), data, known))
     return appended
@@ -161,32 +155,6 @@ def retitled(conversation_id: int, title: str | None = None) -> None:
     carries none), so every tab's heading, list and tab title follow, whoever wrote it. `title`,
     the one just committed: this process's own views take it as known (Event.known)."""
     publish(conversation_id, EventType.TITLE, known=None if title is None else {"title": title})
-
-
-def _appender() -> Any:
-    """The append script on this app's Redis (a server's: one EVALSHA an event); the embedded
-    fakeredis runs no Lua, so there the same steps go one by one (one process, no race that
-    matters: it is the demo's)."""
-    extensions = current_app.extensions
-    if "events_append" not in extensions:
-        client = redis_client.client
-        extensions["events_append"] = (
-            client.register_script(_APPEND) if current_app.config.get("REDIS_URL") else partial(_append_steps, client)
-        )
-    return extensions["events_append"]
-
-
-def _append_steps(client: Any, keys: list[str], args: list[Any]) -> Any:
-    maxlen, type, data, ttl, unless, forget, alive = args
-    if unless and client.exists(keys[1]):
-        return None
-    event_id = client.xadd(keys[0], {"type": type, "data": data}, maxlen=maxlen, approximate=True)
-    client.expire(keys[0], ttl)
-    for name in keys[1 + unless : 1 + unless + forget]:
-        client.delete(name)
-    if alive != "":
-        client.set(keys[-1], "1", ex=alive)
-    return event_id
 
 
 def last_id(conversation_id: int) -> str:

@@ -211,3 +211,42 @@ def test_words_redis_was_away_for_reach_a_page_with_the_next_ones_as_the_whole_t
         assert [e.data["text"] for e in more] == ["Here is what I can do.", " More."]
         assert [live.add(e)[0] for e in more[1:]] == ["Here is what I can do. More."]
         assert events.text_before(convo, run, 1, "9999999999999-0") == "Here is what I can do. More."
+
+
+def test_words_redis_lost_between_two_sends_come_again_whole_with_the_next(app, private_redis):
+    # Redis restarted empty between two of a reply's sends (no send failed, so no gap was seen):
+    # the stream held only the words written since, and a page joining then showed the reply's
+    # end without its beginning. The next words find the stream gone and carry the whole text.
+    from app.copilot.turns._pass import _Words
+    from app.web.streams import LiveText
+
+    convo, run = 4344, 12
+    with app.app_context():
+        words = _Words(convo, run, 1, every=0.0, per_second=0.0)
+        words.add("Here is ")
+        private_redis.stop()
+        private_redis.start()  # (back at once, empty: nothing was sent meanwhile)
+        words.add("what I can do.")
+        texts = [e for e in events.read(convo, "0-0", None) if e.type == EventType.TEXT]
+        assert [(e.data["text"], e.data.get("whole")) for e in texts] == [("Here is what I can do.", True)]
+        assert [LiveText(convo).add(e)[0] for e in texts] == ["Here is what I can do."]
+        words.add(" More.")  # (the stream is there again: the next words only)
+        assert [e.data["text"] for e in events.read(convo, texts[0].id, None)] == [" More."]
+        assert events.text_before(convo, run, 1, "9999999999999-0") == "Here is what I can do. More."
+
+
+def test_on_the_embedded_redis_too_words_lost_with_the_stream_come_again_whole(database_url):
+    # The demo's in-process Redis runs the append's steps one by one (no Lua): the same check.
+    from app import create_app
+    from app.copilot.turns._pass import _Words
+    from app.extensions import redis_client
+    from tests.conftest import base_config
+
+    app = create_app(base_config(database_url, REDIS_URL=None))
+    with app.app_context():
+        words = _Words(4345, 13, 1, every=0.0, per_second=0.0)
+        words.add("Here is ")
+        redis_client.client.delete(events.key(4345))  # (its stream gone, as after a restart)
+        words.add("what I can do.")
+        texts = [(e.data["text"], e.data.get("whole")) for e in events.read(4345, "0-0", None)]
+        assert texts == [("Here is what I can do.", True)]

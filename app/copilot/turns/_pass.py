@@ -260,24 +260,32 @@ class _Words:
         piece = "".join(self.buffer)
         self.buffer.clear()
         self.sent_at = time.monotonic()
-        # After words Redis was away for (or lost, restarted empty), the whole text so far, marked
-        # `whole`: a page that showed the words before would otherwise lose them or miss the middle.
-        whole: dict[str, Any] = {"whole": True} if self.gap else {}
         try:
-            said = events.publish(
-                self.conversation_id,
-                EventType.TEXT,
-                unless=runs.stop_key(self.run_id),
-                run=self.run_id,
-                step=self.step,
-                text=self.shown + piece if whole else piece,
-                **whole,
-            )
+            try:
+                said = self._send(piece, whole=self.gap)
+            except events.Gone:  # (Redis came back empty since the last words: they are lost too)
+                said = self._send(piece, whole=True)
         except events.Refused:
             self.stopped = True
             return
         self.gap = said is None
         self.shown += piece
+
+    def _send(self, piece: str, whole: bool) -> str | None:
+        """Publish the next words; `whole`, the whole text so far, marked so: after words Redis was
+        away for or lost, a page that showed the words before would otherwise lose them or miss
+        the middle. Words that follow others are Gone when the stream lost those."""
+        marked: dict[str, Any] = {"whole": True} if whole else {}
+        return events.publish(
+            self.conversation_id,
+            EventType.TEXT,
+            unless=runs.stop_key(self.run_id),
+            follows=bool(self.shown) and not whole,
+            run=self.run_id,
+            step=self.step,
+            text=self.shown + piece if whole else piece,
+            **marked,
+        )
 
 
 def _text_of(response: ModelResponse) -> str:
