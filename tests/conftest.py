@@ -7,6 +7,7 @@ import functools
 import os
 import re
 import tempfile
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -94,6 +95,27 @@ def no_internet() -> Iterator[None]:
     socket.socket.connect, socket.socket.connect_ex = connect, connect_ex  # type: ignore[method-assign]
     yield
     socket.socket.connect, socket.socket.connect_ex = real_connect, real_connect_ex  # type: ignore[method-assign]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def redis_settled() -> None:
+    """A Redis that started less than a pass's "still here" lasts takes no pass for dead (it may
+    have restarted empty: turns._sweep): on a Redis started just before the suite, the suite
+    waits until it has been up that long, once, so the tests that sweep dead passes find it so."""
+    import redis as redis_py
+
+    from app.config import SETTINGS
+    from app.copilot.turns._runs import alive_for
+
+    heartbeat = next(s.default for s in SETTINGS if s.key == "TURN_HEARTBEAT")
+    client = redis_py.Redis.from_url(REDIS_URL)
+    try:
+        while int(client.info("server")["uptime_in_seconds"]) < alive_for(heartbeat):
+            time.sleep(0.5)
+    except redis_py.RedisError:
+        pass  # (no Redis: the tests that need it say so themselves)
+    finally:
+        client.close()
 
 
 # Modules whose tests start processes or servers of their own, run many examples, or build and

@@ -171,3 +171,37 @@ def test_a_streamed_turn_following_redis_when_it_stops_ends_whole_and_says_so_on
     assert [m.get("body") for m in sent] == [b"retry: 2000\n\n", b""]  # (and the stream's end)
     ended = [r for r in caplog.records if "stream ended: Redis did not answer" in r.getMessage()]
     assert len(ended) == 1 and ended[0].exc_info is None, caplog.records
+
+
+def test_a_live_pass_is_not_taken_for_dead_while_redis_restarted_empty_has_not_had_its_heartbeat_yet(app, alice, private_redis):
+    # Redis restarted empty takes every pass's "still here" with it until the pass's next beat
+    # (TURN_HEARTBEAT). A page loaded meanwhile swept its conversation and ended a pass that was
+    # still running `interrupted`: its reply was dropped when it ended. Now nothing is taken for
+    # dead until a restarted Redis has been up as long as a "still here" lasts.
+    from app.copilot import sweep_dead
+    from app.copilot.turns._runs import alive_for, alive_key
+    from app.extensions import redis_client
+    from app.models import Conversation, Run, utcnow
+    from app.status import RunStatus
+
+    app.config["TURN_HEARTBEAT"] = 1  # (a "still here" lasts 4 s: the test waits that long, not 31 s)
+    with app.app_context():
+        user = db.session.scalar(sa.select(User).where(User.email == "alice@example.com"))
+        convo = Conversation(tenant_id=user.tenant_id, user_id=user.id)
+        db.session.add(convo)
+        db.session.flush()
+        run = Run(conversation_id=convo.id, status=RunStatus.RUNNING)
+        db.session.add(run)
+        db.session.commit()
+        db.session.execute(sa.update(Run).where(Run.id == run.id).values(updated_at=utcnow() - timedelta(hours=1)))
+        db.session.commit()
+        run_id = run.id
+        redis_client.client.set(alive_key(run_id), "1", ex=alive_for(1))  # (its pass, beating)
+        private_redis.stop()
+        private_redis.start()  # (back at once, empty: the beat is gone until the next)
+        assert not redis_client.client.exists(alive_key(run_id))
+        assert sweep_dead(60) == []
+        assert db.session.scalar(sa.select(Run.status).where(Run.id == run_id)) == RunStatus.RUNNING
+        # A pass that is really gone is still found: once Redis has been up that long, no beat came.
+        eventually(lambda: [r.id for r in sweep_dead(60)] == [run_id], "the dead pass swept once Redis had been up 4 s")
+        assert db.session.scalar(sa.select(Run.status).where(Run.id == run_id)) == RunStatus.INTERRUPTED

@@ -102,7 +102,7 @@ async def _run(run: Run, adopted: line.Adopted | None) -> bool:
             run.conversation_id,
             EventType.TURN,
             unless=runs.stop_key(run.id),
-            alive=(runs.alive_key(run.id), _alive_for(config["TURN_HEARTBEAT"])),
+            alive=(runs.alive_key(run.id), runs.alive_for(config["TURN_HEARTBEAT"])),
             run=run.id,
             step=work.step,
             state=TurnState.STARTED,
@@ -297,14 +297,9 @@ async def _heartbeat(run_id: int, every: float) -> None:
     while True:
         await asyncio.sleep(every)  # (the start's event said it first)
         try:
-            redis_client.client.set(runs.alive_key(run_id), "1", ex=_alive_for(every))
+            redis_client.client.set(runs.alive_key(run_id), "1", ex=runs.alive_for(every))
         except RedisError:
             pass
-
-
-def _alive_for(every: float) -> int:
-    """Seconds a "still here" lasts: a few heartbeats, so one late beat is not a death."""
-    return int(every * 3) + 1
 
 
 def _forget_alive(run_id: int) -> None:

@@ -310,6 +310,11 @@ def alive_key(run_id: int) -> str:
     return f"turn-alive:{run_id}"
 
 
+def alive_for(every: float) -> int:
+    """Seconds a pass's "still here" lasts: a few heartbeats, so one late beat is not a death."""
+    return int(every * 3) + 1
+
+
 def active(conversation_id: int) -> bool:
     """Whether a pass of the conversation is queued or running (the page offers Stop)."""
     return bool(

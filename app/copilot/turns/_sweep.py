@@ -8,11 +8,12 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from redis.exceptions import RedisError
+from flask import current_app
+from redis.exceptions import RedisError, ResponseError
 
 from app.copilot.turns._jobs import submit
 from app.copilot.turns._line import queue_next
-from app.copilot.turns._runs import alive_key, publish_end
+from app.copilot.turns._runs import alive_for, alive_key, publish_end
 from app.extensions import db, redis_client, won
 from app.models import Message, Run, utcnow
 from app.status import Role, RunStatus
@@ -27,7 +28,13 @@ def sweep_dead(grace_seconds: int, conversation_id: int | None = None) -> list[R
     if conversation_id is not None:
         stale = stale.where(Run.conversation_id == conversation_id)
     ended: list[Run] = []
-    for run in list(db.session.scalars(stale)):
+    runs = list(db.session.scalars(stale))
+    try:
+        if runs and _lately_started():  # (none is taken for dead before each live one said so again)
+            return ended
+    except RedisError:
+        return ended  # cannot tell a dead worker from a live one: leave them
+    for run in runs:
         try:
             if redis_client.client.exists(alive_key(run.id)):
                 continue
@@ -36,6 +43,17 @@ def sweep_dead(grace_seconds: int, conversation_id: int | None = None) -> list[R
         if mark_interrupted(run):
             ended.append(run)
     return ended
+
+
+def _lately_started() -> bool:
+    """Whether Redis started less than a "still here" lasts (restarted, and maybe empty): a live
+    pass's "still here" may not be written again yet, and the pass would be taken for dead."""
+    try:
+        server = redis_client.client.info("server")
+    except ResponseError:  # (no INFO: the embedded fakeredis, which lives and dies with its process; a proxy)
+        return False
+    uptime = server.get("uptime_in_seconds")
+    return uptime is not None and int(uptime) < alive_for(current_app.config["TURN_HEARTBEAT"])
 
 
 def _stranded() -> sa.Select[Any]:
