@@ -25,6 +25,7 @@ class Reply:
     words: list[str]
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     gate: threading.Event | None = None
+    hold: threading.Event | None = None  # after the second word, the model waits for this one too
     fail: Exception | None = None  # raised after the first word (the provider broke mid-stream)
     fail_after: int = 1  # ... or after this many words
 
@@ -47,8 +48,10 @@ class StreamedModel(FunctionModel):
         gate: threading.Event | None = None,
         fail: Exception | None = None,
         fail_after: int = 1,
+        hold: threading.Event | None = None,
     ) -> StreamedModel:
-        self.queue.append(Reply(words.split(" ") if isinstance(words, str) else words, calls or [], gate, fail, fail_after))
+        split = words.split(" ") if isinstance(words, str) else words
+        self.queue.append(Reply(split, calls or [], gate, hold, fail, fail_after))
         return self
 
     async def _stream(self, messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
@@ -57,8 +60,9 @@ class StreamedModel(FunctionModel):
         self.started.set()
         for i, word in enumerate(reply.words):
             yield word if i == len(reply.words) - 1 else word + " "
-            if i == 0 and reply.gate is not None:
-                opened = await asyncio.to_thread(reply.gate.wait, OPEN_WITHIN)
+            waits = reply.gate if i == 0 else reply.hold if i == 1 else None
+            if waits is not None:
+                opened = await asyncio.to_thread(waits.wait, OPEN_WITHIN)
                 assert opened, "the test never opened the model's gate"
             if i == reply.fail_after - 1 and reply.fail is not None:
                 raise reply.fail

@@ -124,3 +124,33 @@ def test_a_stream_that_ends_and_reconnects_as_usual_shows_no_notice(page, server
     page.wait_for_function("() => (window.__seen['htmx:sseOpen'] || 0) >= 3", timeout=120_000)  # (two reopens)
     assert page.evaluate("() => window.__lostShown") is False
     expect(page.locator(LOST)).to_be_hidden()
+
+
+def test_a_page_opened_after_redis_came_back_empty_mid_reply_shows_the_reply_from_its_start_and_stop(
+    page, server, streamed: StreamedModel, private_redis, gate
+):
+    # A helper's try: Redis restarted empty mid-reply took the turn's start with it, and a page
+    # opened (or reloaded) then showed no reply at all, and no Stop, until the reply ended; its
+    # console logged an error at each word (no element for them). The reply's next words now
+    # bring their bubble with them, and the whole text so far (the open page keeps its own).
+    import threading
+
+    hold = threading.Event()
+    streamed.enqueue("Alpha bravo charlie delta", gate=gate, hold=hold)
+    try:
+        sign_in_and_open_chat(page, server)
+        ask(page, "Say four words")
+        reply = "#messages .turn--live [id^='text-']"
+        expect(page.locator(reply)).to_have_text("Alpha", timeout=LONG)
+        private_redis.stop()
+        private_redis.start()  # (back at once, empty: the turn's start and first words are gone)
+        gate.set()  # ("bravo" goes out; the model then waits)
+        later = page.context.new_page()
+        later.goto(page.url)
+        expect(later.locator(reply)).to_have_text("Alpha bravo", timeout=LONG)
+        expect(later.locator("button.stop")).to_be_visible()
+        expect(page.locator(reply)).to_have_text("Alpha bravo", timeout=LONG)
+    finally:
+        hold.set()
+    for each in (page, later):
+        expect(each.locator("#messages .message--assistant:not(.message--live) p")).to_have_text("Alpha bravo charlie delta")

@@ -65,8 +65,10 @@ def test_each_streamed_update_shows_the_whole_reply_so_far_rendered(app):
         fragment = Elements(
             render_event(Event(ids[-1], "text", {"run": 7, "step": 1, "text": "s](https://evil.example/x)"}), None, LiveText(91))
         )
-    # Rendered, not appended: it replaces the paragraph's content with the whole reply so far.
-    assert fragment.tags[0] == ("div", {"hx-swap-oob": "innerHTML:#text-7-1"})
+    # Rendered, not appended: it replaces the paragraph's content with the whole reply so far
+    # (after the reply's bubble: this stream joined mid-reply, and the page may have none).
+    assert fragment.tags[0] == ("div", {"class": "turn turn--live", "id": "turn-7-1", "hx-swap-oob": "true"})
+    assert ("div", {"hx-swap-oob": "innerHTML:#text-7-1"}) in fragment.tags
     assert len(fragment.named("li")) == 2 and fragment.named("a")[0]["href"] == "https://evil.example/x"
     assert "docs (evil.example)" in fragment.words
 

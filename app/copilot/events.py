@@ -190,8 +190,10 @@ def replay_from(conversation_id: int, cursor: str | None, first: list[Any] | Non
     `cursor` (its parts so far are not in the database), else from cursor. A started turn's events
     replace its live bubble, so replaying them shows nothing twice. Reads back from cursor a page
     at a time (the newest turn event is usually among the last few); `first`, the first page when
-    look_back() already read it."""
+    look_back() already read it. A reply whose start Redis lost (it came back empty) starts at its
+    first words marked `whole`, which carry it all so far."""
     ended: set[int] = set()
+    whole: str | None = None  # (the oldest such words of a reply still running, read back to here)
     newest = "+" if cursor is None else cursor
     for _ in range(REPLAY_PAGES):
         try:
@@ -208,11 +210,13 @@ def replay_from(conversation_id: int, cursor: str | None, first: list[Any] | Non
             if event.ends_turn() and event.run is not None:
                 ended.add(event.run)
             elif event.type == EventType.TURN and event.data.get("state") == TurnState.STARTED:
-                return _before(event.id) if event.run not in ended else cursor
+                return _before(event.id) if event.run not in ended else whole or cursor
+            elif event.type == EventType.TEXT and event.data.get("whole") and event.run not in ended:
+                whole = _before(event.id)
         if len(page) < REPLAY_PAGE:
-            return cursor
+            return whole or cursor
         newest = _before(_text(page[-1][0]))
-    return cursor or "0-0"
+    return whole or cursor or "0-0"
 
 
 REPLAY_PAGE, REPLAY_PAGES = 50, 10  # at most 500 events back, as a stream holds a turn's parts

@@ -17,7 +17,7 @@ from app.copilot.approvals import Actor
 from app.copilot.events import Event
 from app.extensions import db
 from app.markdown import Live
-from app.models import Approval, Conversation, Message
+from app.models import Approval, Conversation, Message, Run
 from app.status import EventType, Role, TurnState
 from app.web.blueprint import bp
 from app.web.cards import card_context, render_partial
@@ -56,6 +56,10 @@ class LiveText:
     def ended(self, run: Any, step: Any) -> None:
         self.so_far.pop((run, step), None)
 
+    def follows(self, run: Any, step: Any) -> bool:
+        """Whether this stream has seen the reply's start or words already."""
+        return (run, step) in self.so_far
+
     def add(self, event: Event) -> tuple[str, str | None]:
         """The reply so far, and its HTML (None: nothing new worth sending yet)."""
         key = (event.data.get("run"), event.data.get("step"))
@@ -72,10 +76,12 @@ def render_event(event: Event, actor: Actor, live: LiveText) -> str | None:
     """One event of a conversation as the HTML fragment htmx's SSE extension swaps in (None: none)."""
     run, step = event.data.get("run"), event.data.get("step")
     if event.type == EventType.TEXT:
+        joined = not live.follows(run, step)  # (its start not seen here: see _joined_bubble)
         _, html = live.add(event)
         if html is None:
             return None
-        return render_template("partials/_live_text.html", run=run, step=step, html=Markup(html))  # noqa: S704  (sanitized)
+        text = render_template("partials/_live_text.html", run=run, step=step, html=Markup(html))  # noqa: S704  (sanitized)
+        return _joined_bubble(run, step, live.conversation_id) + text if joined else text
     if event.type == EventType.APPROVAL:
         return card_event(event, actor, live.conversation_id) or ""
     if event.type == EventType.TITLE:
@@ -131,3 +137,13 @@ def _asked(message_id: Any, conversation_id: int, actor: Actor) -> str:
         return ""
     mark_agents_words([said])
     return render_template("partials/_message.html", message=said, actor=actor, card_context=card_context, oob=True)
+
+
+def _joined_bubble(run: Any, step: Any, conversation_id: int) -> str:
+    """A reply's live bubble, for a stream whose first event of it is words: its start is not in
+    the stream (Redis came back empty since, or the reply outgrew the stream's length), and a page
+    opened since has no bubble for them (nor Stop). A page that has one keeps it (static/app.js)."""
+    answers = None
+    if step == 1 and str(run).isdigit():  # (a first reply goes under the message it answers)
+        answers = db.session.scalar(sa.select(Run.message_id).where(Run.id == int(run), Run.conversation_id == conversation_id))
+    return render_template("partials/_live.html", run=run, step=step, answers=answers)

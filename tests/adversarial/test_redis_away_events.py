@@ -233,6 +233,8 @@ def test_words_redis_lost_between_two_sends_come_again_whole_with_the_next(app, 
         words.add(" More.")  # (the stream is there again: the next words only)
         assert [e.data["text"] for e in events.read(convo, texts[0].id, None)] == [" More."]
         assert events.text_before(convo, run, 1, "9999999999999-0") == "Here is what I can do. More."
+        # A page opened now follows the reply from those words: its start went with the rest.
+        assert events.read(convo, events.replay_from(convo, None), None)[0].id == texts[0].id
 
 
 def test_on_the_embedded_redis_too_words_lost_with_the_stream_come_again_whole(database_url):
