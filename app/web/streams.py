@@ -76,12 +76,12 @@ def render_event(event: Event, actor: Actor, live: LiveText) -> str | None:
     """One event of a conversation as the HTML fragment htmx's SSE extension swaps in (None: none)."""
     run, step = event.data.get("run"), event.data.get("step")
     if event.type == EventType.TEXT:
-        joined = not live.follows(run, step)  # (its start not seen here: see _joined_bubble)
+        # (its start not seen here: its place comes first, see _joined_bubble)
+        bubble = "" if live.follows(run, step) else _joined_bubble(run, step, live.conversation_id)
         _, html = live.add(event)
         if html is None:
-            return None
-        text = render_template("partials/_live_text.html", run=run, step=step, html=Markup(html))  # noqa: S704  (sanitized)
-        return _joined_bubble(run, step, live.conversation_id) + text if joined else text
+            return bubble or None
+        return bubble + render_template("partials/_live_text.html", run=run, step=step, html=Markup(html))  # noqa: S704  (sanitized)
     if event.type == EventType.APPROVAL:
         return card_event(event, actor, live.conversation_id) or ""
     if event.type == EventType.TITLE:
