@@ -65,7 +65,7 @@ def test_a_message_kept_while_redis_is_down_is_answered_as_queued_and_its_turn_r
     # turn still going, and the worker's housekeeping hands a run left queued to the runner again.
     from app.auth import create_token
     from app.copilot.turns import _sweep as sweep
-    from app.models import Message, Run, utcnow
+    from app.models import Message, Run
     from tests.conftest import api_headers
 
     with app.app_context():
@@ -87,11 +87,8 @@ def test_a_message_kept_while_redis_is_down_is_answered_as_queued_and_its_turn_r
         said = db.session.scalars(sa.select(Message.text).where(Message.conversation_id == convo)).all()
         assert said == ["while away"]
         assert db.session.get(Run, run_id).status == "queued" and submitted == []  # (its job not sent)
-        assert sweep.resubmit_stranded(60) == []  # (queued just now: its job may be on its way)
-        two_minutes_ago = utcnow() - timedelta(seconds=120)
-        db.session.execute(sa.update(Run).where(Run.id == run_id).values(queued_at=two_minutes_ago))
-        db.session.commit()
-        assert sweep.resubmit_stranded(60) == [run_id]  # (left queued for longer: handed over again)
+        # Queued before Redis started again: whatever was queued then is gone, handed over at once.
+        assert sweep.resubmit_stranded(60) == [run_id]
         assert sweep.resubmit_stranded(60) == []  # (once a period: the job just handed over may be on its way)
         assert submitted == [run_id]
     # A worker's housekeeping does it by itself (each TURN_HEARTBEAT, for runs queued TURN_DEAD_AFTER).
@@ -107,6 +104,36 @@ def test_a_message_kept_while_redis_is_down_is_answered_as_queued_and_its_turn_r
     finally:
         done.set()
         housekeeping.join(WAIT)
+
+
+def test_a_turn_queued_before_redis_came_back_empty_is_queued_again_at_once(app, alice, private_redis, monkeypatch):
+    # Redis restarted empty takes the queued jobs with it: a message sent just before waited
+    # TURN_DEAD_AFTER (a minute) for the housekeeping to queue its turn again. A run queued before
+    # Redis started is queued again at the housekeeping's next look (each TURN_HEARTBEAT).
+    from app.copilot.turns import _sweep as sweep
+    from app.models import Run, utcnow
+
+    submitted = noted_runner(app, monkeypatch)
+    before = alice.new_conversation()
+    assert alice.htmx_post(f"/c/{before}/messages", text="just before").status_code == 200
+    assert len(submitted) == 1  # (its job queued in Redis, where no worker takes it)
+    private_redis.stop()
+    private_redis.start()  # (back, empty: the job is gone)
+    with app.app_context():
+        assert sweep.resubmit_stranded(60) == submitted[:1]  # (not a minute later)
+        assert sweep.resubmit_stranded(60) == []  # (once a period: the job just queued may be on its way)
+    # A message written since Redis started waits its minute as before: its job is there.
+    client = redis.Redis.from_url(private_redis.url)
+    eventually(lambda: int(client.info("server")["uptime_in_seconds"]) >= 2, "Redis up 2 s (its uptime is whole seconds)")
+    after = alice.new_conversation()
+    assert alice.htmx_post(f"/c/{after}/messages", text="just after").status_code == 200
+    with app.app_context():
+        assert sweep.resubmit_stranded(60) == []
+        assert len(submitted) == 3
+        # ... and once it has waited that long, it is queued again too (its job may have been lost).
+        db.session.execute(sa.update(Run).where(Run.id == submitted[2]).values(queued_at=utcnow() - timedelta(seconds=120)))
+        db.session.commit()
+        assert sweep.resubmit_stranded(60) == [submitted[2]]
 
 
 @pytest.mark.parametrize("route", ["/api/conversations/{}/events", "/c/{}/events"], ids=["api", "page"])

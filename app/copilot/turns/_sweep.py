@@ -48,12 +48,18 @@ def sweep_dead(grace_seconds: int, conversation_id: int | None = None) -> list[R
 def _lately_started() -> bool:
     """Whether Redis started less than a "still here" lasts (restarted, and maybe empty): a live
     pass's "still here" may not be written again yet, and the pass would be taken for dead."""
+    uptime = _uptime()
+    return uptime is not None and uptime < alive_for(current_app.config["TURN_HEARTBEAT"])
+
+
+def _uptime() -> int | None:
+    """How long Redis has been up, in whole seconds (None: it does not say)."""
     try:
         server = redis_client.client.info("server")
     except ResponseError:  # (no INFO: the embedded fakeredis, which lives and dies with its process; a proxy)
-        return False
+        return None
     uptime = server.get("uptime_in_seconds")
-    return uptime is not None and int(uptime) < alive_for(current_app.config["TURN_HEARTBEAT"])
+    return None if uptime is None else int(uptime)
 
 
 def _stranded() -> sa.Select[Any]:
@@ -91,8 +97,15 @@ def resubmit_stranded(after_seconds: int) -> list[int]:
     its conversation's line with no pass running there: its job was never queued (the broker was
     away when its message was kept: the message stays, the job is lost) or was lost since. Once a
     period each (a Redis key), so that a job merely waiting its turn is not queued over and over;
-    a second job is harmless anyway (the claim runs a pass once). Its ids."""
+    a second job is harmless anyway (the claim runs a pass once). A run queued before Redis last
+    started is handed again at once: a Redis that came back empty took its job. Its ids."""
     cutoff = utcnow() - timedelta(seconds=after_seconds)
+    try:
+        uptime = _uptime()
+    except RedisError:
+        return []  # (the broker is away: next time)
+    if uptime is not None and uptime < after_seconds:
+        cutoff = utcnow() - timedelta(seconds=uptime)  # (whole seconds: a job queued just after may go twice)
     stranded = list(db.session.scalars(_STRANDED, {"cutoff": cutoff}))
     db.session.rollback()
     handed: list[int] = []
