@@ -232,3 +232,22 @@ def test_a_live_pass_is_not_taken_for_dead_while_redis_restarted_empty_has_not_h
         # A pass that is really gone is still found: once Redis has been up that long, no beat came.
         eventually(lambda: [r.id for r in sweep_dead(60)] == [run_id], "the dead pass swept once Redis had been up 4 s")
         assert db.session.scalar(sa.select(Run.status).where(Run.id == run_id)) == RunStatus.INTERRUPTED
+
+
+def test_a_turn_queued_within_the_second_redis_restarted_in_is_queued_again_at_once(app, alice, private_redis, monkeypatch):
+    # A helper's try: a message sent 0.1 s before Redis came back empty waited 64-68 s for its
+    # turn, three times. Redis's uptime is the difference of two whole-second clocks, so it started
+    # up to a second after "now - uptime": a job queued in that second was taken for one queued
+    # since, at every look (each 10 s, the same fraction of a second each time).
+    from app.copilot.turns import _sweep as sweep
+    from app.models import Run, utcnow
+
+    submitted = noted_runner(app, monkeypatch)
+    convo = alice.new_conversation()
+    assert alice.htmx_post(f"/c/{convo}/messages", text="just before").status_code == 200
+    monkeypatch.setattr(sweep, "_uptime", lambda: 5)  # (Redis says: up 5 s)
+    with app.app_context():
+        queued = utcnow() - timedelta(seconds=4.5)  # (maybe before its start, maybe after: handed again)
+        db.session.execute(sa.update(Run).where(Run.id == submitted[0]).values(queued_at=queued))
+        db.session.commit()
+        assert sweep.resubmit_stranded(60) == submitted[:1]

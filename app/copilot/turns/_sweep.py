@@ -105,7 +105,9 @@ def resubmit_stranded(after_seconds: int) -> list[int]:
     except RedisError:
         return []  # (the broker is away: next time)
     if uptime is not None and uptime < after_seconds:
-        cutoff = utcnow() - timedelta(seconds=uptime)  # (whole seconds: a job queued just after may go twice)
+        # (Redis's uptime is two whole-second clocks apart: it started up to a second after now −
+        # uptime. A job queued in the second after its start may go twice: the claim decides.)
+        cutoff = utcnow() - timedelta(seconds=uptime - 1)
     stranded = list(db.session.scalars(_STRANDED, {"cutoff": cutoff}))
     db.session.rollback()
     handed: list[int] = []
