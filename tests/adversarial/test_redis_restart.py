@@ -234,6 +234,28 @@ def test_a_live_pass_is_not_taken_for_dead_while_redis_restarted_empty_has_not_h
         assert db.session.scalar(sa.select(Run.status).where(Run.id == run_id)) == RunStatus.INTERRUPTED
 
 
+def test_a_worker_that_starts_looks_for_stranded_turns_at_once_not_a_heartbeat_later(app, alice, private_redis, monkeypatch):
+    # A helper's try: with the worker stopped, a message sent, and Redis come back empty, the
+    # worker started again waited its first TURN_HEARTBEAT (10 s) before its housekeeping's first
+    # look: the turn began 12.0-12.4 s after Redis was back, 1.5 s after the worker was up.
+    from app.copilot.turns._pass import keep_alive
+
+    submitted = noted_runner(app, monkeypatch)
+    convo = alice.new_conversation()
+    assert alice.htmx_post(f"/c/{convo}/messages", text="while the worker was away").status_code == 200
+    private_redis.stop()
+    private_redis.start()  # (back, empty: its job is gone)
+    monkeypatch.setitem(app.config, "TURN_HEARTBEAT", 3600)  # (a heartbeat later would be an hour)
+    done = threading.Event()
+    housekeeping = threading.Thread(target=keep_alive, args=(app, done), daemon=True)
+    housekeeping.start()
+    try:
+        eventually(lambda: submitted == submitted[:1] * 2, "the worker's first look queued it again")
+    finally:
+        done.set()
+        housekeeping.join(WAIT)
+
+
 def test_a_turn_queued_within_the_second_redis_restarted_in_is_queued_again_at_once(app, alice, private_redis, monkeypatch):
     # A helper's try: a message sent 0.1 s before Redis came back empty waited 64-68 s for its
     # turn, three times. Redis's uptime is the difference of two whole-second clocks, so it started

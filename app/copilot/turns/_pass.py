@@ -310,10 +310,10 @@ def _forget_alive(run_id: int) -> None:
 
 
 def keep_alive(app: Flask, done: Any) -> None:
-    """The worker's housekeeping until `done`: passes whose worker died become interrupted, and
-    runs left queued with no job (kept by a process that stopped while Redis was away) are queued
-    again."""
-    while not done.wait(app.config["TURN_HEARTBEAT"]):
+    """The worker's housekeeping, at once and then each TURN_HEARTBEAT until `done`: passes whose
+    worker died become interrupted, and runs left queued with no job (kept by a process that
+    stopped while Redis was away, or taken by a Redis that came back empty) are queued again."""
+    while not done.is_set():
         with app.app_context():
             try:
                 sweep.sweep_dead(app.config["TURN_DEAD_AFTER"])
@@ -322,3 +322,4 @@ def keep_alive(app: Flask, done: Any) -> None:
                 log.exception("sweep of dead passes failed")
             finally:
                 db.session.remove()
+        done.wait(app.config["TURN_HEARTBEAT"])
