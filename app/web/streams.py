@@ -56,7 +56,7 @@ class LiveText:
     def ended(self, run: Any, step: Any) -> None:
         self.so_far.pop((run, step), None)
 
-    def follows(self, run: Any, step: Any) -> bool:
+    def knows(self, run: Any, step: Any) -> bool:
         """Whether this stream has seen the reply's start or words already."""
         return (run, step) in self.so_far
 
@@ -77,7 +77,7 @@ def render_event(event: Event, actor: Actor, live: LiveText) -> str | None:
     run, step = event.data.get("run"), event.data.get("step")
     if event.type == EventType.TEXT:
         # (its start not seen here: its place comes first, see _joined_bubble)
-        bubble = "" if live.follows(run, step) else _joined_bubble(run, step, live.conversation_id)
+        bubble = "" if live.knows(run, step) else _joined_bubble(run, step, live.conversation_id)
         _, html = live.add(event)
         if html is None:
             return bubble or None

@@ -188,17 +188,24 @@ def test_a_stop_asked_while_redis_is_away_is_a_plain_503_not_a_500(app, alice, p
         assert redis_client.client.exists(stop_key(run_id))
 
 
+def _first_words(convo: int, run: int) -> Any:
+    """A reply's words as its pass sends them (turns._Words, each at once), its first ones sent."""
+    from app.copilot.turns._pass import _Words
+
+    words = _Words(convo, run, 1, every=0.0, per_second=0.0)
+    words.add("Here is ")
+    return words
+
+
 def test_words_redis_was_away_for_reach_a_page_with_the_next_ones_as_the_whole_text(app, private_redis):
     # A helper's try: a reply streaming when Redis stopped (and came back empty) lost on every open
     # page the words it had shown; after the return, only the words written since. The first
     # words after a gap now carry the whole text so far, and a page shows it all.
-    from app.copilot.turns._pass import _Words
     from app.web.streams import LiveText
 
     convo, run = 4343, 11
     with app.app_context():
-        words = _Words(convo, run, 1, every=0.0, per_second=0.0)
-        words.add("Here is ")
+        words = _first_words(convo, run)
         private_redis.stop()
         words.add("what I ")  # (not published: Redis is away)
         private_redis.start()  # (empty: what was published before is gone too)
@@ -217,13 +224,11 @@ def test_words_redis_lost_between_two_sends_come_again_whole_with_the_next(app, 
     # Redis restarted empty between two of a reply's sends (no send failed, so no gap was seen):
     # the stream held only the words written since, and a page joining then showed the reply's
     # end without its beginning. The next words find the stream gone and carry the whole text.
-    from app.copilot.turns._pass import _Words
     from app.web.streams import LiveText
 
     convo, run = 4344, 12
     with app.app_context():
-        words = _Words(convo, run, 1, every=0.0, per_second=0.0)
-        words.add("Here is ")
+        words = _first_words(convo, run)
         private_redis.stop()
         private_redis.start()  # (back at once, empty: nothing was sent meanwhile)
         words.add("what I can do.")
@@ -240,14 +245,12 @@ def test_words_redis_lost_between_two_sends_come_again_whole_with_the_next(app, 
 def test_on_the_embedded_redis_too_words_lost_with_the_stream_come_again_whole(database_url):
     # The demo's in-process Redis runs the append's steps one by one (no Lua): the same check.
     from app import create_app
-    from app.copilot.turns._pass import _Words
     from app.extensions import redis_client
     from tests.conftest import base_config
 
     app = create_app(base_config(database_url, REDIS_URL=None))
     with app.app_context():
-        words = _Words(4345, 13, 1, every=0.0, per_second=0.0)
-        words.add("Here is ")
+        words = _first_words(4345, 13)
         redis_client.client.delete(events.key(4345))  # (its stream gone, as after a restart)
         words.add("what I can do.")
         texts = [(e.data["text"], e.data.get("whole")) for e in events.read(4345, "0-0", None)]

@@ -4,7 +4,6 @@ limits fall back to the process's memory while it is down, and go back to Redis 
 
 from __future__ import annotations
 
-import threading
 import time
 from datetime import timedelta
 
@@ -14,8 +13,8 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.models import Approval, User
-from tests.helpers.turns import noted_runner
-from tests.services import WAIT, PrivateRedis, eventually
+from tests.helpers.turns import housekeeping, noted_runner
+from tests.services import PrivateRedis, eventually
 
 
 @pytest.fixture
@@ -92,18 +91,10 @@ def test_a_message_kept_while_redis_is_down_is_answered_as_queued_and_its_turn_r
         assert sweep.resubmit_stranded(60) == []  # (once a period: the job just handed over may be on its way)
         assert submitted == [run_id]
     # A worker's housekeeping does it by itself (each TURN_HEARTBEAT, for runs queued TURN_DEAD_AFTER).
-    from app.copilot.turns._pass import keep_alive
-
     redis.Redis.from_url(private_redis.url).delete(f"turn-resubmitted:{run_id}")
     monkeypatch.setitem(app.config, "TURN_HEARTBEAT", 1)
-    done = threading.Event()
-    housekeeping = threading.Thread(target=keep_alive, args=(app, done), daemon=True)
-    housekeeping.start()
-    try:
+    with housekeeping(app):
         eventually(lambda: submitted == [run_id, run_id], "the worker's housekeeping queued it again")
-    finally:
-        done.set()
-        housekeeping.join(WAIT)
 
 
 def test_a_turn_queued_before_redis_came_back_empty_is_queued_again_at_once(app, alice, private_redis, monkeypatch):
@@ -238,22 +229,14 @@ def test_a_worker_that_starts_looks_for_stranded_turns_at_once_not_a_heartbeat_l
     # A helper's try: with the worker stopped, a message sent, and Redis come back empty, the
     # worker started again waited its first TURN_HEARTBEAT (10 s) before its housekeeping's first
     # look: the turn began 12.0-12.4 s after Redis was back, 1.5 s after the worker was up.
-    from app.copilot.turns._pass import keep_alive
-
     submitted = noted_runner(app, monkeypatch)
     convo = alice.new_conversation()
     assert alice.htmx_post(f"/c/{convo}/messages", text="while the worker was away").status_code == 200
     private_redis.stop()
     private_redis.start()  # (back, empty: its job is gone)
     monkeypatch.setitem(app.config, "TURN_HEARTBEAT", 3600)  # (a heartbeat later would be an hour)
-    done = threading.Event()
-    housekeeping = threading.Thread(target=keep_alive, args=(app, done), daemon=True)
-    housekeeping.start()
-    try:
+    with housekeeping(app):
         eventually(lambda: submitted == submitted[:1] * 2, "the worker's first look queued it again")
-    finally:
-        done.set()
-        housekeeping.join(WAIT)
 
 
 def test_a_turn_queued_within_the_second_redis_restarted_in_is_queued_again_at_once(app, alice, private_redis, monkeypatch):

@@ -5,6 +5,8 @@ with `app_config` here, the turns go to Dramatiq over the test Redis and nothing
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -93,3 +95,21 @@ def noted_runner(app: Any, monkeypatch: Any) -> list[int]:
     monkeypatch.setattr(runner, "submit", lambda run_id: (send(run_id), submitted.append(run_id)))
     monkeypatch.setitem(app.extensions, "turns", runner)
     return submitted
+
+
+@contextlib.contextmanager
+def housekeeping(app: Any) -> Iterator[None]:
+    """A worker's housekeeping (turns._pass.keep_alive) in a thread while the block runs."""
+    import threading
+
+    from app.copilot.turns._pass import keep_alive
+    from tests.services import WAIT
+
+    done = threading.Event()
+    thread = threading.Thread(target=keep_alive, args=(app, done), daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(WAIT)
